@@ -1,0 +1,65 @@
+"""The one exception tree of indexer.
+
+Every error the library raises on purpose derives from :class:`IndexerError`; errors of third-party
+libraries are translated at the adapter that calls them (``raise StoreError(...) from exc``)::
+
+    IndexerError
+    ├── ConfigError          bad settings, flags or combinations (e.g. a metric the model cannot use)
+    ├── ModelError           a model cannot be found, built, loaded or run
+    │   └── ModelUnavailableError   the model is not built and cannot be fetched (offline)
+    ├── InputError           bad input to a public call (too many tokens, wrong types, bad query)
+    ├── SourceError          a file or folder cannot be read (carries the path and the reason)
+    ├── StoreError           the vector store failed or refused
+    │   ├── StoreUnavailableError   the store cannot be reached (retryable)
+    │   └── CollectionMismatchError the collection was made with another model/normalization/metric
+    └── StateError           the SQLite state store is unusable (corrupt, newer schema)
+
+Messages name the problem and the fix.
+"""
+
+from __future__ import annotations
+
+
+class IndexerError(Exception):
+    """Root of every error raised by indexer."""
+
+
+class ConfigError(IndexerError):
+    """Settings, flags or their combination are invalid."""
+
+
+class ModelError(IndexerError):
+    """A model cannot be found, built, loaded or run."""
+
+
+class ModelUnavailableError(ModelError):
+    """The model is not in the cache and cannot be fetched (for example offline)."""
+
+
+class InputError(IndexerError, ValueError):
+    """Bad input to a public call."""
+
+
+class SourceError(IndexerError):
+    """A source file cannot be read."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class StoreError(IndexerError):
+    """The vector store failed or refused an operation."""
+
+
+class StoreUnavailableError(StoreError):
+    """The vector store cannot be reached; the operation may be retried."""
+
+
+class CollectionMismatchError(StoreError):
+    """A collection's recorded model, normalization or metric disagrees with the settings."""
+
+
+class StateError(IndexerError):
+    """The state store is unusable."""

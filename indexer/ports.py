@@ -1,0 +1,105 @@
+"""The small interfaces (ports) the core talks to. Adapters live in ``plugins/`` and never import each other."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from indexer.types import Chunk, Document, Filter, Hit, Metric, Point, SourceRef
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """What the chunker needs of a model: exact token counts (special tokens included) and the limit."""
+
+    max_tokens: int
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+@runtime_checkable
+class Embedder(TokenCounter, Protocol):
+    """Turns texts into vectors. ``similarity`` is what the model was trained for (cosine, dot, euclidean)."""
+
+    model_id: str
+    dimensions: int
+    similarity: str
+
+    def embed_batch(self, texts: Sequence[str], normalize: int) -> np.ndarray:
+        """Return a float32 array of shape (len(texts), dimensions), normalised with LlamaEmbedding's mode."""
+        ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    model_id: str
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        """One relevance score per text, higher is more relevant."""
+        ...
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """One interface over every vector store (FAISS on disk, Qdrant embedded or server)."""
+
+    name: str  # "faiss", "qdrant"
+    metric: Metric
+
+    def ensure_collection(self, collection: str, dimensions: int, meta: Mapping[str, str]) -> None:
+        """Create the collection if missing, recording ``meta``. Existing collections are left as they are."""
+        ...
+
+    def collection_meta(self, collection: str) -> dict[str, str] | None:
+        """The meta recorded at creation (plus ``dimensions`` and ``metric``), or None if missing."""
+        ...
+
+    def upsert(self, collection: str, points: Sequence[Point]) -> None:
+        """Insert or replace points by id; durable and searchable when this returns."""
+        ...
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        """Delete points by id; unknown ids are ignored."""
+        ...
+
+    def search(
+        self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None
+    ) -> list[Hit]:
+        """Nearest points, best first; ``Hit.score`` is higher-is-better for every metric."""
+        ...
+
+    def count(self, collection: str) -> int: ...
+
+    def list_ids(self, collection: str) -> set[str]: ...
+
+    def drop(self, collection: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Finds files (stat only) and reads them into documents."""
+
+    def scan(self) -> Iterator[SourceRef]: ...
+
+    def read(self, ref: SourceRef) -> Document:
+        """Read and extract text; raises SourceError with path and reason."""
+        ...
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """Extracts text from one kind of file. Registered through the ``indexer.readers`` entry point."""
+
+    kind: str
+    extensions: tuple[str, ...]  # lower-case, with dot: (".md", ".markdown")
+
+    def read(self, ref: SourceRef, data: bytes) -> Document: ...
+
+
+@runtime_checkable
+class Chunker(Protocol):
+    def chunk(self, doc: Document) -> Iterator[Chunk]: ...
