@@ -1,0 +1,232 @@
+"""The ``indexer`` command line. Exit codes: 0 success, 1 fatal error, 2 some files failed to index."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from indexer.collection import Collection, list_collections, open_collection
+from indexer.errors import IndexerError
+from indexer.pipeline import IndexReport
+from indexer.settings import load_settings
+
+app = typer.Typer(help="Index local folders with llama.cpp embeddings and search them.", no_args_is_help=True)
+err = Console(stderr=True)
+out = Console()
+
+try:  # the models sub-app lives with the model code
+    from indexer.models.cli import app as models_app
+
+    app.add_typer(models_app, name="models", help="Build, list and locate embedding models.")
+except ImportError:  # pragma: no cover - only while the models package is incomplete
+    pass
+
+CollectionOpt = typer.Option(None, "--collection", "-c", help="collection name (default: 'default')")
+JsonOpt = typer.Option(False, "--json", help="machine-readable output on stdout")
+
+
+@app.callback()
+def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="log details and stage timings")) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    _STATE["verbose"] = verbose
+
+
+_STATE: dict[str, Any] = {"verbose": False}
+
+
+class _BarProgress:
+    """Pipeline progress drawn with rich on stderr; silent when stderr is not a terminal."""
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+        self.files = bar.add_task("files", total=None)
+        self.chunks = bar.add_task("chunks embedded", total=None)
+        self.tokens = 0
+
+    def files_total(self, n: int) -> None:
+        self.bar.update(self.files, total=n, completed=0)
+
+    def file_done(self, path: str) -> None:
+        self.bar.advance(self.files)
+
+    def embedded(self, chunks: int, tokens: int) -> None:
+        self.tokens += tokens
+        self.bar.advance(self.chunks, chunks)
+
+
+def _fail(exc: Exception, code: int = 1) -> typer.Exit:
+    err.print(f"[red]error:[/red] {exc}", highlight=False)
+    return typer.Exit(code)
+
+
+def _open(collection: str | None, **overrides: Any) -> Collection:
+    return open_collection(collection, **overrides)
+
+
+@app.command()
+def index(
+    paths: list[Path] = typer.Argument(..., help="folders to add as roots and sync"),
+    collection: Optional[str] = CollectionOpt,
+    store: Optional[str] = typer.Option(None, help="faiss (default) or qdrant, for a new collection"),
+    qdrant_url: Optional[str] = typer.Option(None, help="Qdrant server URL (else embedded storage)"),
+    metric: Optional[str] = typer.Option(None, help="cosine (default), dot, euclid"),
+    model: Optional[str] = typer.Option(None, "--model", help="embedding model: catalogue name or .gguf path"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Index PATHS into a collection (adds them as roots); unchanged files are skipped."""
+    try:
+        with _open(collection, store=store, qdrant_url=qdrant_url, metric=metric, embed_model=model) as col:
+            show = sys.stderr.isatty() and not as_json
+            with Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                console=err, disable=not show, transient=True,
+            ) as bar:
+                report = col.index(paths, progress=_BarProgress(bar))
+    except IndexerError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        out.print_json(json.dumps(report.to_dict()))
+    else:
+        _print_report(report)
+    raise typer.Exit(2 if report.failed else 0)
+
+
+def _print_report(r: IndexReport) -> None:
+    rate = r.tokens_embedded / r.embed_seconds if r.embed_seconds else 0.0
+    err.print(
+        f"{r.files_seen} files: {r.files_indexed} indexed, {r.files_unchanged + r.files_touched} unchanged, "
+        f"{r.files_removed} removed, {len(r.failed)} failed; {r.chunks_embedded} chunks embedded "
+        f"({r.tokens_embedded} tokens, {rate:,.0f} tokens/s), {r.chunks_reused} reused; "
+        f"{r.points_upserted} points written, {r.points_deleted} deleted in {r.seconds:.2f}s",
+        highlight=False,
+    )
+    for path, reason in r.failed:
+        err.print(f"  failed: {path}: {reason}", highlight=False)
+
+
+@app.command()
+def search(
+    query: str = typer.Argument(..., help="what to look for"),
+    collection: Optional[str] = CollectionOpt,
+    k: Optional[int] = typer.Option(None, "-k", help="results to return (default 10)"),
+    candidates: Optional[int] = typer.Option(None, help="candidates fetched before reranking (default 50)"),
+    path: Optional[str] = typer.Option(None, "--path", help="glob on the file path, e.g. '*.md' or 'docs/*'"),
+    under: Optional[Path] = typer.Option(None, "--under", help="only files under this folder"),
+    file_type: list[str] = typer.Option([], "--type", help="file extension(s), e.g. --type md --type py"),
+    rerank: Optional[bool] = typer.Option(None, "--rerank/--no-rerank", help="default: on when a reranker is set"),
+    rerank_model: Optional[str] = typer.Option(None, help="reranker model (.gguf path or name)"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Search a collection; results are reranked when a reranker model is configured."""
+    try:
+        with _open(collection, rerank_model=rerank_model) as col:
+            result = col.search(
+                query,
+                k=k or col.settings.top_k,
+                candidates=candidates or col.settings.candidates,
+                path_glob=path,
+                path_prefix=str(under.expanduser().resolve()) if under else None,
+                file_types=tuple(t.lower().lstrip(".") for t in file_type),
+                rerank=rerank,
+            )
+    except IndexerError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        out.print_json(json.dumps([h.to_dict() for h in result.hits]))
+    else:
+        for i, hit in enumerate(result.hits, 1):
+            rs = f" rerank={hit.rerank_score:.3f}" if hit.rerank_score is not None else ""
+            out.print(
+                f"[bold]{i}. {hit.path}:{hit.start_line}-{hit.end_line}[/bold]  score={hit.score:.3f}{rs}",
+                highlight=False,
+            )
+            snippet = " ".join(hit.text.split())
+            out.print(f"   {snippet[:240]}{'…' if len(snippet) > 240 else ''}", highlight=False, markup=False)
+        err.print(result.rerank_note, highlight=False)
+    if _STATE["verbose"]:
+        err.print("timings (ms): " + ", ".join(f"{k}={v:.1f}" for k, v in result.timings_ms.items()))
+
+
+@app.command()
+def status(collection: Optional[str] = CollectionOpt, as_json: bool = JsonOpt) -> None:
+    """Show a collection's files, chunks, points, store, model and roots."""
+    try:
+        with _open(collection) as col:
+            info = col.status()
+    except IndexerError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        out.print_json(json.dumps(info))
+        return
+    table = Table(show_header=False)
+    for key, value in info.items():
+        table.add_row(key, ", ".join(value) if isinstance(value, list) else str(value))
+    out.print(table)
+
+
+@app.command()
+def collections(as_json: bool = JsonOpt) -> None:
+    """List collections."""
+    try:
+        recs = list_collections(load_settings())
+    except IndexerError as exc:
+        raise _fail(exc) from exc
+    rows = [
+        {"collection": r.name, "store": r.store, "metric": r.metric, "model": r.model_id, "dimensions": r.dimensions}
+        for r in recs
+    ]
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    if not rows:
+        err.print("no collections yet: run `indexer index PATH`")
+    for row in rows:
+        out.print(f"{row['collection']}\t{row['store']}\t{row['metric']}\t{row['model']}", highlight=False)
+
+
+@app.command()
+def forget(path: Path, collection: Optional[str] = CollectionOpt, as_json: bool = JsonOpt) -> None:
+    """Remove a root from a collection, with every point of its files."""
+    try:
+        with _open(collection) as col:
+            report = col.forget(path)
+    except IndexerError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        out.print_json(json.dumps(report.to_dict()))
+    else:
+        err.print(f"forgot {report.files_removed} files ({report.points_deleted} points)")
+
+
+@app.command()
+def drop(
+    name: str,
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+) -> None:
+    """Delete a collection: its points, state and embedded store files."""
+    if not yes and not typer.confirm(f"Delete collection {name!r} and all its points?"):
+        raise typer.Exit(1)
+    try:
+        with _open(name) as col:
+            col.drop()
+    except IndexerError as exc:
+        raise _fail(exc) from exc
+    err.print(f"dropped {name}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

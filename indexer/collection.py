@@ -1,0 +1,370 @@
+"""A collection: the facade the CLI, the Python API and (later) the HTTP API use.
+
+It owns the wiring: settings -> state store, vector store plugin, embedder, reranker, source and chunker. The
+parts it wires know nothing of each other.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from indexer import plugins
+from indexer.errors import CollectionMismatchError, ConfigError, IndexerError, InputError
+from indexer.normalization import choose_normalization, normalization_name
+from indexer.pipeline import IndexReport, Pipeline, Progress, within
+from indexer.ports import Embedder, Reranker, VectorStore
+from indexer.query import SearchRequest, SearchResult, run_search, validate
+from indexer.settings import Settings, load_settings
+from indexer.state import CollectionRecord, StateStore
+from indexer.types import Metric
+
+logger = logging.getLogger(__name__)
+
+
+def open_state(settings: Settings) -> StateStore:
+    return StateStore(Path(settings.data_dir) / "state.sqlite")
+
+
+def list_collections(settings: Settings | None = None) -> list[CollectionRecord]:
+    settings = settings or load_settings()
+    state = open_state(settings)
+    try:
+        return state.list_collections()
+    finally:
+        state.close()
+
+
+class Collection:
+    """One named collection. Use ``open_collection``; close it (or use ``with``) when done."""
+
+    def __init__(self, settings: Settings, state: StateStore, record: CollectionRecord | None) -> None:
+        self.settings = settings
+        self.name = settings.collection
+        self.state = state
+        self.record = record
+        self._store: VectorStore | None = None
+        self._embedder: Embedder | None = None
+        self._reranker: Reranker | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def __enter__(self) -> Collection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for part in (self._store, self._embedder, self._reranker):
+            closer = getattr(part, "close", None)
+            if closer is not None:
+                closer()
+        self._store = self._embedder = self._reranker = None
+        self.state.close()
+
+    # -- parts, built lazily ---------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from indexer.embedder import LlamaEmbedder
+
+            path = self.record.model_path if self.record else str(_resolve_model(self.settings.embed_model))
+            if not Path(path).exists():
+                raise ConfigError(
+                    f"the embedding model of collection {self.name!r} is missing: {path}; restore it or run "
+                    "`indexer models build`"
+                )
+            self._embedder = LlamaEmbedder(path, n_threads=self.settings.threads)
+        return self._embedder
+
+    @property
+    def reranker(self) -> Reranker | None:
+        if self._reranker is None and self.settings.rerank_model:
+            from indexer.embedder import LlamaReranker
+
+            path = _resolve_model(self.settings.rerank_model)
+            self._reranker = LlamaReranker(
+                str(path), max_tokens=self.settings.rerank_max_tokens, n_threads=self.settings.threads
+            )
+        return self._reranker
+
+    @property
+    def store(self) -> VectorStore:
+        if self._store is None:
+            rec = self.record
+            kind = rec.store if rec else self.settings.store
+            options = rec.store_options if rec else self._new_store_options()
+            metric = Metric(rec.metric if rec else self.settings.metric)
+            self._store = _make_store(kind, options, metric, self.settings)
+        return self._store
+
+    def _new_store_options(self) -> dict[str, Any]:
+        s = self.settings
+        if s.store == "faiss":
+            return {"path": str(Path(s.data_dir) / "faiss" / self.name), "index": s.faiss_index}
+        if s.qdrant_url:
+            return {"url": s.qdrant_url}
+        return {"path": str(Path(s.data_dir) / "qdrant" / self.name)}
+
+    # -- creation and checks ---------------------------------------------------------------------------
+    def _ensure_created(self) -> CollectionRecord:
+        if self.record is not None:
+            self._check_store_meta(self.record)
+            return self.record
+        emb = self.embedder
+        normalization = choose_normalization(emb.similarity, self.settings.metric)
+        rec = CollectionRecord(
+            name=self.name,
+            store=self.settings.store,
+            store_options=self._new_store_options(),
+            metric=self.settings.metric,
+            model_id=emb.model_id,
+            model_path=str(_resolve_model(self.settings.embed_model)),
+            normalization=normalization,
+            dimensions=emb.dimensions,
+        )
+        existing = self.store.collection_meta(self.name)
+        if existing is not None:
+            self.record = rec
+            self._check_store_meta(rec)  # adopting a collection left by an earlier state db must match
+        else:
+            self.store.ensure_collection(self.name, rec.dimensions, _meta(rec))
+        self.state.create_collection(rec)
+        self.record = rec
+        return rec
+
+    def _check_store_meta(self, rec: CollectionRecord) -> None:
+        meta = self.store.collection_meta(self.name)
+        if meta is None:
+            self.store.ensure_collection(self.name, rec.dimensions, _meta(rec))
+            return
+        want = _meta(rec)
+        diffs = [f"{k}: store has {meta.get(k)!r}, expected {v!r}" for k, v in want.items() if meta.get(k) != v]
+        if diffs:
+            raise CollectionMismatchError(
+                f"collection {self.name!r} in the {rec.store} store was written with other settings ("
+                + "; ".join(diffs)
+                + "). Index into a new collection (--collection NEW) or drop this one (`indexer drop "
+                + f"{self.name}`) and re-index."
+            )
+
+    def check_settings(self) -> None:
+        """Refuse explicit settings that disagree with what the collection was built with."""
+        rec = self.record
+        if rec is None:
+            return
+        given = self.settings.model_fields_set
+        problems = []
+        if "metric" in given and self.settings.metric != rec.metric:
+            problems.append(f"metric {rec.metric!r} (asked: {self.settings.metric!r})")
+        if "store" in given and self.settings.store != rec.store:
+            problems.append(f"store {rec.store!r} (asked: {self.settings.store!r})")
+        if "embed_model" in given:
+            asked = str(_resolve_model(self.settings.embed_model))
+            if os.path.realpath(asked) != os.path.realpath(rec.model_path):
+                problems.append(f"model {rec.model_path!r} (asked: {asked!r})")
+        if problems:
+            raise CollectionMismatchError(
+                f"collection {self.name!r} was built with " + ", ".join(problems)
+                + f"; its normalization is {normalization_name(rec.normalization)}. Vectors of different models or "
+                "metrics cannot be mixed: index into a new collection (--collection NEW), or drop this one "
+                f"(`indexer drop {self.name}`) and re-index."
+            )
+
+    # -- operations ----------------------------------------------------------------------------------------
+    def index(self, paths: Sequence[str | Path], progress: Progress | None = None) -> IndexReport:
+        """Add ``paths`` as roots (if new) and sync them. Files under other roots are untouched."""
+        self.check_settings()
+        roots = [_resolve_root(p) for p in paths]
+        with self._writer_lock():
+            rec = self._ensure_created()
+            pipeline = self._pipeline(rec, progress)
+            report = IndexReport()
+            for root in roots:
+                root = self._attach_root(root)
+                pipeline.sync(self._source(root), root, report)
+            self.state.gc_vector_cache(pipeline.model_key)
+        return report
+
+    def sync(self, progress: Progress | None = None) -> IndexReport:
+        """Re-sync every root of the collection."""
+        return self.index(self.state.roots(self.name), progress) if self.record else IndexReport()
+
+    def forget(self, path: str | Path) -> IndexReport:
+        """Remove a root and every point of its files."""
+        root = str(Path(path).expanduser().resolve())
+        if self.record is None or root not in self.state.roots(self.name):
+            known = ", ".join(self.state.roots(self.name)) or "none"
+            raise InputError(f"{root} is not a root of collection {self.name!r} (roots: {known})")
+        report = IndexReport()
+        with self._writer_lock():
+            pipeline = self._pipeline(self.record, None)
+            pipeline.recover()
+            files = [p for p in self.state.files(self.name) if within(p, root)]
+            pipeline.remove_files(files, report)
+            self.state.remove_root(self.name, root)
+        return report
+
+    def search(self, query: str, **options: Any) -> SearchResult:
+        if self.record is None:
+            raise InputError(f"collection {self.name!r} does not exist yet; run `indexer index PATH` first")
+        self.check_settings()
+        self._check_store_meta(self.record)
+        req = validate(
+            SearchRequest(query=query, **{k: v for k, v in options.items() if v is not None}),
+            max_k=self.settings.max_top_k,
+            max_candidates=self.settings.max_candidates,
+        )
+        return run_search(
+            req,
+            collection=self.name,
+            store=self.store,
+            embedder=self.embedder,
+            normalization=self.record.normalization,
+            reranker=self.reranker if req.rerank is not False else None,
+        )
+
+    def status(self) -> dict[str, Any]:
+        rec = self.record
+        if rec is None:
+            raise InputError(f"collection {self.name!r} does not exist; `indexer collections` lists them")
+        counts = self.state.counts(self.name)
+        return {
+            "collection": self.name,
+            "files": counts["files"],
+            "failed_files": counts["failed"],
+            "chunks": counts["chunks"],
+            "tokens": counts["tokens"],
+            "points": self.store.count(self.name),
+            "store": rec.store,
+            "store_options": rec.store_options,
+            "metric": rec.metric,
+            "model": rec.model_id,
+            "model_path": rec.model_path,
+            "dimensions": rec.dimensions,
+            "normalization": normalization_name(rec.normalization),
+            "roots": self.state.roots(self.name),
+            "reranker": self.settings.rerank_model,
+        }
+
+    def drop(self) -> None:
+        """Delete the collection: its points, its state and (for embedded stores) its files."""
+        if self.record is None:
+            raise InputError(f"collection {self.name!r} does not exist")
+        with self._writer_lock():
+            self.store.drop(self.name)
+            path = self.record.store_options.get("path")
+            self.store.close()
+            self._store = None
+            if path and Path(path).is_dir() and within(str(Path(path).resolve()), str(Path(self.settings.data_dir).resolve())):
+                shutil.rmtree(path, ignore_errors=True)
+            self.state.drop_collection(self.name)
+            self.record = None
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    def _pipeline(self, rec: CollectionRecord, progress: Progress | None) -> Pipeline:
+        from indexer.chunking import TokenChunker
+
+        return Pipeline(
+            collection=self.name,
+            state=self.state,
+            store=self.store,
+            embedder=self.embedder,
+            chunker=TokenChunker(self.embedder, overlap_tokens=self.settings.chunk_overlap),
+            normalization=rec.normalization,
+            batch_chunks=self.settings.embed_batch_chunks,
+            progress=progress,
+        )
+
+    def _source(self, root: str) -> Any:
+        source_cls = plugins.load("indexer.sources", "filesystem")
+        return source_cls(
+            [Path(root)],
+            include=self.settings.include,
+            exclude=self.settings.exclude,
+            max_file_size=self.settings.max_file_size,
+        )
+
+    def _attach_root(self, root: str) -> str:
+        """Record ``root``; a path inside an existing root syncs that root, one containing roots absorbs them."""
+        roots = self.state.roots(self.name)
+        for existing in roots:
+            if within(root, existing):
+                return existing
+        for existing in roots:
+            if within(existing, root):
+                self.state.remove_root(self.name, existing)
+        self.state.add_root(self.name, root)
+        return root
+
+    @contextmanager
+    def _writer_lock(self) -> Iterator[None]:
+        lock_dir = Path(self.settings.data_dir) / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with open(lock_dir / f"{self.name}.lock", "a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise IndexerError(
+                    f"collection {self.name!r} is being written by another indexer process; wait for it to "
+                    "finish (searching works meanwhile)"
+                ) from exc
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def open_collection(name: str | None = None, settings: Settings | None = None, **overrides: Any) -> Collection:
+    """Open (or prepare to create) a collection. ``overrides`` are settings fields, e.g. ``store="qdrant"``."""
+    if settings is None:
+        settings = load_settings(collection=name, **overrides)
+    elif name is not None:
+        settings = settings.model_copy(update={"collection": name})
+    state = open_state(settings)
+    try:
+        record = state.get_collection(settings.collection)
+    except BaseException:
+        state.close()
+        raise
+    return Collection(settings, state, record)
+
+
+def _meta(rec: CollectionRecord) -> dict[str, str]:
+    return {
+        "indexer.model_id": rec.model_id,
+        "indexer.normalization": normalization_name(rec.normalization),
+        "indexer.metric": rec.metric,
+    }
+
+
+def _resolve_model(spec: str) -> Path:
+    from indexer.models import resolve_model
+
+    return resolve_model(spec)
+
+
+def _resolve_root(path: str | Path) -> str:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise InputError(f"{path} does not exist; pass an existing folder")
+    if not p.is_dir():
+        raise InputError(f"{path} is a file; pass the folder that contains it (roots are folders)")
+    return str(p.resolve())
+
+
+def _make_store(kind: str, options: dict[str, Any], metric: Metric, settings: Settings) -> VectorStore:
+    store_cls = plugins.load("indexer.stores", kind)
+    if kind == "faiss":
+        return store_cls(Path(options["path"]), metric=metric, index=options.get("index", "flat"))  # type: ignore[no-any-return]
+    if kind == "qdrant":
+        if options.get("url"):
+            return store_cls(url=options["url"], api_key=settings.qdrant_api_key, metric=metric)  # type: ignore[no-any-return]
+        return store_cls(path=Path(options["path"]), metric=metric)  # type: ignore[no-any-return]
+    return store_cls(metric=metric, **options)  # type: ignore[no-any-return]

@@ -1,0 +1,321 @@
+"""The indexing pipeline: plan (stat/hash diff) -> chunk -> embed only what is new -> upsert -> delete stale -> commit.
+
+Crash safety rests on the write order. For every batch of files:
+
+1. vectors come from the cache (by chunk text hash) or are embedded and cached;
+2. the new point ids are recorded as *pending* in the state store (committed);
+3. the points are upserted (durable when the call returns);
+4. point ids the files no longer have are deleted;
+5. the files' new state (hash, chunk ids) is committed, clearing their pending ids.
+
+Point ids are deterministic (path, chunk index, chunk text), so replaying a batch is idempotent. A run killed
+anywhere leaves either the old state (and replays) or pending ids no committed chunk owns, which the next run
+deletes first (``recover``). Either way the next run ends with exactly the index a clean run builds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from indexer.errors import IndexerError, SourceError
+from indexer.ports import Chunker, Embedder, Source, VectorStore
+from indexer.state import ChunkRecord, FileRecord, FileUpdate, StateStore
+from indexer.types import Chunk, Document, Point, SourceRef
+
+logger = logging.getLogger(__name__)
+
+POINT_NAMESPACE = uuid.UUID("7f1d5a52-3c1e-4f0e-9a57-5f3f2b8d4c10")
+RACY_WINDOW_NS = 2_000_000_000  # stat data younger than this (vs. the state write) cannot prove "unchanged"
+
+
+def point_id(path: str, chunk_index: int, content_hash: str) -> str:
+    """Deterministic UUID of a chunk: the same file content always maps to the same ids."""
+    return str(uuid.uuid5(POINT_NAMESPACE, f"{path}\n{chunk_index}\n{content_hash}"))
+
+
+class Progress(Protocol):
+    """What the pipeline reports while it works (the CLI draws bars from it)."""
+
+    def files_total(self, n: int) -> None: ...
+
+    def file_done(self, path: str) -> None: ...
+
+    def embedded(self, chunks: int, tokens: int) -> None: ...
+
+
+class _NoProgress:
+    def files_total(self, n: int) -> None:
+        pass
+
+    def file_done(self, path: str) -> None:
+        pass
+
+    def embedded(self, chunks: int, tokens: int) -> None:
+        pass
+
+
+@dataclass
+class IndexReport:
+    """Summary of one run (mutable while the run goes on)."""
+
+    files_seen: int = 0
+    files_indexed: int = 0  # read, chunked and written
+    files_unchanged: int = 0
+    files_touched: int = 0  # stat changed, content did not
+    files_removed: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    tokens_embedded: int = 0
+    points_upserted: int = 0
+    points_deleted: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        out = dict(self.__dict__)
+        out["failed"] = [{"path": p, "reason": r} for p, r in self.failed]
+        out["skipped"] = [{"path": p, "reason": r} for p, r in self.skipped]
+        return out
+
+
+@dataclass
+class _Prepared:
+    ref: SourceRef
+    doc: Document
+    chunks: list[Chunk]
+
+
+def within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class Pipeline:
+    """Keeps one collection of a store in step with the files under its roots."""
+
+    def __init__(
+        self,
+        *,
+        collection: str,
+        state: StateStore,
+        store: VectorStore,
+        embedder: Embedder,
+        chunker: Chunker,
+        normalization: int,
+        batch_chunks: int = 256,
+        progress: Progress | None = None,
+    ) -> None:
+        self.collection = collection
+        self.state = state
+        self.store = store
+        self.embedder = embedder
+        self.chunker = chunker
+        self.normalization = normalization
+        self.batch_chunks = batch_chunks
+        self.progress: Progress = progress or _NoProgress()
+        self.model_key = f"{embedder.model_id}|norm={normalization}"
+
+    # -- recovery ----------------------------------------------------------------------------------------
+    def recover(self) -> int:
+        """Delete points an interrupted run wrote but never committed. Returns how many were deleted."""
+        orphans = self.state.pending_orphans(self.collection)
+        if orphans:
+            logger.info("recovering: deleting %d uncommitted points of an interrupted run", len(orphans))
+            self.store.delete(self.collection, orphans)
+        self.state.clear_pending(self.collection)
+        return len(orphans)
+
+    # -- sync ----------------------------------------------------------------------------------------------
+    def sync(self, source: Source, root: str, report: IndexReport | None = None) -> IndexReport:
+        """Bring the files under ``root`` (as ``source`` sees them) into the index."""
+        report = report or IndexReport()
+        started = time.perf_counter()
+        self.recover()
+        refs = {ref.path: ref for ref in source.scan()}
+        report.skipped.extend(getattr(source, "problems", []))
+        known = {p: rec for p, rec in self.state.files(self.collection).items() if within(p, root)}
+        report.files_seen += len(refs)
+        self.progress.files_total(len(refs))
+
+        todo: list[SourceRef] = []
+        for path, ref in refs.items():
+            rec = known.get(path)
+            if rec is not None and rec.status == "indexed" and _stat_unchanged(rec, ref):
+                report.files_unchanged += 1
+                self.progress.file_done(path)
+            else:
+                todo.append(ref)
+        self._process(source, todo, known, report)
+        self.remove_files([p for p in known if p not in refs], report)
+        report.seconds += time.perf_counter() - started
+        return report
+
+    def remove_files(self, paths: Sequence[str], report: IndexReport | None = None) -> None:
+        if not paths:
+            return
+        ids = [pid for ids in self.state.chunk_ids(self.collection, paths).values() for pid in ids]
+        if ids:
+            self.store.delete(self.collection, ids)
+        self.state.commit_files(self.collection, [], removed=paths)
+        if report is not None:
+            report.files_removed += len(paths)
+            report.points_deleted += len(ids)
+
+    def _process(
+        self, source: Source, todo: Iterable[SourceRef], known: dict[str, FileRecord], report: IndexReport
+    ) -> None:
+        batch: list[_Prepared] = []
+        batch_chunks = 0
+        for ref in todo:
+            prepared = self._prepare(source, ref, known.get(ref.path), report)
+            if prepared is None:
+                continue
+            batch.append(prepared)
+            batch_chunks += len(prepared.chunks)
+            if batch_chunks >= self.batch_chunks:
+                self._write_batch(batch, report)
+                batch, batch_chunks = [], 0
+        if batch:
+            self._write_batch(batch, report)
+
+    def _prepare(
+        self, source: Source, ref: SourceRef, rec: FileRecord | None, report: IndexReport
+    ) -> _Prepared | None:
+        """Read and chunk one file; None when there is nothing to write (failed, or only its stat changed)."""
+        try:
+            doc = source.read(ref)
+            if rec is not None and rec.status == "indexed" and doc.content_hash == rec.content_hash:
+                self._touch(ref, doc, rec)
+                report.files_touched += 1
+                return None
+            chunks = list(self.chunker.chunk(doc))
+        except SourceError as exc:
+            self._record_failure(ref, rec, exc.reason, report)
+            return None
+        except IndexerError as exc:
+            self._record_failure(ref, rec, str(exc), report)
+            return None
+        return _Prepared(ref, doc, chunks)
+
+    def _touch(self, ref: SourceRef, doc: Document, rec: FileRecord) -> None:
+        """Content unchanged: refresh the stat data so the next run skips the file without reading it."""
+        chunks = tuple(self.state.chunks(self.collection, ref.path))
+        record = FileRecord(ref.path, ref.root, ref.size, ref.mtime_ns, doc.content_hash, "indexed", None, doc.kind)
+        self.state.commit_files(self.collection, [FileUpdate(record, chunks)])
+        self.progress.file_done(ref.path)
+
+    def _record_failure(self, ref: SourceRef, rec: FileRecord | None, reason: str, report: IndexReport) -> None:
+        logger.warning("cannot index %s: %s", ref.path, reason)
+        report.failed.append((ref.path, reason))
+        # Keep the last good content hash (and its points): a failed read never loses what was indexed.
+        failed = FileRecord(
+            ref.path, ref.root, ref.size, ref.mtime_ns, rec.content_hash if rec else "", "failed", reason,
+            rec.kind if rec else None,
+        )
+        self.state.commit_files(self.collection, [FileUpdate(failed, ())])
+        self.progress.file_done(ref.path)
+
+    # -- the write path --------------------------------------------------------------------------------
+    def _write_batch(self, batch: list[_Prepared], report: IndexReport) -> None:
+        all_chunks = [c for p in batch for c in p.chunks]
+        vectors = self._vectors(all_chunks, report)
+        points: list[Point] = []
+        updates: list[FileUpdate] = []
+        for prepared in batch:
+            records = []
+            for chunk in prepared.chunks:
+                pid = point_id(prepared.ref.path, chunk.index, chunk.content_hash)
+                points.append(Point(pid, vectors[chunk.content_hash], _payload(prepared, chunk)))
+                records.append(ChunkRecord(pid, chunk.path, chunk.index, chunk.content_hash, chunk.n_tokens))
+            file_rec = FileRecord(
+                prepared.ref.path, prepared.ref.root, prepared.ref.size, prepared.ref.mtime_ns,
+                prepared.doc.content_hash, "indexed", None, prepared.doc.kind,
+            )
+            updates.append(FileUpdate(file_rec, tuple(records)))
+
+        new_ids = {p.id for p in points}
+        old_ids = self.state.chunk_ids(self.collection, [p.ref.path for p in batch])
+        stale = [pid for ids in old_ids.values() for pid in ids if pid not in new_ids]
+
+        self.state.add_pending(self.collection, [(p.id, str(p.payload["path"])) for p in points])
+        if points:
+            self.store.upsert(self.collection, points)
+        if stale:
+            self.store.delete(self.collection, stale)
+        self.state.commit_files(self.collection, updates)
+
+        report.files_indexed += len(batch)
+        report.points_upserted += len(points)
+        report.points_deleted += len(stale)
+        for prepared in batch:
+            self.progress.file_done(prepared.ref.path)
+
+    def _vectors(self, chunks: Sequence[Chunk], report: IndexReport) -> dict[str, np.ndarray]:
+        """Vectors by chunk text hash: from the cache, else embedded (each distinct text once) and cached."""
+        hashes = [c.content_hash for c in chunks]
+        vectors = self.state.cached_vectors(self.model_key, hashes)
+        missing: dict[str, Chunk] = {}
+        for chunk in chunks:
+            if chunk.content_hash not in vectors:
+                missing.setdefault(chunk.content_hash, chunk)
+        report.chunks_reused += len(chunks) - len(missing)
+        if missing:
+            todo = list(missing.values())
+            started = time.perf_counter()
+            embedded = self.embedder.embed_batch([c.text for c in todo], self.normalization)
+            report.embed_seconds += time.perf_counter() - started
+            fresh = [(c.content_hash, np.asarray(v, dtype=np.float32)) for c, v in zip(todo, embedded)]
+            self.state.put_vectors(self.model_key, fresh)
+            vectors.update(fresh)
+            tokens = sum(c.n_tokens for c in todo)
+            report.chunks_embedded += len(todo)
+            report.tokens_embedded += tokens
+            self.progress.embedded(len(todo), tokens)
+        return vectors
+
+
+def _stat_unchanged(rec: FileRecord, ref: SourceRef) -> bool:
+    if rec.size != ref.size or rec.mtime_ns != ref.mtime_ns:
+        return False
+    # Git's racy rule: a file modified within the timestamp granularity of the state write may have changed
+    # again without its mtime moving. Such files are re-hashed (and refreshed if unchanged).
+    return ref.mtime_ns < rec.checked_ns - RACY_WINDOW_NS
+
+
+def _payload(prepared: _Prepared, chunk: Chunk) -> dict[str, object]:
+    path = prepared.ref.path
+    suffix = Path(path).suffix.lower().lstrip(".")
+    return {
+        "path": path,
+        "root": prepared.ref.root,
+        "rel_path": prepared.ref.rel_path,
+        "dirs": _ancestors(path),
+        "file_type": suffix or prepared.doc.kind,
+        "kind": prepared.doc.kind,
+        "chunk_index": chunk.index,
+        "text": chunk.text,
+        "start_line": chunk.start_line,
+        "end_line": chunk.end_line,
+        "start_byte": chunk.start_byte,
+        "end_byte": chunk.end_byte,
+        "page": chunk.page,
+        "heading": list(chunk.heading),
+        "content_hash": chunk.content_hash,
+        "n_tokens": chunk.n_tokens,
+    }
+
+
+def _ancestors(path: str) -> list[str]:
+    """Every directory above ``path``: lets stores filter by path prefix without prefix collisions."""
+    parts = Path(path).parents
+    return [str(p) for p in parts]

@@ -1,0 +1,90 @@
+"""Typed settings. Precedence: explicit arguments (CLI flags) > environment (``INDEXER_*``) > config file > defaults.
+
+The config file is TOML: ``$INDEXER_CONFIG`` if set, else ``<user config dir>/indexer/config.toml``. Example::
+
+    store = "faiss"
+    embed_model = "all-MiniLM-L6-v2"
+    rerank_model = "/models/bge-reranker-v2-m3-q8_0.gguf"
+    candidates = 50
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from indexer.errors import ConfigError
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("indexer", appauthor=False))
+
+
+def config_file_path() -> Path:
+    env = os.environ.get("INDEXER_CONFIG")
+    return Path(env) if env else Path(platformdirs.user_config_dir("indexer", appauthor=False)) / "config.toml"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="INDEXER_", extra="ignore", frozen=True)
+
+    data_dir: Path = Field(default_factory=default_data_dir, description="state database and embedded stores")
+    collection: str = "default"
+    store: Literal["faiss", "qdrant"] = "faiss"
+    metric: Literal["cosine", "dot", "euclid", "manhattan"] = "cosine"
+    faiss_index: Literal["flat", "hnsw"] = "flat"
+    qdrant_url: str | None = None
+    qdrant_api_key: str | None = None
+    embed_model: str = "all-MiniLM-L6-v2"
+    rerank_model: str | None = None
+    # search
+    top_k: int = Field(10, ge=1)
+    candidates: int = Field(50, ge=1)
+    max_top_k: int = Field(100, ge=1)
+    max_candidates: int = Field(200, ge=1)
+    rerank_max_tokens: int = Field(256, ge=16, description="cap on query+document tokens per rerank pair")
+    # sources and chunking
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    max_file_size: int = Field(10 * 1024 * 1024, ge=1)
+    chunk_overlap: int = Field(32, ge=0)
+    embed_batch_chunks: int = Field(256, ge=1, description="chunks embedded and written per batch")
+    threads: int | None = Field(None, ge=1, description="llama.cpp threads (default: all cores)")
+
+    @field_validator("collection")
+    @classmethod
+    def _collection_name(cls, value: str) -> str:
+        if not value or not all(c.isalnum() or c in "-_." for c in value) or value.startswith("."):
+            raise ValueError("collection names use letters, digits, '-', '_' and '.', and do not start with '.'")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=config_file_path())
+        return (init_settings, env_settings, toml)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings with ``overrides`` (None values ignored, so unset CLI flags fall through)."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except ValueError as exc:  # pydantic.ValidationError subclasses ValueError
+        raise ConfigError(f"invalid settings: {exc}") from exc

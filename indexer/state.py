@@ -1,0 +1,315 @@
+"""The SQLite state store: collections, roots, files, chunks, pending write intents and the vector cache.
+
+One database per data directory, in WAL mode so a searching process can read while another indexes. The
+schema lives in ``indexer.migrations`` and is brought up to date on open.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from indexer.errors import StateError
+from indexer.migrations import MIGRATIONS
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CollectionRecord:
+    name: str
+    store: str
+    store_options: dict[str, Any]
+    metric: str
+    model_id: str
+    model_path: str
+    normalization: int
+    dimensions: int
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str
+    root: str
+    size: int
+    mtime_ns: int
+    content_hash: str
+    status: str  # "indexed" or "failed"
+    error: str | None = None
+    kind: str | None = None
+    checked_ns: int = 0
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    point_id: str
+    path: str
+    chunk_index: int
+    content_hash: str
+    n_tokens: int
+
+
+@dataclass(frozen=True)
+class FileUpdate:
+    """The new state of one file: its record and its complete list of chunks."""
+
+    file: FileRecord
+    chunks: tuple[ChunkRecord, ...]
+
+
+class StateStore:
+    """Typed access to the state database. Each public write is one transaction."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StateError(
+                f"cannot open the state database {self.path}: {exc}; move it aside to start over"
+            ) from exc
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._db.close()
+
+    def _migrate(self) -> None:
+        db = self._db
+        db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+        applied = {row[0] for row in db.execute("SELECT name FROM schema_migrations")}
+        known = {m.__name__ for m in MIGRATIONS}
+        unknown = applied - known
+        if unknown:
+            raise StateError(
+                f"the state database {self.path} was written by a newer indexer (migrations {sorted(unknown)}); "
+                "upgrade indexer or use another INDEXER_DATA_DIR"
+            )
+        for migration in MIGRATIONS:
+            if migration.__name__ in applied:
+                continue
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                # Another process may have applied it while we waited for the write lock.
+                if db.execute("SELECT 1 FROM schema_migrations WHERE name=?", (migration.__name__,)).fetchone():
+                    db.execute("COMMIT")
+                    continue
+                migration(db)
+                db.execute(
+                    "INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)", (migration.__name__, time.time())
+                )
+                db.execute("COMMIT")
+                logger.info("applied migration %s", migration.__name__)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def applied_migrations(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT name FROM schema_migrations ORDER BY name")]
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self._db)
+
+    # -- collections -----------------------------------------------------------------------------------
+    def get_collection(self, name: str) -> CollectionRecord | None:
+        row = self._db.execute(
+            "SELECT name, store, store_options, metric, model_id, model_path, normalization, dimensions, created_at"
+            " FROM collections WHERE name=?",
+            (name,),
+        ).fetchone()
+        return _collection(row) if row else None
+
+    def list_collections(self) -> list[CollectionRecord]:
+        rows = self._db.execute(
+            "SELECT name, store, store_options, metric, model_id, model_path, normalization, dimensions, created_at"
+            " FROM collections ORDER BY name"
+        ).fetchall()
+        return [_collection(r) for r in rows]
+
+    def create_collection(self, rec: CollectionRecord) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO collections VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    rec.name,
+                    rec.store,
+                    json.dumps(rec.store_options, sort_keys=True),
+                    rec.metric,
+                    rec.model_id,
+                    rec.model_path,
+                    rec.normalization,
+                    rec.dimensions,
+                    rec.created_at or time.time(),
+                ),
+            )
+
+    def drop_collection(self, name: str) -> None:
+        with self._tx() as db:
+            for table in ("pending", "chunks", "files", "roots", "collections"):
+                column = "name" if table == "collections" else "collection"
+                db.execute(f"DELETE FROM {table} WHERE {column}=?", (name,))
+
+    # -- roots -----------------------------------------------------------------------------------------
+    def roots(self, collection: str) -> list[str]:
+        rows = self._db.execute("SELECT path FROM roots WHERE collection=? ORDER BY path", (collection,))
+        return [r[0] for r in rows]
+
+    def add_root(self, collection: str, path: str) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO roots VALUES (?, ?, ?)", (collection, path, time.time()))
+
+    def remove_root(self, collection: str, path: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM roots WHERE collection=? AND path=?", (collection, path))
+
+    # -- files and chunks ------------------------------------------------------------------------------
+    def files(self, collection: str, root: str | None = None) -> dict[str, FileRecord]:
+        sql = (
+            "SELECT path, root, size, mtime_ns, content_hash, status, error, kind, checked_ns FROM files"
+            " WHERE collection=?"
+        )
+        args: tuple[Any, ...] = (collection,)
+        if root is not None:
+            sql += " AND root=?"
+            args += (root,)
+        return {r[0]: FileRecord(*r) for r in self._db.execute(sql, args)}
+
+    def chunk_ids(self, collection: str, paths: Iterable[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for path in paths:
+            rows = self._db.execute(
+                "SELECT point_id FROM chunks WHERE collection=? AND path=? ORDER BY chunk_index", (collection, path)
+            )
+            out[path] = [r[0] for r in rows]
+        return out
+
+    def chunks(self, collection: str, path: str) -> list[ChunkRecord]:
+        rows = self._db.execute(
+            "SELECT point_id, path, chunk_index, content_hash, n_tokens FROM chunks"
+            " WHERE collection=? AND path=? ORDER BY chunk_index",
+            (collection, path),
+        )
+        return [ChunkRecord(*r) for r in rows]
+
+    def counts(self, collection: str) -> dict[str, int]:
+        def one(sql: str) -> int:
+            return int(self._db.execute(sql, (collection,)).fetchone()[0])
+
+        return {
+            "files": one("SELECT COUNT(*) FROM files WHERE collection=? AND status='indexed'"),
+            "failed": one("SELECT COUNT(*) FROM files WHERE collection=? AND status='failed'"),
+            "chunks": one("SELECT COUNT(*) FROM chunks WHERE collection=?"),
+            "tokens": one("SELECT COALESCE(SUM(n_tokens), 0) FROM chunks WHERE collection=?"),
+        }
+
+    def add_pending(self, collection: str, items: Sequence[tuple[str, str]]) -> None:
+        """Record point ids (with their file) before they are written to the store."""
+        with self._tx() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO pending(collection, point_id, path) VALUES (?, ?, ?)",
+                [(collection, pid, path) for pid, path in items],
+            )
+
+    def pending_orphans(self, collection: str) -> list[str]:
+        """Pending point ids that no committed chunk owns: left by an interrupted run."""
+        rows = self._db.execute(
+            "SELECT p.point_id FROM pending p LEFT JOIN chunks c"
+            " ON c.collection=p.collection AND c.point_id=p.point_id"
+            " WHERE p.collection=? AND c.point_id IS NULL",
+            (collection,),
+        )
+        return [r[0] for r in rows]
+
+    def clear_pending(self, collection: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM pending WHERE collection=?", (collection,))
+
+    def commit_files(
+        self, collection: str, updates: Sequence[FileUpdate], removed: Sequence[str] = ()
+    ) -> None:
+        """Replace the state of ``updates`` and forget ``removed`` files, in one transaction."""
+        now = time.time_ns()
+        with self._tx() as db:
+            for path in removed:
+                db.execute("DELETE FROM chunks WHERE collection=? AND path=?", (collection, path))
+                db.execute("DELETE FROM files WHERE collection=? AND path=?", (collection, path))
+                db.execute("DELETE FROM pending WHERE collection=? AND path=?", (collection, path))
+            for up in updates:
+                f = up.file
+                db.execute(
+                    "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (collection, f.path, f.root, f.size, f.mtime_ns, f.content_hash, f.status, f.error, f.kind, now),
+                )
+                if f.status != "indexed":
+                    continue  # a failed file keeps its previous chunks (and points) until it reads again
+                db.execute("DELETE FROM chunks WHERE collection=? AND path=?", (collection, f.path))
+                db.executemany(
+                    "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?, ?)",
+                    [(collection, c.point_id, c.path, c.chunk_index, c.content_hash, c.n_tokens) for c in up.chunks],
+                )
+                db.execute("DELETE FROM pending WHERE collection=? AND path=?", (collection, f.path))
+
+    # -- vector cache ----------------------------------------------------------------------------------
+    def cached_vectors(self, model_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(hashes))
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            marks = ",".join("?" * len(part))
+            rows = self._db.execute(
+                f"SELECT content_hash, vector FROM vector_cache WHERE model_key=? AND content_hash IN ({marks})",
+                (model_key, *part),
+            )
+            for h, blob in rows:
+                out[h] = np.frombuffer(blob, dtype=np.float32).copy()
+        return out
+
+    def put_vectors(self, model_key: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        with self._tx() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO vector_cache VALUES (?, ?, ?)",
+                [(model_key, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items],
+            )
+
+    def gc_vector_cache(self, model_key: str) -> int:
+        """Drop cached vectors no chunk of any collection refers to any more."""
+        with self._tx() as db:
+            cur = db.execute(
+                "DELETE FROM vector_cache WHERE model_key=? AND content_hash NOT IN (SELECT content_hash FROM chunks)",
+                (model_key,),
+            )
+            return cur.rowcount
+
+
+class _Transaction:
+    """``with`` block = one IMMEDIATE transaction (the connection is in autocommit mode otherwise)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._db.execute("BEGIN IMMEDIATE")
+        return self._db
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def _collection(row: tuple[Any, ...]) -> CollectionRecord:
+    name, store, options, metric, model_id, model_path, normalization, dimensions, created_at = row
+    return CollectionRecord(
+        name, store, json.loads(options), metric, model_id, model_path, normalization, dimensions, created_at
+    )
