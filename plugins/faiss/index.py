@@ -1,0 +1,223 @@
+"""The in-memory FAISS index of one collection and its on-disk cache file.
+
+Flat: ``IndexIDMap2(IndexFlatIP | IndexFlatL2)`` labelled by the point's int64 id; removal is real.
+HNSW: ``IndexHNSWFlat`` labelled by slot (insertion position); a slot -> id array marks replaced or deleted
+slots with -1 (tombstones), which a selector excludes at search time; the index is rebuilt from its live
+vectors when tombstones pass a threshold.
+
+Cache file format (little-endian): magic ``LIXFAISS``, u32 version, u64 sequence, u8 kind, u64 index bytes,
+u64 slot bytes, u32 crc32 of the rest; then the serialized index, then the slot array (HNSW only). It is
+written to a temporary file, fsynced, renamed over the old one and the directory fsynced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+MAGIC = b"LIXFAISS"
+VERSION = 1
+_HEADER = struct.Struct("<8sIQBQQI")
+KINDS = ("flat", "hnsw")
+
+
+@dataclass(frozen=True)
+class HnswParams:
+    m: int = 32
+    ef_construction: int = 100
+    ef_search: int = 128
+    rebuild_ratio: float = 0.25  # rebuild when tombstones exceed this share of the slots
+    exact_below: int = 10_000  # filtered searches over fewer matches are exact brute force
+
+
+class VectorIndex:
+    """Vectors by int64 id; ``ip`` selects inner product (else squared L2)."""
+
+    def __init__(self, kind: str, dim: int, ip: bool, hnsw: HnswParams, seq: int = 0) -> None:
+        self.kind = kind
+        self.dim = dim
+        self.ip = ip
+        self.hnsw = hnsw
+        self.seq = seq
+        self.slot_iid = np.zeros(0, dtype=np.int64)
+        self.dead = 0
+        self.index: faiss.Index = self._empty()
+
+    def _empty(self) -> faiss.Index:
+        metric = faiss.METRIC_INNER_PRODUCT if self.ip else faiss.METRIC_L2
+        if self.kind == "flat":
+            base = faiss.IndexFlatIP(self.dim) if self.ip else faiss.IndexFlatL2(self.dim)
+            return faiss.IndexIDMap2(base)
+        index = faiss.IndexHNSWFlat(self.dim, self.hnsw.m, metric)
+        index.hnsw.efConstruction = self.hnsw.ef_construction
+        index.hnsw.efSearch = self.hnsw.ef_search
+        return index
+
+    @property
+    def live(self) -> int:
+        return int(self.index.ntotal) - self.dead
+
+    # --- mutation --------------------------------------------------------------------------------
+    def apply(self, touched: np.ndarray, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Remove every id in ``touched`` (if present), then add ``vectors`` under ``ids``."""
+        if self.kind == "flat":
+            if len(touched):
+                self.index.remove_ids(faiss.IDSelectorBatch(np.ascontiguousarray(touched, dtype=np.int64)))
+            if len(ids):
+                self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
+            return
+        if len(touched) and len(self.slot_iid):
+            mask = np.isin(self.slot_iid, touched) & (self.slot_iid >= 0)
+            self.dead += int(mask.sum())
+            self.slot_iid[mask] = -1
+        if len(ids):
+            self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+            self.slot_iid = np.concatenate([self.slot_iid, ids.astype(np.int64)])
+        if self.dead > max(1000, self.hnsw.rebuild_ratio * self.index.ntotal):
+            self.compact()
+
+    def compact(self) -> None:
+        """Rebuild an HNSW index from its live vectors (drops tombstones)."""
+        if self.kind != "hnsw":
+            return
+        alive = np.nonzero(self.slot_iid >= 0)[0]
+        vectors = self._stored()[alive].copy()
+        ids = self.slot_iid[alive].copy()
+        logger.info("rebuilding HNSW index: %d live vectors, %d tombstones", len(ids), self.dead)
+        self.index = self._empty()
+        self.slot_iid = np.zeros(0, dtype=np.int64)
+        self.dead = 0
+        if len(ids):
+            self.index.add(vectors)
+            self.slot_iid = ids
+
+    def _stored(self) -> np.ndarray:
+        storage = faiss.downcast_index(self.index.storage)
+        n = int(self.index.ntotal)
+        if n == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return faiss.rev_swig_ptr(storage.get_xb(), n * self.dim).reshape(n, self.dim)
+
+    # --- search ----------------------------------------------------------------------------------
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(raw distances, ids) best first: inner products, or squared L2 distances."""
+        q = np.ascontiguousarray(query.reshape(1, self.dim), dtype=np.float32)
+        if self.index.ntotal == 0 or k <= 0:
+            return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+        if self.kind == "flat":
+            params = None
+            selector = None  # kept referenced until the search returns
+            if allowed is not None:
+                if len(allowed) == 0:
+                    return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+                selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
+                params = faiss.SearchParameters(sel=selector)
+            dist, labels = self.index.search(q, k, params=params)
+            del selector
+            keep = labels[0] >= 0
+            return dist[0][keep], labels[0][keep]
+        mask = self.slot_iid >= 0
+        if allowed is not None:
+            mask &= np.isin(self.slot_iid, allowed)
+        n_match = int(mask.sum())
+        if n_match == 0:
+            return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+        if allowed is not None and n_match <= self.hnsw.exact_below:
+            return self._exact(q[0], k, np.nonzero(mask)[0])
+        params = faiss.SearchParametersHNSW(efSearch=max(self.hnsw.ef_search, k))
+        bitmap = np.packbits(mask, bitorder="little")
+        selector = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bitmap))  # referenced until return
+        if n_match < len(mask):
+            params.sel = selector
+        dist, slots = self.index.search(q, k, params=params)
+        del selector, bitmap
+        keep = slots[0] >= 0
+        return dist[0][keep], self.slot_iid[slots[0][keep]]
+
+    def _exact(self, q: np.ndarray, k: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        vectors = self._stored()[slots]
+        if self.ip:
+            raw = vectors @ q
+            order = np.argsort(-raw, kind="stable")[:k]
+        else:
+            raw = ((vectors - q) ** 2).sum(axis=1)
+            order = np.argsort(raw, kind="stable")[:k]
+        return raw[order].astype(np.float32), self.slot_iid[slots[order]]
+
+    # --- cache file ------------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """Write the cache atomically: temp file, fsync, rename, fsync directory."""
+        blob = faiss.serialize_index(self.index)
+        slots = self.slot_iid.astype("<i8").tobytes() if self.kind == "hnsw" else b""
+        crc = zlib.crc32(slots, zlib.crc32(memoryview(blob)))
+        header = _HEADER.pack(MAGIC, VERSION, self.seq, KINDS.index(self.kind), blob.nbytes, len(slots), crc)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(header)
+                f.write(memoryview(blob))
+                f.write(slots)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    @staticmethod
+    def cached_seq(path: Path) -> int:
+        """The sequence the cache file at ``path`` reflects (0 when missing or unreadable)."""
+        try:
+            with open(path, "rb") as f:
+                magic, version, seq, *_ = _HEADER.unpack(f.read(_HEADER.size))
+        except (OSError, struct.error):
+            return 0
+        return int(seq) if magic == MAGIC and version == VERSION else 0
+
+    @classmethod
+    def load(cls, path: Path, kind: str, dim: int, ip: bool, hnsw: HnswParams) -> VectorIndex | None:
+        """The cached index, or None when missing, corrupt or made for other settings."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            logger.warning("cannot read FAISS cache %s (%s); rebuilding from the sidecar", path, exc)
+            return None
+        try:
+            magic, version, seq, kind_no, n_index, n_slots, crc = _HEADER.unpack_from(data)
+            body = memoryview(data)[_HEADER.size :]
+            if magic != MAGIC or version != VERSION or len(body) != n_index + n_slots:
+                raise ValueError("bad header or length")
+            if KINDS[kind_no] != kind or zlib.crc32(body) != crc:
+                raise ValueError("kind or checksum mismatch")
+            index = faiss.deserialize_index(np.frombuffer(body[:n_index], dtype=np.uint8))
+            if index.d != dim:
+                raise ValueError(f"dimension {index.d} != {dim}")
+        except (ValueError, struct.error, IndexError, RuntimeError) as exc:
+            logger.warning("FAISS cache %s is unusable (%s); rebuilding from the sidecar", path, exc)
+            return None
+        out = cls(kind, dim, ip, hnsw, seq)
+        out.index = index
+        if kind == "hnsw":
+            index.hnsw.efSearch = hnsw.ef_search
+            out.slot_iid = np.frombuffer(body[n_index:], dtype="<i8").astype(np.int64)
+            out.dead = int((out.slot_iid < 0).sum())
+        return out

@@ -1,0 +1,465 @@
+"""FaissStore: FAISS indexes on disk behind the VectorStore port.
+
+Layout under ``path``: one folder per collection holding ``points.sqlite`` (the sidecar, source of truth,
+WAL), ``index.faiss`` (a cache of the index with the op sequence it reflects) and ``writer.lock``.
+
+Durability: ``upsert``/``delete`` commit to the sidecar (synchronous=FULL) before they return; the in-memory
+index is updated after the commit and the cache file is saved on ``flush()``/``close()`` and every
+``save_every`` ops. On open the cache is loaded and newer ops replayed, or the index is rebuilt from the
+sidecar's vectors, so a process killed at any moment leaves exactly the committed points.
+
+Concurrency: writers (threads and processes) serialise on ``writer.lock`` and SQLite's write lock; readers
+in other processes never block: before each search they replay the ops committed since their last look.
+
+Metrics: COSINE = inner product on L2-normalised vectors (normalised on insert and query); DOT = inner
+product; EUCLID = L2, reported as ``score = -sqrt(squared L2)`` (the negated Euclidean distance, as the
+Qdrant store reports it). MANHATTAN is not available in FAISS (ConfigError).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import sqlite3
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
+from indexer.types import Filter, Hit, Metric, Point
+from plugins.faiss.index import KINDS, HnswParams, VectorIndex
+from plugins.faiss.locking import WriterLock
+from plugins.faiss.sidecar import Row, Sidecar, sidecar_error
+
+logger = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+SIDECAR = "points.sqlite"
+CACHE = "index.faiss"
+LOCK = "writer.lock"
+
+
+def point_iid(point_id: str) -> int:
+    """The FAISS id of a UUID: 63 bits of its blake2b digest (deterministic, never negative)."""
+    digest = hashlib.blake2b(point_id.encode("ascii"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def canonical_id(point_id: str) -> str:
+    try:
+        return str(uuid.UUID(str(point_id)))
+    except ValueError:
+        raise InputError(f"point id {point_id!r} is not a UUID string; use str(uuid.uuid5(...))") from None
+
+
+def ancestor_dirs(path: str) -> list[str]:
+    """Every directory above ``path``: '/a/b/c.txt' -> ['/', '/a', '/a/b']."""
+    parts = [p for p in path.split("/") if p]
+    dirs = ["/"] if path.startswith("/") else []
+    for i in range(1, len(parts)):
+        prefix = "/".join(parts[:i])
+        dirs.append("/" + prefix if path.startswith("/") else prefix)
+    return dirs
+
+
+@dataclass
+class _Collection:
+    name: str
+    folder: Path
+    sidecar: Sidecar
+    dim: int
+    metric: Metric
+    kind: str
+    generation: str
+    index: VectorIndex | None = None
+    dirty: int = 0  # ops applied by this process since its last cache save
+
+    @property
+    def cache(self) -> Path:
+        return self.folder / CACHE
+
+
+class FaissStore:
+    """FAISS collections on disk (see the module docstring for layout, durability and concurrency)."""
+
+    name = "faiss"
+
+    def __init__(
+        self,
+        path: Path,
+        metric: Metric = Metric.COSINE,
+        index: str = "flat",
+        *,
+        hnsw_m: int = 32,
+        hnsw_ef_construction: int = 100,
+        hnsw_ef_search: int = 128,
+        save_every: int = 20_000,
+        lock_timeout: float = 60.0,
+    ) -> None:
+        metric = Metric(metric)
+        if metric is Metric.MANHATTAN:
+            raise ConfigError(
+                "FAISS has no Manhattan metric; choose cosine, dot or euclid, or use the Qdrant store"
+            )
+        if index not in KINDS:
+            raise ConfigError(f"unknown FAISS index {index!r}; choose one of {', '.join(KINDS)}")
+        self.path = Path(path)
+        self.metric = metric
+        self.index_kind = index
+        self.hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction, ef_search=hnsw_ef_search)
+        self.save_every = save_every
+        self.lock_timeout = lock_timeout
+        self._lock = threading.RLock()
+        self._collections: dict[str, _Collection] = {}
+        self._writers: dict[str, WriterLock] = {}
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create FAISS store folder {self.path}: {exc}") from exc
+
+    # --- collection handling ---------------------------------------------------------------------
+    def _folder(self, collection: str) -> Path:
+        if not _NAME.match(collection):
+            raise InputError(
+                f"bad collection name {collection!r}: use letters, digits, '_', '-' and '.' (max 200)"
+            )
+        return self.path / collection
+
+    def _writer(self, collection: str) -> WriterLock:
+        lock = self._writers.get(collection)
+        if lock is None:
+            lock = WriterLock(self._folder(collection) / LOCK, self.lock_timeout)
+            self._writers[collection] = lock
+        return lock
+
+    def _forget(self, collection: str) -> None:
+        coll = self._collections.pop(collection, None)
+        if coll is not None:
+            coll.sidecar.close()
+
+    def _open(self, collection: str) -> _Collection | None:
+        """The open collection, re-opened when the sidecar was replaced; None when it does not exist."""
+        coll = self._collections.get(collection)
+        if coll is not None:
+            if coll.sidecar.still_current():
+                return coll
+            self._forget(collection)
+        sidecar_path = self._folder(collection) / SIDECAR
+        if not sidecar_path.exists():
+            return None
+        sidecar = Sidecar(sidecar_path)
+        with sidecar.read():
+            meta = sidecar.meta()
+        if meta is None:
+            sidecar.close()
+            return None
+        try:
+            coll = _Collection(
+                collection,
+                sidecar_path.parent,
+                sidecar,
+                int(meta["dimensions"]),
+                Metric(meta["metric"]),
+                meta.get("index", "flat"),
+                meta["generation"],
+            )
+        except (KeyError, ValueError) as exc:
+            sidecar.close()
+            raise StoreError(
+                f"FAISS collection {collection!r} has unreadable meta ({exc}); drop it and re-index"
+            ) from exc
+        self._collections[collection] = coll
+        return coll
+
+    def _require(self, collection: str) -> _Collection:
+        coll = self._open(collection)
+        if coll is None:
+            raise StoreError(
+                f"FAISS collection {collection!r} does not exist under {self.path}; "
+                "create it with ensure_collection() (index the folder first)"
+            )
+        return coll
+
+    def ensure_collection(self, collection: str, dimensions: int, meta: Mapping[str, str]) -> None:
+        if dimensions <= 0:
+            raise InputError(f"dimensions must be positive, got {dimensions}")
+        with self._lock:
+            coll = self._open(collection)
+            if coll is None:
+                folder = self._folder(collection)
+                folder.mkdir(parents=True, exist_ok=True)
+                with self._writer(collection).hold():
+                    sidecar = Sidecar(folder / SIDECAR)
+                    try:
+                        with sidecar.write():
+                            if sidecar.meta() is None:
+                                sidecar.create(dimensions, self.metric.value, self.index_kind, meta)
+                                logger.info("created FAISS collection %s (%d dims)", collection, dimensions)
+                    except sqlite3.Error as exc:
+                        raise sidecar_error(exc, sidecar.path, "creating the collection") from exc
+                    finally:
+                        sidecar.close()
+                coll = self._require(collection)
+            if coll.dim != dimensions:
+                raise CollectionMismatchError(
+                    f"FAISS collection {collection!r} holds {coll.dim}-dimensional vectors, "
+                    f"not {dimensions}: it was made with another embedding model; "
+                    "use another collection name or drop it"
+                )
+
+    def collection_meta(self, collection: str) -> dict[str, str] | None:
+        with self._lock:
+            coll = self._open(collection)
+            if coll is None:
+                return None
+            with coll.sidecar.read():
+                raw = coll.sidecar.meta()
+            if raw is None:
+                return None
+            out: dict[str, str] = json.loads(raw.get("user_meta", "{}"))
+            out["dimensions"] = raw["dimensions"]
+            out["metric"] = raw["metric"]
+            return out
+
+    # --- index maintenance -----------------------------------------------------------------------
+    def _new_index(self, coll: _Collection, seq: int = 0) -> VectorIndex:
+        return VectorIndex(coll.kind, coll.dim, coll.metric is not Metric.EUCLID, self.hnsw, seq)
+
+    def _sync(self, coll: _Collection) -> VectorIndex:
+        """Bring the in-memory index up to the sidecar's state (call inside a sidecar transaction)."""
+        state = coll.sidecar.sync_state()
+        if state.generation != coll.generation:
+            raise StoreError(f"FAISS collection {coll.name!r} was re-created by another process; retry")
+        index = coll.index
+        if index is not None and index.seq == state.seq:
+            return index
+        if index is None or state.pruned_through > index.seq or state.seq < index.seq:
+            index = VectorIndex.load(
+                coll.cache, coll.kind, coll.dim, coll.metric is not Metric.EUCLID, self.hnsw
+            )
+            if index is not None and (index.seq < state.pruned_through or index.seq > state.seq):
+                index = None  # the cache does not connect to the op log we can see: rebuild
+            if index is None:
+                index = self._new_index(coll, state.seq)
+                ids, vectors = coll.sidecar.all_vectors(coll.dim)
+                index.apply(np.zeros(0, dtype=np.int64), ids, vectors)
+                logger.info("rebuilt FAISS index %s from the sidecar: %d vectors", coll.name, len(ids))
+        if index.seq < state.seq:
+            touched = coll.sidecar.touched_since(index.seq)
+            ids, vectors = coll.sidecar.vectors_of(touched, coll.dim)
+            index.apply(touched, ids, vectors)
+        index.seq = state.seq
+        coll.index = index
+        return index
+
+    def _maybe_save(self, coll: _Collection, force: bool = False) -> None:
+        if coll.index is None or coll.dirty == 0 or not (force or coll.dirty >= self.save_every):
+            return
+        with self._writer(coll.name).hold():
+            old_seq = VectorIndex.cached_seq(coll.cache)
+            if old_seq < coll.index.seq:
+                try:
+                    coll.index.save(coll.cache)
+                except OSError as exc:
+                    raise StoreError(
+                        f"cannot save FAISS cache {coll.cache}: {exc}; check disk space"
+                    ) from exc
+                # Keep one save interval of ops so readers a little behind can still replay.
+                with coll.sidecar.write():
+                    pruned = coll.sidecar.sync_state().pruned_through
+                    if old_seq > pruned:
+                        coll.sidecar.prune_ops(old_seq)
+                        coll.sidecar.set_meta("pruned_through", str(old_seq))
+            coll.dirty = 0
+
+    # --- VectorStore -----------------------------------------------------------------------------
+    def _prepare(self, coll: _Collection, vector: Any, what: str) -> np.ndarray:
+        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vec.shape[0] != coll.dim:
+            raise CollectionMismatchError(
+                f"{what} has {vec.shape[0]} dimensions but FAISS collection {coll.name!r} holds {coll.dim}: "
+                "the embedding model differs from the one the collection was made with; "
+                "use the original model or another collection"
+            )
+        if not np.all(np.isfinite(vec)):
+            raise InputError(f"{what} contains NaN or infinite values")
+        if coll.metric is Metric.COSINE:
+            norm = float(np.linalg.norm(vec))
+            if norm > 0:
+                vec = vec / norm
+        return vec
+
+    def upsert(self, collection: str, points: Sequence[Point]) -> None:
+        if not points:
+            return
+        with self._lock:
+            coll = self._require(collection)
+            latest: dict[str, Point] = {}
+            for p in points:
+                latest[canonical_id(p.id)] = p  # the last occurrence of an id wins
+            rows: list[Row] = []
+            for uid, p in latest.items():
+                vec = self._prepare(coll, p.vector, f"point {uid}")
+                payload = dict(p.payload)
+                path = payload.get("path")
+                if isinstance(path, str) and "dirs" not in payload:
+                    payload["dirs"] = ancestor_dirs(path)
+                try:
+                    payload_json = json.dumps(payload, ensure_ascii=False)
+                except (TypeError, ValueError) as exc:
+                    raise InputError(f"payload of point {uid} is not JSON-serialisable: {exc}") from exc
+                file_type = payload.get("file_type")
+                rows.append(
+                    Row(
+                        point_iid(uid),
+                        uid,
+                        path if isinstance(path, str) else None,
+                        file_type if isinstance(file_type, str) else None,
+                        payload_json,
+                        vec.astype("<f4").tobytes(),
+                    )
+                )
+            iids = np.asarray([r.iid for r in rows], dtype=np.int64)
+            if len(set(iids.tolist())) != len(rows):
+                raise StoreError("two point ids in one batch map to the same FAISS id; change one id")
+            vectors = np.frombuffer(b"".join(r.vector for r in rows), dtype="<f4").reshape(
+                len(rows), coll.dim
+            )
+            with self._writer(collection).hold():
+                try:
+                    with coll.sidecar.write():
+                        index = self._sync(coll)
+                        known = coll.sidecar.uuids_of(iids.tolist())
+                        clash = [u for r in rows if (u := known.get(r.iid)) is not None and u != r.uuid]
+                        if clash:
+                            raise StoreError(
+                                f"point id collision in FAISS collection {collection!r} with {clash[0]}; "
+                                "change the colliding id"
+                            )
+                        new_seq = coll.sidecar.put(rows, index.seq)
+                except sqlite3.Error as exc:
+                    raise sidecar_error(exc, coll.sidecar.path, "upsert") from exc
+                self._apply(coll, iids, iids, vectors.astype(np.float32), new_seq)
+            self._maybe_save(coll)
+
+    def _apply(
+        self, coll: _Collection, touched: np.ndarray, ids: np.ndarray, vectors: np.ndarray, new_seq: int
+    ) -> None:
+        """Mirror a committed change in memory; on failure, drop the index so the next call rebuilds it."""
+        index = coll.index
+        try:
+            if index is None:
+                raise RuntimeError("no index")
+            index.apply(touched, ids, vectors)
+            index.seq = new_seq
+            coll.dirty += len(touched)
+        except Exception:  # committed already: the sidecar is right, the memory copy is not
+            logger.exception("FAISS index %s out of step after a commit; it will be rebuilt", coll.name)
+            coll.index = None
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        with self._lock:
+            coll = self._require(collection)
+            iids = sorted({point_iid(canonical_id(i)) for i in ids})
+            with self._writer(collection).hold():
+                try:
+                    with coll.sidecar.write():
+                        index = self._sync(coll)
+                        removed, new_seq = coll.sidecar.remove(iids, index.seq)
+                except sqlite3.Error as exc:
+                    raise sidecar_error(exc, coll.sidecar.path, "delete") from exc
+                if removed:
+                    gone = np.asarray(removed, dtype=np.int64)
+                    self._apply(
+                        coll, gone, np.zeros(0, dtype=np.int64), np.zeros((0, coll.dim), np.float32), new_seq
+                    )
+            self._maybe_save(coll)
+
+    def search(
+        self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None
+    ) -> list[Hit]:
+        if limit <= 0:
+            return []
+        with self._lock:
+            coll = self._require(collection)
+            query = self._prepare(coll, vector, "query vector")
+            try:
+                with coll.sidecar.read():
+                    index = self._sync(coll)
+                    allowed = None
+                    if where is not None and (where.path_prefix is not None or where.file_types):
+                        allowed = coll.sidecar.matching(where.path_prefix, where.file_types)
+                    raw, iids = index.search(query, limit, allowed)
+                    found = coll.sidecar.fetch(iids.tolist())
+            except sqlite3.Error as exc:
+                raise sidecar_error(exc, coll.sidecar.path, "search") from exc
+        scores = -np.sqrt(np.maximum(raw, 0.0)) if coll.metric is Metric.EUCLID else raw
+        hits = []
+        for score, iid in zip(scores.tolist(), iids.tolist(), strict=False):
+            row = found.get(iid)
+            if row is not None:
+                hits.append(Hit(id=row[0], score=float(score), payload=json.loads(row[1])))
+        return hits
+
+    def count(self, collection: str) -> int:
+        with self._lock:
+            coll = self._require(collection)
+            try:
+                with coll.sidecar.read():
+                    return coll.sidecar.count()
+            except sqlite3.Error as exc:
+                raise sidecar_error(exc, coll.sidecar.path, "count") from exc
+
+    def list_ids(self, collection: str) -> set[str]:
+        with self._lock:
+            coll = self._require(collection)
+            try:
+                with coll.sidecar.read():
+                    return coll.sidecar.all_uuids()
+            except sqlite3.Error as exc:
+                raise sidecar_error(exc, coll.sidecar.path, "listing ids") from exc
+
+    def drop(self, collection: str) -> None:
+        with self._lock:
+            folder = self._folder(collection)
+            self._forget(collection)
+            if not folder.exists():
+                return
+            with self._writer(collection).hold():
+                for name in (SIDECAR, SIDECAR + "-wal", SIDECAR + "-shm", CACHE):
+                    try:
+                        (folder / name).unlink()
+                    except FileNotFoundError:
+                        pass
+                    except OSError as exc:
+                        raise StoreError(f"cannot drop FAISS collection {collection!r}: {exc}") from exc
+                for tmp in folder.glob(CACHE + ".*.tmp"):
+                    tmp.unlink(missing_ok=True)
+            logger.info("dropped FAISS collection %s", collection)
+
+    def flush(self) -> None:
+        """Save every index this process changed to its cache file (speeds up the next open)."""
+        with self._lock:
+            for coll in list(self._collections.values()):
+                if coll.sidecar.still_current():
+                    self._maybe_save(coll, force=True)
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self.flush()
+            finally:
+                for name in list(self._collections):
+                    self._forget(name)
+                for lock in self._writers.values():
+                    lock.close()
+                self._writers.clear()
