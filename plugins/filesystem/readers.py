@@ -1,0 +1,269 @@
+r"""Readers: turn a file's bytes into a :class:`~indexer.types.Document`.
+
+Every reader decodes text as UTF-8 (a leading BOM is stripped) and normalises ``\r\n`` and lone
+``\r`` to ``\n``. Chunk spans refer to ``Document.text`` encoded as UTF-8; for text, Markdown,
+reStructuredText and code files without a BOM and with ``\n`` line ends that is exactly the file's bytes,
+and line numbers always match the file's lines. Every failure raises
+:class:`~indexer.errors.SourceError` with the path and a human reason.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import logging
+import re
+
+from indexer.errors import SourceError
+from indexer.types import Document, SourceRef
+
+logger = logging.getLogger(__name__)
+
+_NEWLINES = re.compile(r"\r\n?")
+_PRE = "\x01"  # marks preformatted lines between HtmlReader._walk and HtmlReader._tidy
+
+
+def decode_utf8(ref: SourceRef, data: bytes) -> str:
+    """Decode strict UTF-8 (BOM stripped, newlines normalised to ``\n``) or raise SourceError."""
+    offset = 0
+    if data.startswith(codecs.BOM_UTF8):
+        offset = len(codecs.BOM_UTF8)
+    try:
+        text = data[offset:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceError(
+            ref.path, f"invalid UTF-8 at byte {exc.start + offset}; convert the file to UTF-8 or exclude it"
+        ) from exc
+    if "\r" in text:
+        text = _NEWLINES.sub("\n", text)
+    return text
+
+
+class _TextBase:
+    kind: str = "text"
+    extensions: tuple[str, ...] = ()
+
+    def read(self, ref: SourceRef, data: bytes) -> Document:
+        # content_hash is set by the source (sha256 of the raw bytes); a reader used alone leaves it empty.
+        return Document(ref=ref, text=decode_utf8(ref, data), kind=self.kind)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class TextReader(_TextBase):
+    """Plain text. The filesystem source also uses it for files without (or with an unknown) extension that
+    look like UTF-8 text."""
+
+    kind: str = "text"
+    extensions: tuple[str, ...] = (".txt", ".text")
+
+
+class MarkdownReader(_TextBase):
+    """Markdown, kept verbatim (the chunker uses its headings and fenced code blocks)."""
+
+    kind: str = "markdown"
+    extensions: tuple[str, ...] = (".md", ".markdown", ".mdown", ".mkd")
+
+
+class RstReader(_TextBase):
+    """reStructuredText, kept verbatim (the chunker uses its section titles)."""
+
+    kind: str = "rst"
+    extensions: tuple[str, ...] = (".rst", ".rest")
+
+
+class CodeReader(_TextBase):
+    """Source code and configuration files, kept verbatim."""
+
+    kind: str = "code"
+    extensions: tuple[str, ...] = (
+        ".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go", ".rs", ".c", ".h", ".cc", ".cpp",
+        ".cxx", ".hpp", ".hh", ".hxx", ".java", ".kt", ".kts", ".scala", ".swift", ".m", ".mm", ".cs", ".fs",
+        ".rb", ".php", ".pl", ".pm", ".lua", ".r", ".jl", ".dart", ".ex", ".exs", ".erl", ".hs", ".ml",
+        ".clj", ".sh", ".bash", ".zsh", ".fish", ".ps1", ".bat", ".toml", ".yaml", ".yml", ".json",
+        ".jsonl", ".ini", ".cfg", ".conf", ".properties", ".env", ".sql", ".graphql", ".proto", ".css",
+        ".scss", ".less", ".vue", ".svelte", ".xml", ".csv", ".tsv", ".tex", ".cmake", ".gradle", ".mk",
+        ".dockerfile", ".tf", ".nix", ".zig", ".v", ".sv", ".vhd", ".asm", ".s",
+    )  # fmt: skip
+
+
+class HtmlReader:
+    """HTML: the visible text only (no script, style, template or comments), headings written as Markdown
+    ``#`` lines so the chunker keeps the heading path. Spans refer to this extracted text."""
+
+    kind: str = "html"
+    extensions: tuple[str, ...] = (".html", ".htm", ".xhtml")
+
+    _INVISIBLE = frozenset({"script", "style", "noscript", "template", "head", "svg", "iframe", "object"})
+    _BLOCK = frozenset(
+        {
+            "address", "article", "aside", "blockquote", "br", "dd", "details", "dialog", "div", "dl", "dt",
+            "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
+            "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table", "tr",
+            "td", "th", "ul", "caption", "title", "body", "html", "option",
+        }
+    )  # fmt: skip
+    _PARAGRAPH = frozenset(
+        {"p", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "table", "ul", "ol", "blockquote", "section",
+         "article", "header", "footer", "figure", "dl", "title", "hr"}
+    )  # fmt: skip
+
+    def read(self, ref: SourceRef, data: bytes) -> Document:
+        from bs4 import BeautifulSoup
+
+        markup = self._decode(ref, data)
+        try:
+            soup = BeautifulSoup(markup, "html.parser")
+        except Exception as exc:  # html.parser is lenient; anything raised here is a broken file
+            raise SourceError(ref.path, f"cannot parse HTML ({exc}); fix or exclude the file") from exc
+        parts: list[str] = []
+        title = soup.title.get_text(" ", strip=True) if soup.title else ""
+        if title:
+            parts.append(f"# {title}\n\n")
+        body = soup.body or soup
+        self._walk(body, parts)
+        return Document(ref=ref, text=self._tidy("".join(parts)), kind=self.kind)
+
+    def _decode(self, ref: SourceRef, data: bytes) -> str:
+        try:
+            return decode_utf8(ref, data)
+        except SourceError:
+            pass
+        # Legacy pages declare another charset; honour a declared or detectable one.
+        from bs4.dammit import UnicodeDammit
+
+        dammit = UnicodeDammit(data, is_html=True)
+        if dammit.unicode_markup is None or dammit.contains_replacement_characters:
+            raise SourceError(
+                ref.path, "HTML is neither UTF-8 nor in its declared charset; convert it to UTF-8"
+            )
+        return _NEWLINES.sub("\n", dammit.unicode_markup)
+
+    def _walk(self, node: object, parts: list[str]) -> None:
+        from bs4 import Comment, NavigableString, Tag
+        from bs4.element import Declaration, Doctype, ProcessingInstruction
+
+        for child in getattr(node, "children", ()):
+            if isinstance(child, (Comment, Declaration, Doctype, ProcessingInstruction)):
+                continue
+            if isinstance(child, NavigableString):
+                parts.append(re.sub(r"\s+", " ", str(child)))
+                continue
+            if not isinstance(child, Tag):
+                continue
+            name = child.name.lower()
+            if name in self._INVISIBLE or child.get("hidden") is not None:
+                continue
+            if name in ("h1", "h2", "h3", "h4", "h5", "h6"):
+                heading = child.get_text(" ", strip=True)
+                if heading:
+                    parts.append(f"\n\n{'#' * int(name[1])} {heading}\n\n")
+                continue
+            if name == "pre":  # keep preformatted text as it is, marked so _tidy leaves it alone
+                lines = child.get_text().strip("\n").split("\n")
+                parts.append("\n\n" + "\n".join(_PRE + line for line in lines) + "\n\n")
+                continue
+            if name in self._BLOCK:
+                parts.append("\n\n" if name in self._PARAGRAPH else "\n")
+            if name in ("td", "th"):
+                parts.append(" ")
+            self._walk(child, parts)
+            if name in self._BLOCK:
+                parts.append("\n\n" if name in self._PARAGRAPH else "\n")
+
+    @staticmethod
+    def _tidy(text: str) -> str:
+        """Strip lines, collapse runs of blank lines to one, keep preformatted lines verbatim."""
+        out: list[str] = []
+        for raw in text.split("\n"):
+            if raw.startswith(_PRE):
+                out.append(raw[len(_PRE) :].rstrip())
+                continue
+            line = raw.strip()
+            if line or (out and out[-1]):
+                out.append(line)
+        while out and not out[-1]:
+            out.pop()
+        return "\n".join(out) + ("\n" if out else "")
+
+    def __repr__(self) -> str:
+        return "HtmlReader()"
+
+
+_NEEDS_PASSWORD = "encrypted PDF needs a password; decrypt it first or exclude it"
+
+
+class PdfReader:
+    """PDF: the text layer via pypdf, one page after another separated by a blank line, with
+    ``Document.page_starts`` (character offsets of each page). Scanned PDFs without a text layer give empty
+    text; encrypted (with a password) or corrupt files raise SourceError."""
+
+    kind: str = "pdf"
+    extensions: tuple[str, ...] = (".pdf",)
+
+    def __init__(self, max_chars: int = 20_000_000) -> None:
+        self.max_chars = max_chars
+
+    def read(self, ref: SourceRef, data: bytes) -> Document:
+        import pypdf
+        from pypdf.errors import FileNotDecryptedError, PdfReadError
+
+        try:
+            reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+            if reader.is_encrypted:
+                try:
+                    decrypted = reader.decrypt("")
+                except Exception as exc:
+                    raise SourceError(
+                        ref.path, f"encrypted PDF cannot be opened ({exc}); decrypt it first or exclude it"
+                    ) from exc
+                if not decrypted:
+                    raise SourceError(ref.path, _NEEDS_PASSWORD)
+            pages: list[str] = []
+            total = 0
+            for number, page in enumerate(reader.pages, start=1):
+                try:
+                    page_text = page.extract_text() or ""
+                except Exception as exc:
+                    raise SourceError(
+                        ref.path, f"cannot extract text of page {number} ({exc}); the PDF may be corrupt"
+                    ) from exc
+                page_text = self._clean(page_text)
+                total += len(page_text) + 2
+                if total > self.max_chars:
+                    raise SourceError(
+                        ref.path, f"PDF text exceeds {self.max_chars} characters; split or exclude the file"
+                    )
+                pages.append(page_text)
+        except SourceError:
+            raise
+        except FileNotDecryptedError as exc:
+            raise SourceError(ref.path, _NEEDS_PASSWORD) from exc
+        except (PdfReadError, Exception) as exc:  # pypdf raises many types (ValueError, KeyError...) on junk
+            raise SourceError(ref.path, f"corrupt or unsupported PDF ({type(exc).__name__}: {exc})") from exc
+        starts: list[int] = []
+        offset = 0
+        for page_text in pages:
+            starts.append(offset)
+            offset += len(page_text) + 2
+        text = "\n\n".join(pages)
+        return Document(ref=ref, text=text, kind=self.kind, page_starts=tuple(starts))
+
+    @staticmethod
+    def _clean(text: str) -> str:
+        # Lone surrogates and NULs come out of broken font maps; they cannot be UTF-8 encoded or embedded.
+        text = text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
+        text = _NEWLINES.sub("\n", text)
+        return "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
+
+    def __repr__(self) -> str:
+        return f"PdfReader(max_chars={self.max_chars})"
+
+
+BUILTIN_READERS: tuple[type, ...] = (TextReader, MarkdownReader, RstReader, CodeReader, HtmlReader, PdfReader)
+
+
+def default_readers() -> list[TextReader | MarkdownReader | RstReader | CodeReader | HtmlReader | PdfReader]:
+    """One instance of every built-in reader."""
+    return [TextReader(), MarkdownReader(), RstReader(), CodeReader(), HtmlReader(), PdfReader()]

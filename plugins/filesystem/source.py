@@ -1,0 +1,440 @@
+"""The filesystem source: finds indexable files under a set of root folders and reads them into documents.
+
+Scanning yields :class:`~indexer.types.SourceRef` values with stat data only; file contents are read only to
+sniff files without a known extension (first 8 KiB). What a scan skipped for a reason worth telling the user
+(permission denied, too large, binary, symlink escaping the roots, symlink loop, missing root) is collected in
+``FilesystemSource.problems`` (a fresh list per scan) and, if given, passed to the ``on_problem`` callback as
+it happens. Files skipped on purpose (hidden, ignored, excluded, not included) are not problems.
+
+A caller must not treat files under a root reported with code ``root_unavailable`` as deleted: an unmounted
+drive must not empty the index.
+"""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import errno
+import hashlib
+import logging
+import os
+import stat
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from indexer.errors import SourceError
+from indexer.ports import Reader
+from indexer.types import Document, SourceRef
+from plugins.filesystem.ignore import IGNORE_FILES, Globs, IgnoreLevel, IgnoreStack, load_ignore_level
+from plugins.filesystem.readers import TextReader, default_readers
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
+SNIFF_BYTES = 8192
+
+# Extensions that are never text; skipped without opening the file.
+BINARY_EXTENSIONS = frozenset(
+    {
+        ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".ico", ".icns", ".webp", ".tif", ".tiff", ".psd", ".heic",
+        ".avif", ".svg", ".eps", ".ai", ".raw", ".mp3", ".mp4", ".m4a", ".m4v", ".wav", ".flac", ".ogg",
+        ".opus", ".aac", ".avi", ".mov", ".mkv", ".webm", ".wmv", ".flv", ".mid", ".midi", ".zip", ".gz",
+        ".tgz", ".bz2", ".xz", ".7z", ".rar", ".tar", ".zst", ".lz4", ".lzma", ".cab", ".jar", ".war", ".ear",
+        ".whl", ".egg", ".apk", ".ipa", ".exe", ".dll", ".so", ".dylib", ".o", ".obj", ".a", ".lib", ".ko",
+        ".class", ".pyc", ".pyo", ".pyd", ".wasm", ".bin", ".dat", ".elf", ".db", ".sqlite", ".sqlite3",
+        ".mdb", ".gguf", ".ggml", ".safetensors", ".pt", ".pth", ".ckpt", ".onnx", ".tflite", ".pb", ".npy",
+        ".npz", ".pkl", ".pickle", ".joblib", ".parquet", ".arrow", ".feather", ".avro", ".orc", ".h5",
+        ".hdf5", ".nc", ".faiss", ".index", ".woff", ".woff2", ".ttf", ".otf", ".eot", ".pfb", ".doc",
+        ".docx", ".xls", ".xlsx", ".ppt", ".pptx", ".odt", ".ods", ".odp", ".epub", ".mobi", ".djvu", ".rtf",
+        ".pages", ".numbers", ".key", ".iso", ".img", ".dmg", ".deb", ".rpm", ".msi", ".vmdk", ".qcow2",
+        ".swp", ".swo", ".ds_store",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ScanProblem:
+    """A file or folder a scan could not take, and why. ``code`` is one of: ``permission``, ``too_large``,
+    ``binary``, ``outside_root``, ``symlink_loop``, ``broken_symlink``, ``not_regular``, ``root_unavailable``,
+    ``error``."""
+
+    path: str
+    reason: str
+    code: str = "error"
+
+    def __iter__(self) -> Iterator[str]:  # unpacks as (path, reason)
+        return iter((self.path, self.reason))
+
+
+def looks_like_text(path: str) -> bool:
+    """True if the first 8 KiB are valid UTF-8 (a character cut at the end is fine) without a NUL byte."""
+    with open(path, "rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    if b"\x00" in head:
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A folder waiting to be listed: its path as walked, resolved path, path relative to ``root``, and the
+    ignore rules in force above it."""
+
+    walked: str
+    real: str
+    rel: str
+    stack: IgnoreStack
+    root: str
+
+
+def _is_relative_to(path: str, root: str) -> bool:
+    return PurePosixPath(path).is_relative_to(root) if os.sep == "/" else Path(path).is_relative_to(root)
+
+
+class FilesystemSource:
+    """Indexable files under ``roots``.
+
+    ``include``/``exclude`` are Git wildmatch globs relative to each root (``*.md``, ``docs/**``, ``build/``);
+    with ``include`` set, only matching files are taken. ``.gitignore`` and ``.indexerignore`` files at any
+    depth are honoured (see :mod:`plugins.filesystem.ignore`); hidden files and folders (leading dot,
+    ``.git`` included) are skipped. Symlinks are followed when their target lies inside one of the roots.
+    Files without a reader for their extension are taken as plain text when their first 8 KiB are UTF-8
+    without NUL bytes.
+    """
+
+    def __init__(
+        self,
+        roots: Sequence[Path | str],
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        readers: Sequence[Reader] | None = None,
+        follow_symlinks: bool = True,
+        on_problem: Callable[[ScanProblem], None] | None = None,
+    ) -> None:
+        resolved: list[str] = []
+        for root in roots:
+            real = os.path.realpath(os.path.abspath(os.path.expanduser(os.fspath(root))))
+            if real not in resolved:
+                resolved.append(real)
+        self.roots: tuple[str, ...] = tuple(resolved)
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+        self.max_file_size = max_file_size
+        self.follow_symlinks = follow_symlinks
+        self.on_problem = on_problem
+        self.problems: list[ScanProblem] = []
+        self._globs = Globs(include, exclude)
+        chosen: Sequence[Reader] = readers if readers is not None else default_readers()
+        self.readers: tuple[Reader, ...] = tuple(chosen)
+        self._by_ext: dict[str, Reader] = {}
+        for reader in self.readers:  # later readers win for a shared extension
+            for ext in reader.extensions:
+                self._by_ext[ext.lower()] = reader
+        text_reader: Reader = TextReader()
+        self._fallback: Reader = next((r for r in self.readers if r.kind == "text"), text_reader)
+        self._ignore_cache: dict[str, tuple[tuple[tuple[int, int] | None, ...], IgnoreLevel | None]] = {}
+
+    def __repr__(self) -> str:
+        return f"FilesystemSource(roots={list(self.roots)!r})"
+
+    # ----------------------------------------------------------------- helpers for watchers and the API
+
+    def contains(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path``, with symlinks and ``..`` resolved, lies inside one of the roots."""
+        return self._root_of(os.path.realpath(os.path.abspath(os.fspath(path)))) is not None
+
+    def reader_for(self, path: str | os.PathLike[str]) -> Reader | None:
+        """The reader for a path by its extension: unknown or missing extensions get the plain-text reader,
+        known binary extensions None. Content is not looked at (see :meth:`accepts`)."""
+        ext = os.path.splitext(os.fspath(path))[1].lower()
+        reader = self._by_ext.get(ext)
+        if reader is not None:
+            return reader
+        return None if ext in BINARY_EXTENSIONS else self._fallback
+
+    def kind_for(self, path: str | os.PathLike[str]) -> str | None:
+        """The reader kind (``markdown``, ``code``, ...) a path would be read with, by extension only."""
+        reader = self.reader_for(path)
+        return reader.kind if reader is not None else None
+
+    def accepts(self, path: str | os.PathLike[str]) -> bool:
+        """Whether a scan would yield this path now (inside a root, not hidden, ignored or excluded, a
+        regular file within the size cap with a reader or text content)."""
+        return self.ref_for(path) is not None
+
+    def ref_for(self, path: str | os.PathLike[str]) -> SourceRef | None:
+        """The SourceRef a scan would yield for ``path`` now, or None (same rules as :meth:`scan`)."""
+        absolute = os.path.abspath(os.fspath(path))
+        real = os.path.realpath(absolute)
+        if self._root_of(real) is None:
+            return None
+        walk_root = self._root_of(absolute) or self._root_of(real)
+        assert walk_root is not None
+        walked = absolute if self._root_of(absolute) else real
+        if walked == walk_root:  # a root that is a file
+            return self._file_ref(real, walked, walk_root, None)
+        rel = os.path.relpath(walked, walk_root).replace(os.sep, "/")
+        parts = rel.split("/")
+        if any(part.startswith(".") for part in parts):
+            return None
+        stack = IgnoreStack()
+        directory = walk_root
+        for depth, part in enumerate(parts[:-1]):
+            stack = stack.push(self._cached_ignore_level(directory, "/".join(parts[:depth])))
+            dir_rel = "/".join(parts[: depth + 1])
+            if stack.ignored(dir_rel, True) or self._globs.excluded_dir(dir_rel):
+                return None
+            directory = os.path.join(directory, part)
+        stack = stack.push(self._cached_ignore_level(directory, "/".join(parts[:-1])))
+        if stack.ignored(rel, False) or not self._globs.wanted_file(rel):
+            return None
+        return self._file_ref(real, walked, walk_root, None)
+
+    # ----------------------------------------------------------------------------------------- scanning
+
+    def scan(self) -> Iterator[SourceRef]:
+        """Yield every indexable file once (by resolved path), roots in the given order, names sorted.
+
+        Real folders of every root are walked first; symlinked folders are entered afterwards and only if
+        their target was not walked already (which also ends symlink loops)."""
+        self.problems = []
+        seen_files: set[str] = set()
+        visited_dirs: set[tuple[int, int]] = set()
+        deferred: list[_Pending] = []
+        for root in self.roots:
+            try:
+                st = os.stat(root)
+            except OSError as exc:
+                self._problem(
+                    root, f"root unavailable ({exc.strerror}); check the path or mount", "root_unavailable"
+                )
+                continue
+            if stat.S_ISREG(st.st_mode):
+                ref = self._file_ref(root, root, root, st)
+                if ref is not None and ref.path not in seen_files:
+                    seen_files.add(ref.path)
+                    yield ref
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                self._problem(root, "root is neither a folder nor a regular file", "root_unavailable")
+                continue
+            visited_dirs.add((st.st_dev, st.st_ino))
+            yield from self._walk(
+                [_Pending(root, root, "", IgnoreStack(), root)], seen_files, visited_dirs, deferred
+            )
+        while deferred:
+            link = deferred.pop(0)
+            try:
+                st = os.stat(link.real)
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino)
+            if key in visited_dirs:
+                logger.debug("not entering %s: its target %s was already scanned", link.walked, link.real)
+                continue
+            visited_dirs.add(key)
+            yield from self._walk([link], seen_files, visited_dirs, deferred)
+
+    def _walk(
+        self,
+        pending: list[_Pending],
+        seen_files: set[str],
+        visited_dirs: set[tuple[int, int]],
+        deferred: list[_Pending],
+    ) -> Iterator[SourceRef]:
+        while pending:
+            current = pending.pop()
+            root = current.root
+            stack = current.stack.push(load_ignore_level(current.walked, current.rel, IGNORE_FILES))
+            try:
+                with os.scandir(current.walked) as iterator:
+                    entries = sorted(iterator, key=lambda e: e.name)
+            except PermissionError:
+                self._problem(
+                    current.walked, "permission denied; grant read access or exclude the folder", "permission"
+                )
+                continue
+            except FileNotFoundError:
+                continue  # vanished during the scan
+            except OSError as exc:
+                self._problem(current.walked, f"cannot list folder ({exc.strerror})", "error")
+                continue
+            subdirs: list[_Pending] = []
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):
+                    continue
+                rel = f"{current.rel}/{name}" if current.rel else name
+                try:
+                    is_link = entry.is_symlink()
+                    if is_link:
+                        if not self.follow_symlinks:
+                            continue
+                        real = os.path.realpath(entry.path)
+                        try:
+                            st = os.stat(real)
+                        except OSError as exc:
+                            code = "symlink_loop" if exc.errno == errno.ELOOP else "broken_symlink"
+                            self._problem(entry.path, f"symlink cannot be resolved ({exc.strerror})", code)
+                            continue
+                        if self._root_of(real) is None:
+                            logger.debug(
+                                "skipping %s: symlink target %s outside every root", entry.path, real
+                            )
+                            self._problem(
+                                entry.path, f"symlink target {real} is outside every root", "outside_root"
+                            )
+                            continue
+                    else:
+                        real = os.path.join(current.real, name)
+                        st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    self._problem(entry.path, f"cannot stat ({exc.strerror})", "error")
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    if stack.ignored(rel, True) or self._globs.excluded_dir(rel):
+                        continue
+                    if real in self.roots:
+                        continue  # another root: walked on its own, with its own rules
+                    child = _Pending(entry.path, real, rel, stack, root)
+                    if is_link:
+                        deferred.append(child)
+                        continue
+                    key = (st.st_dev, st.st_ino)
+                    if key in visited_dirs:
+                        continue
+                    visited_dirs.add(key)
+                    subdirs.append(child)
+                elif stat.S_ISREG(st.st_mode):
+                    if real in seen_files or stack.ignored(rel, False) or not self._globs.wanted_file(rel):
+                        continue
+                    ref = self._file_ref(real, entry.path, root, st)
+                    if ref is not None:
+                        seen_files.add(real)
+                        yield ref
+                else:
+                    self._problem(entry.path, "not a regular file (device, socket or pipe)", "not_regular")
+            pending.extend(reversed(subdirs))  # depth first, in name order
+
+    def _file_ref(
+        self, real: str, walked: str, walk_root: str, st: os.stat_result | None
+    ) -> SourceRef | None:
+        """Apply the per-file checks (stat, size, reader or text sniff) to a file that passed the rules."""
+        try:
+            if st is None:
+                st = os.stat(real)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            if self.reader_for(real) is None:
+                self._problem(walked, "binary file type; no reader for it", "binary")
+                return None
+            if st.st_size > self.max_file_size:
+                self._problem(
+                    walked,
+                    f"{st.st_size} bytes exceeds max_file_size {self.max_file_size}; raise the limit or "
+                    "exclude the file",
+                    "too_large",
+                )
+                return None
+            ext = os.path.splitext(real)[1].lower()
+            if ext not in self._by_ext and not looks_like_text(real):
+                self._problem(walked, "binary content (not UTF-8 text); no reader for it", "binary")
+                return None
+        except FileNotFoundError:
+            return None
+        except PermissionError:
+            self._problem(walked, "permission denied; grant read access or exclude the file", "permission")
+            return None
+        except OSError as exc:
+            self._problem(walked, f"cannot stat or read ({exc.strerror})", "error")
+            return None
+        owner = self._root_of(real) or walk_root
+        return SourceRef(root=owner, path=real, size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+    def _root_of(self, real: str) -> str | None:
+        """The most specific root containing ``real`` (an absolute, resolved path), or None."""
+        best: str | None = None
+        for root in self.roots:
+            if _is_relative_to(real, root) and (best is None or len(root) > len(best)):
+                best = root
+        return best
+
+    def _cached_ignore_level(self, directory: str, base: str) -> IgnoreLevel | None:
+        signature: list[tuple[int, int] | None] = []
+        for name in IGNORE_FILES:
+            try:
+                st = os.stat(os.path.join(directory, name))
+                signature.append((st.st_mtime_ns, st.st_size))
+            except OSError:
+                signature.append(None)
+        key = f"{directory}\0{base}"
+        cached = self._ignore_cache.get(key)
+        if cached is not None and cached[0] == tuple(signature):
+            return cached[1]
+        level = load_ignore_level(directory, base) if any(signature) else None
+        self._ignore_cache[key] = (tuple(signature), level)
+        return level
+
+    def _problem(self, path: str, reason: str, code: str) -> None:
+        problem = ScanProblem(path=path, reason=reason, code=code)
+        logger.debug("scan skipped %s: %s", path, reason)
+        self.problems.append(problem)
+        if self.on_problem is not None:
+            self.on_problem(problem)
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def read(self, ref: SourceRef) -> Document:
+        """Read the file once and extract its text; every failure raises SourceError(path, reason)."""
+        path = ref.path
+        if not self.contains(path):
+            raise SourceError(path, "path is outside every configured root; add its folder as a root")
+        reader = self.reader_for(path)
+        if reader is None:
+            raise SourceError(path, "binary file type; no reader for it")
+        data = self._read_bytes(path)
+        try:
+            doc = reader.read(ref, data)
+        except SourceError:
+            raise
+        except Exception as exc:  # a reader bug or library error must not escape as something else
+            raise SourceError(path, f"{reader.kind} reader failed ({type(exc).__name__}: {exc})") from exc
+        return dataclasses.replace(doc, ref=ref, content_hash=hashlib.sha256(data).hexdigest())
+
+    def _read_bytes(self, path: str) -> bytes:
+        cap = self.max_file_size
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(path, flags)
+            with os.fdopen(fd, "rb") as handle:
+                st = os.fstat(handle.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    raise SourceError(path, "not a regular file")
+                if st.st_size > cap:
+                    raise SourceError(
+                        path, f"{st.st_size} bytes exceeds max_file_size {cap}; raise the limit or exclude it"
+                    )
+                data = handle.read(cap + 1)
+        except SourceError:
+            raise
+        except FileNotFoundError as exc:
+            raise SourceError(path, "file vanished before it could be read (deleted or renamed)") from exc
+        except PermissionError as exc:
+            raise SourceError(path, "permission denied; grant read access or exclude the file") from exc
+        except IsADirectoryError as exc:
+            raise SourceError(path, "is a folder, not a file") from exc
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # ELOOP from O_NOFOLLOW: replaced by a symlink since the scan
+                raise SourceError(path, "file was replaced by a symlink since the scan; rescan") from exc
+            raise SourceError(path, f"cannot read file ({exc.strerror or exc})") from exc
+        if len(data) > cap:
+            raise SourceError(path, f"file grew past max_file_size {cap} while being read; raise the limit")
+        return data
