@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -76,11 +76,11 @@ def _open(collection: str | None, **overrides: Any) -> Collection:
 @app.command()
 def index(
     paths: list[Path] = typer.Argument(..., help="folders to add as roots and sync"),
-    collection: Optional[str] = CollectionOpt,
-    store: Optional[str] = typer.Option(None, help="faiss (default) or qdrant, for a new collection"),
-    qdrant_url: Optional[str] = typer.Option(None, help="Qdrant server URL (else embedded storage)"),
-    metric: Optional[str] = typer.Option(None, help="cosine (default), dot, euclid"),
-    model: Optional[str] = typer.Option(None, "--model", help="embedding model: catalogue name or .gguf path"),
+    collection: str | None = CollectionOpt,
+    store: str | None = typer.Option(None, help="faiss (default) or qdrant, for a new collection"),
+    qdrant_url: str | None = typer.Option(None, help="Qdrant server URL (else embedded storage)"),
+    metric: str | None = typer.Option(None, help="cosine (default), dot, euclid"),
+    model: str | None = typer.Option(None, "--model", help="embedding model: catalogue name or .gguf path"),
     as_json: bool = JsonOpt,
 ) -> None:
     """Index PATHS into a collection (adds them as roots); unchanged files are skipped."""
@@ -88,8 +88,13 @@ def index(
         with _open(collection, store=store, qdrant_url=qdrant_url, metric=metric, embed_model=model) as col:
             show = sys.stderr.isatty() and not as_json
             with Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                console=err, disable=not show, transient=True,
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=err,
+                disable=not show,
+                transient=True,
             ) as bar:
                 report = col.index(paths, progress=_BarProgress(bar))
     except IndexerError as exc:
@@ -117,14 +122,14 @@ def _print_report(r: IndexReport) -> None:
 @app.command()
 def search(
     query: str = typer.Argument(..., help="what to look for"),
-    collection: Optional[str] = CollectionOpt,
-    k: Optional[int] = typer.Option(None, "-k", help="results to return (default 10)"),
-    candidates: Optional[int] = typer.Option(None, help="candidates fetched before reranking (default 50)"),
-    path: Optional[str] = typer.Option(None, "--path", help="glob on the file path, e.g. '*.md' or 'docs/*'"),
-    under: Optional[Path] = typer.Option(None, "--under", help="only files under this folder"),
+    collection: str | None = CollectionOpt,
+    k: int | None = typer.Option(None, "-k", help="results to return (default 10)"),
+    candidates: int | None = typer.Option(None, help="candidates fetched before reranking (default 50)"),
+    path: str | None = typer.Option(None, "--path", help="glob on the file path, e.g. '*.md' or 'docs/*'"),
+    under: Path | None = typer.Option(None, "--under", help="only files under this folder"),
     file_type: list[str] = typer.Option([], "--type", help="file extension(s), e.g. --type md --type py"),
-    rerank: Optional[bool] = typer.Option(None, "--rerank/--no-rerank", help="default: on when a reranker is set"),
-    rerank_model: Optional[str] = typer.Option(None, help="reranker model (.gguf path or name)"),
+    rerank: bool | None = typer.Option(None, "--rerank/--no-rerank", help="default: on when a reranker is set"),
+    rerank_model: str | None = typer.Option(None, help="reranker model (.gguf path or name)"),
     as_json: bool = JsonOpt,
 ) -> None:
     """Search a collection; results are reranked when a reranker model is configured."""
@@ -158,7 +163,7 @@ def search(
 
 
 @app.command()
-def status(collection: Optional[str] = CollectionOpt, as_json: bool = JsonOpt) -> None:
+def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt) -> None:
     """Show a collection's files, chunks, points, store, model and roots."""
     try:
         with _open(collection) as col:
@@ -195,7 +200,7 @@ def collections(as_json: bool = JsonOpt) -> None:
 
 
 @app.command()
-def forget(path: Path, collection: Optional[str] = CollectionOpt, as_json: bool = JsonOpt) -> None:
+def forget(path: Path, collection: str | None = CollectionOpt, as_json: bool = JsonOpt) -> None:
     """Remove a root from a collection, with every point of its files."""
     try:
         with _open(collection) as col:

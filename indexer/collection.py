@@ -171,7 +171,8 @@ class Collection:
                 problems.append(f"model {rec.model_path!r} (asked: {asked!r})")
         if problems:
             raise CollectionMismatchError(
-                f"collection {self.name!r} was built with " + ", ".join(problems)
+                f"collection {self.name!r} was built with "
+                + ", ".join(problems)
                 + f"; its normalization is {normalization_name(rec.normalization)}. Vectors of different models or "
                 "metrics cannot be mixed: index into a new collection (--collection NEW), or drop this one "
                 f"(`indexer drop {self.name}`) and re-index."
@@ -262,7 +263,11 @@ class Collection:
             path = self.record.store_options.get("path")
             self.store.close()
             self._store = None
-            if path and Path(path).is_dir() and within(str(Path(path).resolve()), str(Path(self.settings.data_dir).resolve())):
+            if (
+                path
+                and Path(path).is_dir()
+                and within(str(Path(path).resolve()), str(Path(self.settings.data_dir).resolve()))
+            ):
                 shutil.rmtree(path, ignore_errors=True)
             self.state.drop_collection(self.name)
             self.record = None
@@ -362,9 +367,9 @@ def _resolve_root(path: str | Path) -> str:
 def _make_store(kind: str, options: dict[str, Any], metric: Metric, settings: Settings) -> VectorStore:
     store_cls = plugins.load("indexer.stores", kind)
     if kind == "faiss":
-        return store_cls(Path(options["path"]), metric=metric, index=options.get("index", "flat"))  # type: ignore[no-any-return]
+        return store_cls(Path(options["path"]), metric=metric, index=options.get("index", "flat"))
     if kind == "qdrant":
         if options.get("url"):
-            return store_cls(url=options["url"], api_key=settings.qdrant_api_key, metric=metric)  # type: ignore[no-any-return]
-        return store_cls(path=Path(options["path"]), metric=metric)  # type: ignore[no-any-return]
-    return store_cls(metric=metric, **options)  # type: ignore[no-any-return]
+            return store_cls(url=options["url"], api_key=settings.qdrant_api_key, metric=metric)
+        return store_cls(path=Path(options["path"]), metric=metric)
+    return store_cls(metric=metric, **options)

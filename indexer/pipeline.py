@@ -188,9 +188,7 @@ class Pipeline:
         if batch:
             self._write_batch(batch, report)
 
-    def _prepare(
-        self, source: Source, ref: SourceRef, rec: FileRecord | None, report: IndexReport
-    ) -> _Prepared | None:
+    def _prepare(self, source: Source, ref: SourceRef, rec: FileRecord | None, report: IndexReport) -> _Prepared | None:
         """Read and chunk one file; None when there is nothing to write (failed, or only its stat changed)."""
         try:
             doc = source.read(ref)
@@ -219,7 +217,13 @@ class Pipeline:
         report.failed.append((ref.path, reason))
         # Keep the last good content hash (and its points): a failed read never loses what was indexed.
         failed = FileRecord(
-            ref.path, ref.root, ref.size, ref.mtime_ns, rec.content_hash if rec else "", "failed", reason,
+            ref.path,
+            ref.root,
+            ref.size,
+            ref.mtime_ns,
+            rec.content_hash if rec else "",
+            "failed",
+            reason,
             rec.kind if rec else None,
         )
         self.state.commit_files(self.collection, [FileUpdate(failed, ())])
@@ -238,8 +242,14 @@ class Pipeline:
                 points.append(Point(pid, vectors[chunk.content_hash], _payload(prepared, chunk)))
                 records.append(ChunkRecord(pid, chunk.path, chunk.index, chunk.content_hash, chunk.n_tokens))
             file_rec = FileRecord(
-                prepared.ref.path, prepared.ref.root, prepared.ref.size, prepared.ref.mtime_ns,
-                prepared.doc.content_hash, "indexed", None, prepared.doc.kind,
+                prepared.ref.path,
+                prepared.ref.root,
+                prepared.ref.size,
+                prepared.ref.mtime_ns,
+                prepared.doc.content_hash,
+                "indexed",
+                None,
+                prepared.doc.kind,
             )
             updates.append(FileUpdate(file_rec, tuple(records)))
 
@@ -274,7 +284,7 @@ class Pipeline:
             started = time.perf_counter()
             embedded = self.embedder.embed_batch([c.text for c in todo], self.normalization)
             report.embed_seconds += time.perf_counter() - started
-            fresh = [(c.content_hash, np.asarray(v, dtype=np.float32)) for c, v in zip(todo, embedded)]
+            fresh = [(c.content_hash, np.asarray(v, dtype=np.float32)) for c, v in zip(todo, embedded, strict=True)]
             self.state.put_vectors(self.model_key, fresh)
             vectors.update(fresh)
             tokens = sum(c.n_tokens for c in todo)

@@ -10,7 +10,7 @@ Groups: ``indexer.stores`` (VectorStore classes), ``indexer.sources`` (Source cl
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
+from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 GROUPS = ("indexer.stores", "indexer.sources", "indexer.readers")
 
 
-@lru_cache(maxsize=None)
+@cache
 def available(group: str) -> dict[str, Any]:
     """Name -> entry point of every plugin registered in ``group`` (loaded lazily by ``load``)."""
     return {ep.name: ep for ep in entry_points(group=group)}

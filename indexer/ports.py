@@ -64,9 +64,7 @@ class VectorStore(Protocol):
         """Delete points by id; unknown ids are ignored."""
         ...
 
-    def search(
-        self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None
-    ) -> list[Hit]:
+    def search(self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None) -> list[Hit]:
         """Nearest points, best first; ``Hit.score`` is higher-is-better for every metric."""
         ...
 

@@ -67,9 +67,7 @@ def run_search(
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     if embedder.count_tokens(req.query) > embedder.max_tokens:
-        raise InputError(
-            f"the query is longer than the model's {embedder.max_tokens} tokens; shorten it"
-        )
+        raise InputError(f"the query is longer than the model's {embedder.max_tokens} tokens; shorten it")
     vector = embedder.embed_batch([req.query], normalization)[0]
     t1 = time.perf_counter()
     timings["embed"] = (t1 - t0) * 1000
@@ -88,7 +86,7 @@ def run_search(
         raise InputError("rerank was requested but no reranker model is configured (set rerank_model)")
     if want_rerank and reranker is not None and hits:
         scores = reranker.rerank(req.query, [str(h.payload.get("text", "")) for h in hits])
-        ranked = sorted(zip(hits, scores), key=lambda pair: pair[1], reverse=True)
+        ranked = sorted(zip(hits, scores, strict=True), key=lambda pair: pair[1], reverse=True)
         out = [_to_hit(h, s) for h, s in ranked[: req.k]]
         timings["rerank"] = (time.perf_counter() - t2) * 1000
         note = f"reranked {len(hits)} candidates with {reranker.model_id}"

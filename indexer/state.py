@@ -79,9 +79,7 @@ class StateStore:
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except sqlite3.DatabaseError as exc:
-            raise StateError(
-                f"cannot open the state database {self.path}: {exc}; move it aside to start over"
-            ) from exc
+            raise StateError(f"cannot open the state database {self.path}: {exc}; move it aside to start over") from exc
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -237,9 +235,7 @@ class StateStore:
         with self._tx() as db:
             db.execute("DELETE FROM pending WHERE collection=?", (collection,))
 
-    def commit_files(
-        self, collection: str, updates: Sequence[FileUpdate], removed: Sequence[str] = ()
-    ) -> None:
+    def commit_files(self, collection: str, updates: Sequence[FileUpdate], removed: Sequence[str] = ()) -> None:
         """Replace the state of ``updates`` and forget ``removed`` files, in one transaction."""
         now = time.time_ns()
         with self._tx() as db:

@@ -81,7 +81,7 @@ def m0001_initial(db: sqlite3.Connection) -> None:
             vector BLOB NOT NULL,
             PRIMARY KEY (model_key, content_hash)
         );
-        """
+        """,
     )
 
 

@@ -1,0 +1,34 @@
+# One task runner for people and CI. `make demo` sets up and runs the main job; `make test` runs the tests.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test lint ci bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(BIN)/indexer index docs
+	$(BIN)/indexer search "how are unchanged files skipped on the second run?" -k 3
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+ci: lint test
+
+bench: setup
+	$(BIN)/python bench/embed_throughput.py
+	$(BIN)/python bench/index_throughput.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

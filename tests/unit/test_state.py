@@ -1,0 +1,92 @@
+import sqlite3
+
+import numpy as np
+import pytest
+
+from indexer.errors import StateError
+from indexer.migrations import MIGRATIONS
+from indexer.state import ChunkRecord, CollectionRecord, FileRecord, FileUpdate, StateStore
+
+
+def _rec(name="c"):
+    return CollectionRecord(name, "faiss", {"path": "/x"}, "cosine", "m", "/m.gguf", 2, 4)
+
+
+def test_migrations_are_applied_once_with_their_record(tmp_path):
+    db = tmp_path / "s.sqlite"
+    StateStore(db).close()
+    st = StateStore(db)  # second open applies nothing
+    assert st.applied_migrations() == sorted(m.__name__ for m in MIGRATIONS)
+    st.close()
+
+
+def test_a_failing_migration_leaves_no_record_and_no_partial_schema(tmp_path, monkeypatch):
+    def m9999_broken(db):
+        db.execute("CREATE TABLE half_done (x)")
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("indexer.state.MIGRATIONS", [*MIGRATIONS, m9999_broken])
+    with pytest.raises(RuntimeError):
+        StateStore(tmp_path / "s.sqlite")
+    con = sqlite3.connect(tmp_path / "s.sqlite")
+    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    applied = {r[0] for r in con.execute("SELECT name FROM schema_migrations")}
+    assert "half_done" not in names and "m9999_broken" not in applied and "m0001_initial" in applied
+
+
+def test_a_database_from_a_newer_version_is_refused(tmp_path):
+    StateStore(tmp_path / "s.sqlite").close()
+    con = sqlite3.connect(tmp_path / "s.sqlite")
+    con.execute("INSERT INTO schema_migrations VALUES ('m9999_future', 0)")
+    con.commit()
+    with pytest.raises(StateError, match="newer indexer"):
+        StateStore(tmp_path / "s.sqlite")
+
+
+def test_corrupt_database_is_a_state_error(tmp_path):
+    (tmp_path / "s.sqlite").write_bytes(b"not a database" * 100)
+    with pytest.raises(StateError, match="move it aside"):
+        StateStore(tmp_path / "s.sqlite")
+
+
+def test_files_chunks_pending_round_trip(tmp_path):
+    st = StateStore(tmp_path / "s.sqlite")
+    st.create_collection(_rec())
+    st.add_pending("c", [("id1", "/r/a"), ("id2", "/r/a")])
+    assert sorted(st.pending_orphans("c")) == ["id1", "id2"]
+    f = FileRecord("/r/a", "/r", 10, 5, "h", "indexed", kind="text")
+    st.commit_files("c", [FileUpdate(f, (ChunkRecord("id1", "/r/a", 0, "ch", 7),))])
+    assert st.pending_orphans("c") == []  # committed file clears its pending ids
+    assert st.chunk_ids("c", ["/r/a"]) == {"/r/a": ["id1"]}
+    assert st.counts("c") == {"files": 1, "failed": 0, "chunks": 1, "tokens": 7}
+    # a failed file keeps its previous chunks
+    st.commit_files("c", [FileUpdate(FileRecord("/r/a", "/r", 11, 6, "h", "failed", "boom"), ())])
+    assert st.chunk_ids("c", ["/r/a"]) == {"/r/a": ["id1"]}
+    assert st.counts("c")["failed"] == 1
+    st.commit_files("c", [], removed=["/r/a"])
+    assert st.files("c") == {} and st.counts("c")["chunks"] == 0
+    st.close()
+
+
+def test_vector_cache_and_gc(tmp_path):
+    st = StateStore(tmp_path / "s.sqlite")
+    st.create_collection(_rec())
+    v = np.arange(4, dtype=np.float32)
+    st.put_vectors("k", [("used", v), ("unused", v * 2)])
+    f = FileRecord("/r/a", "/r", 1, 1, "h", "indexed")
+    st.commit_files("c", [FileUpdate(f, (ChunkRecord("id", "/r/a", 0, "used", 1),))])
+    got = st.cached_vectors("k", ["used", "unused", "missing"])
+    assert set(got) == {"used", "unused"} and np.array_equal(got["unused"], v * 2)
+    assert st.gc_vector_cache("k") == 1
+    assert set(st.cached_vectors("k", ["used", "unused"])) == {"used"}
+    st.close()
+
+
+def test_drop_collection_removes_everything(tmp_path):
+    st = StateStore(tmp_path / "s.sqlite")
+    st.create_collection(_rec())
+    st.add_root("c", "/r")
+    st.commit_files("c", [FileUpdate(FileRecord("/r/a", "/r", 1, 1, "h", "indexed"), ())])
+    st.drop_collection("c")
+    assert st.get_collection("c") is None and st.roots("c") == [] and st.files("c") == {}
+    st.close()
