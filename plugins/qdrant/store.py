@@ -1,0 +1,367 @@
+"""QdrantStore: a Qdrant server (``url``) or qdrant-client's embedded local mode (``path``).
+
+Meta is stored as Qdrant collection metadata (server >= 1.16 and qdrant-client local mode). Older servers
+drop the unknown field silently; then the meta is kept in a companion collection ``<name>__indexer_meta``
+holding one point (1-dimensional vector) whose payload is the meta; ``drop`` removes both.
+
+Scores: cosine and dot are similarities already; Euclid and Manhattan distances are negated, so
+``Hit.score`` is higher-is-better for every metric. Cosine vectors are L2-normalised before upsert and
+search (qdrant-client local mode does not normalise them itself).
+
+Filters: ``path_prefix`` matches ``path == prefix`` or ``prefix`` in the payload's ``dirs`` (every ancestor
+directory, added at upsert when missing), so "/a/b" never matches "/a/bc/x". Server collections get keyword
+payload indexes on path, dirs, file_type and root.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import numpy as np
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError, StoreUnavailableError
+from indexer.types import Filter, Hit, Metric, Point
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+BATCH = 256
+META_SUFFIX = "__indexer_meta"
+INDEXED_FIELDS = ("path", "dirs", "file_type", "root")
+_DISTANCE = {
+    Metric.COSINE: qm.Distance.COSINE,
+    Metric.DOT: qm.Distance.DOT,
+    Metric.EUCLID: qm.Distance.EUCLID,
+    Metric.MANHATTAN: qm.Distance.MANHATTAN,
+}
+_METRIC = {v: k for k, v in _DISTANCE.items()}
+_RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+def ancestor_dirs(path: str) -> list[str]:
+    """Every directory above ``path``: '/a/b/c.txt' -> ['/', '/a', '/a/b']."""
+    parts = [p for p in path.split("/") if p]
+    absolute = path.startswith("/")
+    dirs = ["/"] if absolute else []
+    for i in range(1, len(parts)):
+        prefix = "/".join(parts[:i])
+        dirs.append("/" + prefix if absolute else prefix)
+    return dirs
+
+
+def canonical_id(point_id: str) -> str:
+    try:
+        return str(uuid.UUID(str(point_id)))
+    except ValueError:
+        raise InputError(f"point id {point_id!r} is not a UUID string; use str(uuid.uuid5(...))") from None
+
+
+class QdrantStore:
+    """Qdrant behind the VectorStore port; exactly one of ``url`` (server) or ``path`` (embedded)."""
+
+    name = "qdrant"
+
+    def __init__(
+        self,
+        url: str | None = None,
+        path: Path | None = None,
+        api_key: str | None = None,
+        metric: Metric = Metric.COSINE,
+        timeout: float = 10.0,
+        retries: int = 5,
+    ) -> None:
+        if (url is None) == (path is None):
+            raise ConfigError("QdrantStore needs exactly one of url (a Qdrant server) or path (embedded)")
+        self.metric = Metric(metric)
+        self.url = url
+        self.path = Path(path) if path is not None else None
+        self.retries = max(1, retries)
+        self._dims: dict[str, tuple[int, Metric]] = {}
+        self._where = url if url is not None else str(path)
+        try:
+            if url is not None:
+                self.client = QdrantClient(
+                    url=url, api_key=api_key, timeout=max(1, int(round(timeout))), check_compatibility=False
+                )
+            else:
+                assert self.path is not None
+                self.path.mkdir(parents=True, exist_ok=True)
+                self.client = QdrantClient(path=str(self.path))
+        except RuntimeError as exc:
+            if "already accessed" in str(exc):
+                raise StoreError(
+                    f"another process holds the embedded Qdrant collection folder {self.path} "
+                    "(embedded Qdrant allows one client per folder); stop that process, or run a Qdrant "
+                    "server (--qdrant-url) to share it, or use the FAISS store, which lets readers search "
+                    "while a writer indexes"
+                ) from exc
+            raise StoreError(f"cannot open embedded Qdrant at {self.path}: {exc}") from exc
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot open Qdrant at {self._where}: {exc}") from exc
+
+    # --- error handling --------------------------------------------------------------------------
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run ``fn``; retry connection failures with exponential backoff; translate every error."""
+        delay = 0.2
+        for attempt in range(1, self.retries + 1):
+            try:
+                return fn()
+            except (ResponseHandlingException, httpx.TransportError, ConnectionError) as exc:
+                failure: Exception = exc
+            except UnexpectedResponse as exc:
+                if exc.status_code not in _RETRY_STATUS:
+                    raise StoreError(
+                        f"Qdrant at {self._where} refused to {what}: HTTP {exc.status_code} {_content(exc)}"
+                    ) from exc
+                failure = exc
+            except RuntimeError as exc:
+                raise StoreError(f"Qdrant ({self._where}) failed to {what}: {exc}") from exc
+            except (ValueError, KeyError, TypeError, AssertionError) as exc:
+                raise StoreError(f"Qdrant ({self._where}) failed to {what}: {exc}") from exc
+            if attempt == self.retries:
+                raise StoreUnavailableError(
+                    f"cannot reach Qdrant at {self._where} to {what} after {self.retries} tries "
+                    f"({failure}); start the server or check the URL and API key"
+                ) from failure
+            logger.warning("Qdrant %s: %s (try %d/%d), retrying", what, failure, attempt, self.retries)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        raise AssertionError("unreachable")
+
+    # --- collections -----------------------------------------------------------------------------
+    def _exists(self, collection: str) -> bool:
+        return self._call("check a collection", lambda: self.client.collection_exists(collection))
+
+    def ensure_collection(self, collection: str, dimensions: int, meta: Mapping[str, str]) -> None:
+        if dimensions <= 0:
+            raise InputError(f"dimensions must be positive, got {dimensions}")
+        if not self._exists(collection):
+            recorded = {**{str(k): str(v) for k, v in meta.items()}}
+            recorded["dimensions"] = str(dimensions)
+            recorded["metric"] = self.metric.value
+            try:
+                self._call(
+                    "create a collection",
+                    lambda: self.client.create_collection(
+                        collection,
+                        vectors_config=qm.VectorParams(size=dimensions, distance=_DISTANCE[self.metric]),
+                        metadata=recorded,
+                    ),
+                )
+            except StoreError:
+                if not self._exists(collection):  # lost a creation race: fine; anything else: raise
+                    raise
+            else:
+                logger.info("created Qdrant collection %s (%d dims)", collection, dimensions)
+                if self.url is not None:
+                    for field in INDEXED_FIELDS:
+                        self._call(
+                            "create a payload index",
+                            lambda field=field: self.client.create_payload_index(  # type: ignore[misc]
+                                collection, field, field_schema=qm.PayloadSchemaType.KEYWORD, wait=True
+                            ),
+                        )
+                    if (self._stored_meta(collection) or {}).get("metric") is None:
+                        self._write_fallback_meta(collection, recorded)
+        dims, _ = self._shape(collection)
+        if dims != dimensions:
+            raise CollectionMismatchError(
+                f"Qdrant collection {collection!r} holds {dims}-dimensional vectors, not {dimensions}: it was "
+                "made with another embedding model; use another collection name or drop it"
+            )
+
+    def _info(self, collection: str) -> qm.CollectionInfo:
+        try:
+            return self._call("read a collection", lambda: self.client.get_collection(collection))
+        except StoreUnavailableError:
+            raise
+        except StoreError as exc:
+            if not self._exists(collection):
+                raise StoreError(
+                    f"Qdrant collection {collection!r} does not exist at {self._where}; "
+                    "create it with ensure_collection() (index the folder first)"
+                ) from exc
+            raise
+
+    def _shape(self, collection: str) -> tuple[int, Metric]:
+        """(dimensions, metric) of the collection's single unnamed dense vector."""
+        cached = self._dims.get(collection)
+        if cached is not None:
+            return cached
+        params = self._info(collection).config.params.vectors
+        if not isinstance(params, qm.VectorParams):
+            names = ", ".join(sorted(params or {}))
+            raise StoreError(
+                f"Qdrant collection {collection!r} uses named vectors ({names}); indexer writes one unnamed "
+                "vector: use a collection that indexer created"
+            )
+        shape = (int(params.size), _METRIC[params.distance])
+        self._dims[collection] = shape
+        return shape
+
+    def _stored_meta(self, collection: str) -> dict[str, Any] | None:
+        metadata = getattr(self._info(collection).config, "metadata", None)
+        return dict(metadata) if metadata else None
+
+    def _write_fallback_meta(self, collection: str, recorded: Mapping[str, str]) -> None:
+        logger.info("Qdrant server ignores collection metadata; storing meta in %s%s", collection, META_SUFFIX)
+        name = collection + META_SUFFIX
+        if not self._exists(name):
+            self._call(
+                "create the meta collection",
+                lambda: self.client.create_collection(
+                    name, vectors_config=qm.VectorParams(size=1, distance=qm.Distance.DOT)
+                ),
+            )
+        point = qm.PointStruct(id=str(uuid.UUID(int=1)), vector=[1.0], payload=dict(recorded))
+        self._call("write meta", lambda: self.client.upsert(name, [point], wait=True))
+
+    def collection_meta(self, collection: str) -> dict[str, str] | None:
+        if not self._exists(collection):
+            return None
+        meta = self._stored_meta(collection) or {}
+        if "metric" not in meta and self._exists(collection + META_SUFFIX):
+            got = self._call(
+                "read meta",
+                lambda: self.client.retrieve(collection + META_SUFFIX, [str(uuid.UUID(int=1))]),
+            )
+            if got:
+                meta = dict(got[0].payload or {})
+        dims, metric = self._shape(collection)
+        out = {str(k): str(v) for k, v in meta.items()}
+        out.setdefault("dimensions", str(dims))
+        out.setdefault("metric", metric.value)
+        return out
+
+    # --- points ----------------------------------------------------------------------------------
+    def _prepare(self, collection: str, vector: Any, what: str) -> tuple[list[float], Metric]:
+        dims, metric = self._shape(collection)
+        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vec.shape[0] != dims:
+            raise CollectionMismatchError(
+                f"{what} has {vec.shape[0]} dimensions but Qdrant collection {collection!r} holds {dims}: "
+                "the embedding model differs from the one the collection was made with; "
+                "use the original model or another collection"
+            )
+        if not np.all(np.isfinite(vec)):
+            raise InputError(f"{what} contains NaN or infinite values")
+        if metric is Metric.COSINE:
+            norm = float(np.linalg.norm(vec))
+            if norm > 0:
+                vec = vec / norm
+        return vec.astype(np.float32).tolist(), metric
+
+    def upsert(self, collection: str, points: Sequence[Point]) -> None:
+        if not points:
+            return
+        latest: dict[str, Point] = {}
+        for p in points:
+            latest[canonical_id(p.id)] = p
+        structs = []
+        for uid, p in latest.items():
+            vec, _ = self._prepare(collection, p.vector, f"point {uid}")
+            payload = dict(p.payload)
+            path = payload.get("path")
+            if isinstance(path, str) and "dirs" not in payload:
+                payload["dirs"] = ancestor_dirs(path)
+            structs.append(qm.PointStruct(id=uid, vector=vec, payload=payload))
+        for start in range(0, len(structs), BATCH):
+            batch = structs[start : start + BATCH]
+            self._call("upsert points", lambda batch=batch: self.client.upsert(collection, batch, wait=True))
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        self._shape(collection)  # raises when the collection is missing
+        unique = sorted({canonical_id(i) for i in ids})
+        for start in range(0, len(unique), BATCH * 4):
+            part: list[qm.ExtendedPointId] = list(unique[start : start + BATCH * 4])
+            self._call(
+                "delete points",
+                lambda part=part: self.client.delete(  # type: ignore[misc]
+                    collection, qm.PointIdsList(points=part), wait=True
+                ),
+            )
+
+    def search(self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None) -> list[Hit]:
+        if limit <= 0:
+            return []
+        query, metric = self._prepare(collection, vector, "query vector")
+        response = self._call(
+            "search",
+            lambda: self.client.query_points(
+                collection, query=query, limit=limit, query_filter=_filter(where), with_payload=True
+            ),
+        )
+        negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
+        return [
+            Hit(id=str(p.id), score=-float(p.score) if negate else float(p.score), payload=dict(p.payload or {}))
+            for p in response.points
+        ]
+
+    def count(self, collection: str) -> int:
+        self._shape(collection)
+        return int(self._call("count points", lambda: self.client.count(collection, exact=True)).count)
+
+    def list_ids(self, collection: str) -> set[str]:
+        self._shape(collection)
+        out: set[str] = set()
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                "list points",
+                lambda offset=offset: self.client.scroll(  # type: ignore[misc]
+                    collection, limit=1024, offset=offset, with_payload=False, with_vectors=False
+                ),
+            )
+            out.update(str(r.id) for r in records)
+            if offset is None:
+                return out
+
+    def drop(self, collection: str) -> None:
+        self._dims.pop(collection, None)
+        for name in (collection, collection + META_SUFFIX):
+            if self._exists(name):
+                self._call("drop a collection", lambda name=name: self.client.delete_collection(name))
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception as exc:  # closing must not mask the caller's own error
+            logger.warning("closing Qdrant client for %s: %s", self._where, exc)
+
+
+def _filter(where: Filter | None) -> qm.Filter | None:
+    if where is None:
+        return None
+    must: list[Any] = []
+    if where.path_prefix is not None:
+        prefix = where.path_prefix.rstrip("/") or "/"
+        must.append(
+            qm.Filter(
+                should=[
+                    qm.FieldCondition(key="path", match=qm.MatchValue(value=prefix)),
+                    qm.FieldCondition(key="dirs", match=qm.MatchValue(value=prefix)),
+                ]
+            )
+        )
+    if where.file_types:
+        must.append(qm.FieldCondition(key="file_type", match=qm.MatchAny(any=list(where.file_types))))
+    return qm.Filter(must=must) if must else None
+
+
+def _content(exc: UnexpectedResponse) -> str:
+    try:
+        return exc.content.decode("utf-8", "replace")[:300]
+    except Exception:
+        return ""
