@@ -30,7 +30,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, cast
 
 import llama_cpp
 import numpy as np
@@ -97,8 +97,8 @@ _NO_PROJECTOR_MESSAGE = (
     "model can be had offline yet. Use embed() for text."
 )
 
-Input = Union[str, Sequence[str], Sequence[Sequence[int]]]
-Item = Union[str, list[int]]
+Input = str | Sequence[str] | Sequence[Sequence[int]]
+Item = str | list[int]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -514,7 +514,7 @@ class LlamaEmbedding(llama_cpp.Llama):
             contextlib.closing(internals.LlamaContext(model=self._model, params=cp, verbose=self.verbose))
         )
         if self._lora_adapter is not None:
-            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(self._lora_adapter)
+            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(cast(Any, self._lora_adapter))
             scales = (ctypes.c_float * 1)(self.lora_scale)
             if llama_cpp.llama_set_adapters_lora(self._ctx.ctx, adapters, 1, scales):
                 raise RuntimeError(f"Failed to set LoRA adapter from lora path: {self.lora_path}")
@@ -694,7 +694,7 @@ class LlamaEmbedding(llama_cpp.Llama):
                     batch.add_sequence(token_lists[idx], seq_id, True)
                 if batch.n_tokens > self.max_tokens or (not self.causal and batch.n_tokens > self.n_ubatch_eff):
                     raise RuntimeError("internal error: packed batch exceeds the model's limit")
-                self._ctx.decode(batch)
+                self._ctx.decode(cast(Any, batch))  # duck-typed: LlamaContext.decode reads .batch
                 if pooling == LLAMA_POOLING_TYPE_NONE:
                     k = 0
                     for idx in plan.indices:
@@ -775,10 +775,11 @@ class LlamaEmbedding(llama_cpp.Llama):
 
     # -- reranking -----------------------------------------------------------------------------------------
 
-    def rank_sequences(self, query: str, documents: Sequence[str]) -> list[list[int]]:
-        """Token sequences :meth:`rank` decodes, each cut to the model limit in its document part."""
+    def rank_sequences(self, query: str, documents: Sequence[str], max_tokens: int | None = None) -> list[list[int]]:
+        """Token sequences :meth:`rank` decodes, each cut to the limit (the model's, or ``max_tokens`` if
+        smaller) in its document part."""
         self._check_open()
-        limit = self.max_tokens
+        limit = self.max_tokens if max_tokens is None else max(1, min(int(max_tokens), self.max_tokens))
         template = self.rerank_template()
         sequences: list[list[int]] = []
         if template:
@@ -811,8 +812,10 @@ class LlamaEmbedding(llama_cpp.Llama):
             toks = render(text)
         return toks[:limit]
 
-    def rank(self, query: str, documents: Sequence[str]) -> list[float]:
-        """One relevance score per document (higher is more relevant). Needs a RANK-pooling model."""
+    def rank(self, query: str, documents: Sequence[str], *, max_tokens: int | None = None) -> list[float]:
+        """One relevance score per document (higher is more relevant). Needs a RANK-pooling model.
+
+        Pairs longer than the model's limit (or ``max_tokens``) are cut in the document part."""
         self._check_open()
         if self.pooling != LLAMA_POOLING_TYPE_RANK:
             raise ValueError(
@@ -823,13 +826,13 @@ class LlamaEmbedding(llama_cpp.Llama):
             raise TypeError("documents must be a list of strings, not a single string")
         if len(documents) == 0:
             return []
-        sequences = self.rank_sequences(query, list(documents))
+        sequences = self.rank_sequences(query, list(documents), max_tokens)
         raw = self.embed_tokens_raw(sequences)
         return [rank_score(r) for r in raw]
 
     # -- OpenAI-style API ----------------------------------------------------------------------------------
 
-    def create_embedding(  # type: ignore[override]
+    def create_embedding(
         self,
         input: str | Sequence[str],
         model: str | None = None,

@@ -1,0 +1,295 @@
+"""Pure logic of indexer.llama_embedding: normalization, input parsing, packing, batch helper, rank pairs."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from indexer.llama_embedding import (
+    NORM_MODE_EUCLIDEAN,
+    NORM_MODE_MAX_INT16,
+    NORM_MODE_NONE,
+    NORM_MODE_PNORM,
+    NORM_MODE_TAXICAB,
+    TokenBatch,
+    VocabSpecials,
+    _rank_pair_within,
+    apply_token_limit,
+    build_rank_pair,
+    normalize_array,
+    parse_input,
+    plan_batches,
+    rank_score,
+    render_rerank_template,
+    resolve_norm_mode,
+    validate_token_ids,
+)
+
+# ---------------------------------------------------------------- normalization
+
+
+def test_resolve_norm_mode_maps_bools_before_ints() -> None:
+    assert resolve_norm_mode(True) == NORM_MODE_EUCLIDEAN
+    assert resolve_norm_mode(False) == NORM_MODE_NONE
+    assert resolve_norm_mode(1) == NORM_MODE_TAXICAB
+    assert resolve_norm_mode(np.int64(6)) == 6
+    with pytest.raises(TypeError):
+        resolve_norm_mode(2.0)
+    with pytest.raises(TypeError):
+        resolve_norm_mode("2")
+
+
+VEC = np.array([3.0, -4.0, 0.5, 12.0, -0.25])
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        (NORM_MODE_NONE, VEC),
+        (-5, VEC),
+        (NORM_MODE_MAX_INT16, 32760.0 * VEC / np.abs(VEC).max()),
+        (NORM_MODE_TAXICAB, VEC / np.abs(VEC).sum()),
+        (NORM_MODE_EUCLIDEAN, VEC / np.linalg.norm(VEC)),
+        (3, VEC / (np.abs(VEC) ** 3).sum() ** (1 / 3)),
+        (NORM_MODE_PNORM, VEC / (np.abs(VEC) ** 6).sum() ** (1 / 6)),
+    ],
+)
+def test_normalize_modes_match_numpy(mode: int, expected: np.ndarray) -> None:
+    got = normalize_array(VEC, mode)
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_max_int16_is_not_rounded() -> None:
+    got = normalize_array([1.0, 3.0], NORM_MODE_MAX_INT16)
+    assert got[0] == pytest.approx(10920.0)
+    assert got[1] == pytest.approx(32760.0)
+    got = normalize_array([1.0, 7.0], NORM_MODE_MAX_INT16)
+    assert got[0] == pytest.approx(32760.0 / 7.0)  # 4680.0, exact float division, no rounding
+    assert got[0] != round(got[0]) or 32760 % 7 == 0
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3, 6])
+def test_zero_and_empty_vectors_come_back_unchanged(mode: int) -> None:
+    np.testing.assert_array_equal(normalize_array(np.zeros(4), mode), np.zeros(4))
+    assert normalize_array(np.zeros(0), mode).size == 0
+
+
+def test_matrix_rows_are_normalized_separately_and_zero_rows_kept() -> None:
+    m = np.array([[3.0, 4.0], [0.0, 0.0], [1.0, 0.0]])
+    got = normalize_array(m, NORM_MODE_EUCLIDEAN)
+    np.testing.assert_allclose(got, [[0.6, 0.8], [0.0, 0.0], [1.0, 0.0]])
+
+
+def test_large_p_norm_does_not_overflow() -> None:
+    v = np.array([1e200, 2e200, -3e200])
+    got = normalize_array(v, 50)
+    assert np.all(np.isfinite(got))
+    expected = v / np.abs(v).max() / ((np.abs(v) / np.abs(v).max()) ** 50).sum() ** (1 / 50)
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- input parsing
+
+
+def test_parse_input_shapes_and_separator() -> None:
+    assert parse_input("a b") == (["a b"], False)
+    assert parse_input("a|b||c", separator="|") == (["a", "b", "", "c"], True)
+    assert parse_input("a|b", separator="") == (["a|b"], False)  # empty separator: no split
+    assert parse_input("a|b", separator=None) == (["a|b"], False)
+    assert parse_input(["only"]) == (["only"], True)
+    assert parse_input([]) == ([], True)
+    assert parse_input([[1, 2], [], "x"]) == ([[1, 2], [], "x"], True)
+
+
+@pytest.mark.parametrize("bad", [[1, 2, 3], [["a"]], [None], [3.0], [[True, 1]]])
+def test_parse_input_rejects_bad_items(bad: list[object]) -> None:
+    with pytest.raises(ValueError, match=r"Input item must be str or List\[int\]"):
+        parse_input(bad)
+
+
+def test_parse_input_rejects_non_sequences() -> None:
+    with pytest.raises(TypeError):
+        parse_input(42)
+
+
+def test_token_ids_are_range_checked() -> None:
+    validate_token_ids([0, 5, 9], 10)
+    for bad in ([10], [-1], [1, 2, 99]):
+        with pytest.raises(ValueError, match="out of range"):
+            validate_token_ids(bad, 10)
+
+
+def test_truncation_and_error_text() -> None:
+    assert apply_token_limit([1, 2, 3], 5, False) == [1, 2, 3]
+    assert apply_token_limit([1, 2, 3, 4], 2, True) == [1, 2]
+    with pytest.raises(ValueError) as err:
+        apply_token_limit(list(range(7)), 4, False)
+    assert str(err.value) == "Requested tokens (7) exceed batch size of 4"
+
+
+# ---------------------------------------------------------------- packing plan
+
+
+def _check_plan(lengths: list[int], limit: int, n_seq_max: int, **kw: object) -> list[tuple[int, ...]]:
+    plans = plan_batches(lengths, limit, n_seq_max, **kw)  # type: ignore[arg-type]
+    seen = [i for p in plans for i in p.indices]
+    assert sorted(seen) == [i for i, n in enumerate(lengths) if n > 0]  # each non-empty input exactly once
+    for p in plans:
+        assert len(p.indices) <= n_seq_max
+        assert p.n_tokens == sum(lengths[i] for i in p.indices) <= limit
+    return [p.indices for p in plans]
+
+
+def test_n_seq_max_one_decodes_one_input_per_batch() -> None:
+    assert _check_plan([3, 4, 5], 100, 1, sort_by_length=False) == [(0,), (1,), (2,)]
+
+
+def test_n_seq_max_two_and_token_limit_flush() -> None:
+    assert _check_plan([3, 4, 5, 6, 7], 100, 2, sort_by_length=False) == [(0, 1), (2, 3), (4,)]
+    # token limit: 6 + 5 > 10 flushes before adding
+    assert _check_plan([6, 5, 4, 1], 10, 8, sort_by_length=False) == [(0,), (1, 2, 1 + 2)]
+
+
+def test_empty_inputs_need_no_decode() -> None:
+    assert _check_plan([0, 2, 0, 3], 10, 4, sort_by_length=False) == [(1, 3)]
+    assert plan_batches([0, 0], 10, 4) == []
+
+
+def test_sorting_packs_shortest_first() -> None:
+    plans = _check_plan([9, 1, 8, 2, 7, 3], 12, 8)
+    assert plans[0] == (1, 3, 5)  # 1 + 2 + 3 tokens
+    assert all(sum([9, 1, 8, 2, 7, 3][i] for i in p) <= 12 for p in plans)
+
+
+def test_pack_tokens_caps_multi_input_batches_but_not_single_inputs() -> None:
+    plans = _check_plan([4, 4, 4, 30], 32, 8, pack_tokens=8, sort_by_length=False)
+    assert plans == [(0, 1), (2,), (3,)]
+
+
+def test_plan_rejects_inputs_over_the_limit() -> None:
+    with pytest.raises(ValueError, match=r"Requested tokens \(11\) exceed batch size of 10"):
+        plan_batches([3, 11], 10, 2)
+
+
+# ---------------------------------------------------------------- batch helper
+
+
+def test_batch_capacity_error_text() -> None:
+    b = TokenBatch(16, 1)
+    b.add_sequence([5, 6], 0)
+    with pytest.raises(ValueError) as err:
+        b.add_sequence([7], 1)
+    msg = str(err.value)
+    for part in (
+        "LlamaBatch.add_sequence",
+        "seq_id=1 exceeds the configured sequence capacity",
+        "n_seq_max=1",
+        "valid IDs are 0 through 0",
+        "n_seq_max>=2",
+        "LlamaEmbedding",
+        "seq_id=0",
+    ):
+        assert part in msg
+
+
+def test_batch_capacity_two() -> None:
+    b = TokenBatch(16, 2)
+    b.add_sequence([1], 0)
+    b.add_sequence([2], 1)
+    with pytest.raises(ValueError, match=r"valid IDs are 0 through 1.*n_seq_max>=3"):
+        b.add_sequence([3], 2)
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.0, "0"])
+def test_batch_rejects_bad_seq_ids(bad: object) -> None:
+    with pytest.raises(ValueError):
+        TokenBatch(8, 4).add_sequence([1], bad)  # type: ignore[arg-type]
+
+
+def test_batch_overflow_and_array_mismatch() -> None:
+    b = TokenBatch(4, 2)
+    b.add_sequence([1, 2, 3], 0)
+    with pytest.raises(ValueError, match="overflows the batch capacity of 4"):
+        b.add_sequence([4, 5], 1)
+    with pytest.raises(ValueError, match="array lengths differ"):
+        b.add([1], [0, 1], [0], [True])
+    with pytest.raises(ValueError, match="empty"):
+        b.add([], [], [], [])
+    with pytest.raises(ValueError, match="empty token list"):
+        b.add_sequence([], 0)
+
+
+def test_batch_struct_sees_the_filled_arrays() -> None:
+    b = TokenBatch(8, 2)
+    b.add_sequence([11, 12, 13], 0)
+    b.add_sequence([21, 22], 1)
+    s = b.batch
+    assert s.n_tokens == 5
+    assert [s.token[i] for i in range(5)] == [11, 12, 13, 21, 22]
+    assert [s.pos[i] for i in range(5)] == [0, 1, 2, 0, 1]
+    assert [s.seq_id[i][0] for i in range(5)] == [0, 0, 0, 1, 1]
+    assert [s.n_seq_id[i] for i in range(5)] == [1] * 5
+    assert [s.logits[i] for i in range(5)] == [1] * 5  # every token is an output
+    assert not ctypes.cast(s.embd, ctypes.c_void_p).value
+    b.reset()
+    assert s.n_tokens == 0 and b.n_tokens == 0
+
+
+# ---------------------------------------------------------------- rank pairs
+
+BERT_LLAMA_DEFAULTS = VocabSpecials(bos=101, eos=-1, sep=102, add_bos=True, add_eos=False, add_sep=True)
+BERT_HF_CONVERTED = VocabSpecials(bos=101, eos=102, sep=102, add_bos=True, add_eos=True, add_sep=False)
+XLMR = VocabSpecials(bos=0, eos=2, sep=2, add_bos=True, add_eos=True, add_sep=True)
+NO_EOS_NO_SEP = VocabSpecials(bos=1, eos=-1, sep=-1, add_bos=True, add_eos=False, add_sep=False)
+NOTHING = VocabSpecials(bos=-1, eos=-1, sep=-1, add_bos=True, add_eos=True, add_sep=True)
+Q, D = [7, 8], [9, 10, 11]
+
+
+@pytest.mark.parametrize(
+    ("vocab", "expected"),
+    [
+        (BERT_LLAMA_DEFAULTS, [101, 7, 8, 102, 9, 10, 11, 102]),  # [CLS] q [SEP] d [SEP], EOS missing
+        (BERT_HF_CONVERTED, [101, 7, 8, 102, 9, 10, 11, 102]),
+        (XLMR, [0, 7, 8, 2, 2, 9, 10, 11, 2]),  # <s> q </s></s> d </s>
+        (NO_EOS_NO_SEP, [1, 7, 8, 9, 10, 11]),
+        (NOTHING, [7, 8, 9, 10, 11]),
+    ],
+)
+def test_rank_pair_layouts(vocab: VocabSpecials, expected: list[int]) -> None:
+    pair = build_rank_pair(vocab, Q, D)
+    assert pair == expected
+    assert -1 not in pair
+
+
+@pytest.mark.parametrize("vocab", [BERT_LLAMA_DEFAULTS, XLMR, NO_EOS_NO_SEP])
+def test_rank_pair_is_cut_in_the_document_part(vocab: VocabSpecials) -> None:
+    q, d = list(range(100, 105)), list(range(200, 300))
+    pair = _rank_pair_within(vocab, q, d, 20)
+    keep = 20 - len(build_rank_pair(vocab, q, []))
+    assert pair == build_rank_pair(vocab, q, d[:keep])  # whole query, document head, terminator kept
+    assert len(pair) == 20
+    assert -1 not in pair
+
+
+def test_long_query_keeps_room_for_the_document() -> None:
+    q, d = list(range(100, 200)), list(range(200, 300))
+    pair = _rank_pair_within(XLMR, q, d, 24)
+    assert len(pair) == 24
+    assert sum(1 for t in pair if 200 <= t < 300) >= 9  # half of the 20 content tokens, give or take
+
+
+def test_rerank_template_replaces_query_then_document() -> None:
+    t = "<q>{query}</q><d>{document}</d>"
+    assert render_rerank_template(t, "why?", "because") == "<q>why?</q><d>because</d>"
+    # sequential like llama.cpp: a literal {document} in the query is replaced as well
+    assert render_rerank_template(t, "a {document}", "B") == "<q>a B</q><d>B</d>"
+
+
+def test_rank_score_uses_output_zero_without_softmax() -> None:
+    assert rank_score(np.array([2.5], dtype=np.float32)) == 2.5
+    assert rank_score(np.array([0.9, 0.1], dtype=np.float32)) == pytest.approx(0.9)  # n_cls_out 2 -> output 0
+    assert rank_score(np.array([-3.0, 7.0])) == -3.0
+    assert rank_score(None) == 0.0
+    assert rank_score(np.zeros(0)) == 0.0
