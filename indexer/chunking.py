@@ -1,0 +1,493 @@
+"""Token-aware chunking: documents -> chunks that fit the embedding model, counted by its own tokenizer.
+
+:class:`TokenChunker` cuts a :class:`~indexer.types.Document` into :class:`~indexer.types.Chunk` values that
+never exceed ``max_tokens`` as counted by ``TokenCounter.count_tokens`` (special tokens included), so no
+silent truncation happens later. How:
+
+1. The text is split into blocks: paragraphs (runs of non-blank lines), Markdown fenced code blocks (kept
+   whole, blank lines included), YAML front matter, and Markdown / reStructuredText / HTML headings (HTML
+   headings arrive as Markdown ``#`` lines from the reader). A heading starts a new section; the chunk's
+   ``heading`` is the path of section titles above it.
+2. Every block is counted once. A block too large on its own is split at lines; a line too large is split
+   at the last space that fits (characters as a last resort), found by a galloping/binary search of exact
+   counts on pieces about the size of one chunk.
+3. Blocks are packed greedily into chunks by the sum of their counts (an estimate, since tokenizers are
+   not exactly additive), never across a section or PDF page boundary (a section holding only headings is
+   merged with the next one). Each chunk's text is then counted exactly once and shrunk by a block if the
+   estimate was short. The work is linear in the text size: no growing string is re-tokenised.
+4. A chunk that follows a size cut (same section) starts with an overlap: the longest tail of the previous
+   chunk, starting at a word, of at most ``overlap_tokens`` tokens.
+
+Spans: ``start_byte``/``end_byte`` index ``doc.text.encode("utf-8")`` and ``chunk.text`` is exactly that
+slice decoded (leading blank lines and trailing whitespace are trimmed off the span, indentation kept).
+Lines are 1-based and inclusive; ``page`` is the PDF page where the chunk starts. Output is deterministic.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from indexer.errors import ConfigError
+from indexer.ports import TokenCounter
+from indexer.types import Chunk, Document
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_OVERLAP_TOKENS = 32
+MIN_MAX_TOKENS = 8
+
+_MD_KINDS = frozenset({"markdown", "html"})
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+_ATX_CLOSE = re.compile(r"(?:^|[ \t]+)#+$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_RST_ADORN = re.compile(r"^([!-/:-@\[-`{-~])\1+[ \t]*$")
+
+
+@dataclass(frozen=True)
+class _Block:
+    start: int  # character offsets in the document text, end exclusive
+    end: int
+    level: int = 0  # heading level (1 = top) for heading blocks, 0 otherwise
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """A trimmed piece of text the packer places whole: a block, or a line / part of an oversized block."""
+
+    start: int
+    end: int
+    n: int  # tokens without the special tokens
+    section: int
+    page: int
+    heading: tuple[str, ...]
+    is_heading: bool
+
+
+class _TextIndex:
+    """Character offset -> UTF-8 byte offset and 1-based line, without per-call O(n) work."""
+
+    _STEP = 4096
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.ascii = text.isascii()
+        self.newlines = [m.start() for m in re.finditer("\n", text)]
+        self.checkpoints: list[int] = []
+        if not self.ascii:
+            total = 0
+            for k in range(0, len(text), self._STEP):
+                self.checkpoints.append(total)
+                total += len(text[k : k + self._STEP].encode("utf-8", "surrogatepass"))
+            self.checkpoints.append(total)
+
+    def byte(self, char: int) -> int:
+        if self.ascii:
+            return char
+        k = char // self._STEP
+        return self.checkpoints[k] + len(self.text[k * self._STEP : char].encode("utf-8", "surrogatepass"))
+
+    def line(self, char: int) -> int:
+        return bisect.bisect_left(self.newlines, char) + 1
+
+
+def _lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) character offsets of every line, newline excluded."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for line in text.split("\n"):
+        end = start + len(line)
+        spans.append((start, end))
+        start = end + 1
+    return spans
+
+
+def _split_blocks(text: str, kind: str) -> list[_Block]:
+    lines = _lines(text)
+    if kind in _MD_KINDS:
+        return _markdown_blocks(text, lines)
+    if kind == "rst":
+        return _rst_blocks(text, lines)
+    return _paragraph_blocks(text, lines)
+
+
+def _paragraph_blocks(text: str, lines: list[tuple[int, int]]) -> list[_Block]:
+    blocks: list[_Block] = []
+    para_start: int | None = None
+    para_end = 0
+    for start, end in lines:
+        if text[start:end].strip():
+            if para_start is None:
+                para_start = start
+            para_end = end
+        elif para_start is not None:
+            blocks.append(_Block(para_start, para_end))
+            para_start = None
+    if para_start is not None:
+        blocks.append(_Block(para_start, para_end))
+    return blocks
+
+
+def _markdown_blocks(text: str, lines: list[tuple[int, int]]) -> list[_Block]:
+    blocks: list[_Block] = []
+    para: list[tuple[int, int]] = []
+
+    def flush() -> None:
+        if para:
+            blocks.append(_Block(para[0][0], para[-1][1]))
+            para.clear()
+
+    i = 0
+    n = len(lines)
+    if n > 1 and text[lines[0][0] : lines[0][1]].rstrip() == "---":  # YAML front matter
+        for k in range(1, n):
+            if text[lines[k][0] : lines[k][1]].rstrip() in ("---", "..."):
+                blocks.append(_Block(lines[0][0], lines[k][1]))
+                i = k + 1
+                break
+    while i < n:
+        start, end = lines[i]
+        line = text[start:end]
+        if not line.strip():
+            flush()
+            i += 1
+            continue
+        fence = _FENCE.match(line)
+        if fence:
+            flush()
+            marker = fence.group(1)
+            close = re.compile(r"^ {0,3}" + re.escape(marker[0]) + "{" + str(len(marker)) + r",}[ \t]*$")
+            k = i + 1
+            while k < n and not close.match(text[lines[k][0] : lines[k][1]]):
+                k += 1
+            last = min(k, n - 1)
+            blocks.append(_Block(start, lines[last][1]))
+            i = last + 1
+            continue
+        atx = _ATX.match(line)
+        if atx:
+            flush()
+            title = _ATX_CLOSE.sub("", atx.group(2) or "").strip()
+            blocks.append(_Block(start, end, level=len(atx.group(1)), title=title))
+            i += 1
+            continue
+        setext = _SETEXT.match(line)
+        if setext and len(para) == 1:
+            title = text[para[0][0] : para[0][1]].strip()
+            blocks.append(_Block(para[0][0], end, level=1 if setext.group(1)[0] == "=" else 2, title=title))
+            para.clear()
+            i += 1
+            continue
+        para.append((start, end))
+        i += 1
+    flush()
+    return blocks
+
+
+def _rst_blocks(text: str, lines: list[tuple[int, int]]) -> list[_Block]:
+    blocks: list[_Block] = []
+    para: list[tuple[int, int]] = []
+    styles: dict[tuple[str, bool], int] = {}  # adornment style -> level, in order of first use
+
+    def flush() -> None:
+        if para:
+            blocks.append(_Block(para[0][0], para[-1][1]))
+            para.clear()
+
+    def title_ok(title: str, adornment: str) -> bool:
+        stripped = title.strip()
+        return bool(stripped) and not _RST_ADORN.match(title) and len(adornment.rstrip()) >= min(len(stripped), 3)
+
+    def level(char: str, overline: bool) -> int:
+        return styles.setdefault((char, overline), len(styles) + 1)
+
+    def line_at(k: int) -> str:
+        return text[lines[k][0] : lines[k][1]]
+
+    i = 0
+    n = len(lines)
+    while i < n:
+        start, end = lines[i]
+        line = line_at(i)
+        if not line.strip():
+            flush()
+            i += 1
+            continue
+        over = _RST_ADORN.match(line)
+        if over and not para and i + 2 < n:  # overline + title + underline
+            under = _RST_ADORN.match(line_at(i + 2))
+            if under and under.group(1) == over.group(1) and title_ok(line_at(i + 1), line_at(i + 2)):
+                title = line_at(i + 1).strip()
+                blocks.append(_Block(start, lines[i + 2][1], level=level(over.group(1), True), title=title))
+                i += 3
+                continue
+        if not para and not line[0].isspace() and not over and i + 1 < n:  # title + underline
+            under = _RST_ADORN.match(line_at(i + 1))
+            if under and title_ok(line, line_at(i + 1)):
+                blocks.append(_Block(start, lines[i + 1][1], level=level(under.group(1), False), title=line.strip()))
+                i += 2
+                continue
+        para.append((start, end))
+        i += 1
+    flush()
+    return blocks
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """Drop trailing whitespace and leading blank lines (keeping the first line's indentation)."""
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    first = start
+    while first < end and text[first].isspace():
+        first += 1
+    newline = text.rfind("\n", start, first)
+    return (newline + 1 if newline != -1 else start), end
+
+
+class TokenChunker:
+    """Cuts documents into chunks of at most ``max_tokens`` model tokens (see the module docstring).
+
+    ``max_tokens`` defaults to ``counter.max_tokens`` and may not exceed it; ``overlap_tokens`` must be
+    below half of ``max_tokens``.
+    """
+
+    def __init__(
+        self,
+        counter: TokenCounter,
+        max_tokens: int | None = None,
+        overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
+    ) -> None:
+        model_limit = int(counter.max_tokens)
+        limit = model_limit if max_tokens is None else int(max_tokens)
+        if limit > model_limit:
+            raise ConfigError(
+                f"chunk max_tokens {limit} exceeds the model's limit of {model_limit} tokens; "
+                f"set it to {model_limit} or less"
+            )
+        if limit < MIN_MAX_TOKENS:
+            raise ConfigError(f"chunk max_tokens {limit} is too small; use at least {MIN_MAX_TOKENS}")
+        if overlap_tokens < 0 or overlap_tokens >= limit // 2:
+            raise ConfigError(
+                f"overlap_tokens {overlap_tokens} must be between 0 and {limit // 2 - 1} (below half of "
+                f"max_tokens {limit})"
+            )
+        self.counter = counter
+        self.max_tokens = limit
+        self.overlap_tokens = overlap_tokens
+        self._specials: int | None = None
+
+    def __repr__(self) -> str:
+        return f"TokenChunker(max_tokens={self.max_tokens}, overlap_tokens={self.overlap_tokens})"
+
+    # ------------------------------------------------------------------------------------------ counting
+
+    def _count(self, text: str) -> int:
+        return int(self.counter.count_tokens(text))
+
+    @property
+    def specials(self) -> int:
+        """Tokens the model adds around every text (BOS/CLS, EOS/SEP), measured on the empty string."""
+        if self._specials is None:
+            try:
+                self._specials = max(0, self._count(""))
+            except Exception:  # a counter may refuse empty input; estimates only get a little looser
+                self._specials = 0
+            self._specials = min(self._specials, self.max_tokens - MIN_MAX_TOKENS // 2)
+        return self._specials
+
+    def _fits(self, text: str, limit: int) -> bool:
+        return self._count(text) <= limit
+
+    # ----------------------------------------------------------------------------------------- chunking
+
+    def chunk(self, doc: Document) -> Iterator[Chunk]:
+        text = doc.text
+        if not text or text.isspace():
+            return
+        index = _TextIndex(text)
+        page_starts = list(doc.page_starts)
+        segments = self._segments(text, _split_blocks(text, doc.kind), page_starts)
+        for number, (start, end, n_tokens, heading) in enumerate(self._pack(text, segments)):
+            yield Chunk(
+                path=doc.ref.path,
+                index=number,
+                text=text[start:end],
+                start_byte=index.byte(start),
+                end_byte=index.byte(end),
+                start_line=index.line(start),
+                end_line=index.line(end - 1),
+                n_tokens=n_tokens,
+                page=_page_of(page_starts, start),
+                heading=heading,
+            )
+
+    def _segments(self, text: str, blocks: list[_Block], page_starts: list[int]) -> list[_Segment]:
+        segments: list[_Segment] = []
+        path: list[tuple[int, str]] = []
+        section = 0
+        for block in blocks:
+            if block.level:
+                while path and path[-1][0] >= block.level:
+                    path.pop()
+                path.append((block.level, block.title))
+                section += 1
+            heading = tuple(title for _, title in path)
+            start, end = _trim(text, block.start, block.end)
+            if start >= end:
+                continue
+            for piece_start, piece_end, n in self._fit(text, start, end):
+                page = _page_of(page_starts, piece_start) or 0
+                segments.append(
+                    _Segment(piece_start, piece_end, n, section, page, heading, is_heading=bool(block.level))
+                )
+        return segments
+
+    def _fit(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
+        """The trimmed span as pieces that each fit: whole, else by lines, else by words/characters."""
+        count = self._count(text[start:end])
+        if count <= self.max_tokens:
+            return [(start, end, count - self.specials)]
+        pieces: list[tuple[int, int, int]] = []
+        for line_start, line_end in _lines(text[start:end]):
+            a, b = _trim(text, start + line_start, start + line_end)
+            if a >= b:
+                continue
+            count = self._count(text[a:b])
+            if count <= self.max_tokens:
+                pieces.append((a, b, count - self.specials))
+            else:
+                pieces.extend(self._split_long(text, a, b))
+        return pieces
+
+    def _split_long(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
+        """Split one over-long line into pieces that fit, cutting at a space when one lies in the second half
+        of the longest fitting prefix, else between characters. Exact counts on chunk-sized strings only.
+        Pieces leave room for the overlap the packer puts in front of them."""
+        limit = self.max_tokens - self.overlap_tokens
+        pieces: list[tuple[int, int, int]] = []
+        cur = start
+        base_step = max(64, self.max_tokens * 4)
+        while cur < end:
+            while cur < end and text[cur].isspace():
+                cur += 1
+            if cur >= end:
+                break
+            good = cur  # the longest prefix end known to fit
+            bad: int | None = None  # the shortest prefix end known not to fit
+            step = base_step
+            while True:  # gallop
+                probe = min(end, cur + step)
+                if self._fits(text[cur:probe], limit):
+                    good = probe
+                    if probe == end:
+                        break
+                    step *= 2
+                else:
+                    bad = probe
+                    break
+            if bad is not None:
+                while bad - good > 1:  # binary search between the last fitting and first failing length
+                    mid = (good + bad) // 2
+                    if self._fits(text[cur:mid], limit):
+                        good = mid
+                    else:
+                        bad = mid
+            cut = max(good, cur + 1)  # one character always fits for max_tokens >= MIN_MAX_TOKENS
+            if cut < end:
+                middle = cur + (cut - cur) // 2
+                space = max(text.rfind(" ", middle, cut + 1), text.rfind("\t", middle, cut + 1))
+                if space > cur:
+                    cut = space
+            piece_end = cut
+            while piece_end > cur and text[piece_end - 1].isspace():
+                piece_end -= 1
+            count = self._count(text[cur:piece_end])
+            if count > limit and good > cur:  # the tokenizer is not monotonic here; use the prefix
+                piece_end = cut = good
+                count = self._count(text[cur:piece_end])
+            pieces.append((cur, piece_end, count - self.specials))
+            cur = cut
+        return pieces
+
+    def _pack(self, text: str, segments: list[_Segment]) -> Iterator[tuple[int, int, int, tuple[str, ...]]]:
+        budget = self.max_tokens - self.specials
+        total = len(segments)
+        i = 0
+        previous: tuple[int, int] | None = None  # span of the last chunk when the next one may overlap it
+        while i < total:
+            first = segments[i]
+            start = first.start
+            estimate = 0
+            if previous is not None and self.overlap_tokens > 0:
+                tail = self._overlap_tail(text, *previous)
+                if tail is not None and tail[1] + first.n <= budget:
+                    start, estimate = tail
+            j = i
+            only_headings = True
+            while j < total:
+                seg = segments[j]
+                if j > i:
+                    before = segments[j - 1]
+                    boundary = seg.section != before.section or seg.page != before.page
+                    if boundary and not only_headings:
+                        break
+                    if estimate + seg.n > budget:
+                        break
+                estimate += seg.n
+                only_headings = only_headings and seg.is_heading
+                j += 1
+            while True:  # verify with one exact count; shrink by a segment when the estimate was short
+                a, b = _trim(text, start, segments[j - 1].end)
+                count = self._count(text[a:b])
+                if count <= self.max_tokens:
+                    break
+                if j - 1 > i:
+                    j -= 1
+                elif start != first.start:
+                    start = first.start
+                else:  # cannot happen: a lone segment is the same string that was counted to fit
+                    raise AssertionError(f"segment of {count} tokens exceeds {self.max_tokens}")
+            chunk_segments = segments[i:j]
+            content = next((s for s in chunk_segments if not s.is_heading), chunk_segments[-1])
+            yield a, b, count, content.heading
+            more = j < total
+            same_section = more and segments[j].section == segments[j - 1].section
+            same_page = more and segments[j].page == segments[j - 1].page
+            previous = (a, b) if same_section and same_page else None
+            i = j
+
+    def _overlap_tail(self, text: str, start: int, end: int) -> tuple[int, int] | None:
+        """The earliest word start ``t`` in (start, end) whose tail text[t:end] has at most overlap_tokens
+        tokens, with that count (special tokens excluded); None if no such tail exists."""
+        limit = self.overlap_tokens
+        window_start = max(start + 1, end - limit * 16)
+        candidates = [k for k in range(window_start, end) if text[k - 1].isspace() and not text[k].isspace()]
+        if not candidates:  # no spaces (e.g. CJK): fall back to character positions close to the end
+            candidates = list(range(max(start + 1, end - limit * 2), end))
+            if not candidates:
+                return None
+
+        def tail_tokens(k: int) -> int:
+            return self._count(text[k:end]) - self.specials
+
+        if tail_tokens(candidates[-1]) > limit:
+            return None
+        lo, hi = 0, len(candidates) - 1  # candidates[hi] fits; find the smallest index that fits
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if tail_tokens(candidates[mid]) <= limit:
+                hi = mid
+            else:
+                lo = mid + 1
+        return candidates[hi], tail_tokens(candidates[hi])
+
+
+def _page_of(page_starts: list[int], char: int) -> int | None:
+    if not page_starts:
+        return None
+    return max(1, bisect.bisect_right(page_starts, char))
