@@ -34,3 +34,12 @@ def reranker_model_path() -> Path:
     """The committed test reranker (distilled from all-MiniLM-L6-v2; a fixture, not a product default)."""
     assert TEST_RERANKER.exists(), f"missing test fixture {TEST_RERANKER}"
     return TEST_RERANKER
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(tmp_path_factory, monkeypatch):
+    """No test reads the user's config file or writes to the user's data directory."""
+    monkeypatch.setenv("INDEXER_CONFIG", str(tmp_path_factory.getbasetemp() / "no-config.toml"))
+    monkeypatch.setenv("INDEXER_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+    for var in ("INDEXER_COLLECTION", "INDEXER_STORE", "INDEXER_METRIC", "INDEXER_RERANK_MODEL", "INDEXER_EMBED_MODEL"):
+        monkeypatch.delenv(var, raising=False)

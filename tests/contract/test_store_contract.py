@@ -1,0 +1,265 @@
+"""The VectorStore contract: FAISS (flat, HNSW), Qdrant embedded and Qdrant server behave the same."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+
+from indexer.errors import CollectionMismatchError, InputError, StoreError
+from indexer.ports import VectorStore
+from indexer.types import Filter, Metric, Point
+
+from .conftest import StoreFactory
+
+DIM = 16
+
+
+def _points(n: int, seed: int = 0, dim: int = DIM, paths: list[str] | None = None) -> list[Point]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(n, dim)).astype(np.float32)
+    out = []
+    for i in range(n):
+        path = paths[i % len(paths)] if paths else f"/data/docs/file{i % 7}.md"
+        payload = {"path": path, "file_type": path.rsplit(".", 1)[-1], "chunk": i, "text": f"chunk {i}"}
+        out.append(Point(id=str(uuid.uuid4()), vector=vectors[i], payload=payload))
+    return out
+
+
+def _brute_force(points: list[Point], query: np.ndarray, metric: Metric, k: int) -> list[tuple[str, float]]:
+    """Reference ranking with numpy; scores in the store's higher-is-better convention."""
+    x = np.stack([p.vector for p in points]).astype(np.float64)
+    q = query.astype(np.float64)
+    if metric is Metric.COSINE:
+        scores = (x / np.linalg.norm(x, axis=1, keepdims=True)) @ (q / np.linalg.norm(q))
+    elif metric is Metric.DOT:
+        scores = x @ q
+    elif metric is Metric.EUCLID:
+        scores = -np.sqrt(((x - q) ** 2).sum(axis=1))
+    else:
+        scores = -np.abs(x - q).sum(axis=1)
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [(points[i].id, float(scores[i])) for i in order]
+
+
+def _supports(store_kind: str, metric: Metric) -> bool:
+    return not (store_kind.startswith("faiss") and metric is Metric.MANHATTAN)
+
+
+def test_is_a_vector_store(make_store: StoreFactory) -> None:
+    store = make_store()
+    assert isinstance(store, VectorStore)
+    assert store.metric is Metric.COSINE
+
+
+def test_create_and_meta_round_trip(make_store: StoreFactory, collection: str) -> None:
+    store = make_store(Metric.DOT)
+    assert store.collection_meta(collection) is None
+    store.ensure_collection(collection, DIM, {"model_id": "m1", "normalize": "2"})
+    meta = store.collection_meta(collection)
+    assert meta == {"model_id": "m1", "normalize": "2", "dimensions": str(DIM), "metric": "dot"}
+    # An existing collection is left as it is: new meta is not recorded.
+    store.ensure_collection(collection, DIM, {"model_id": "other"})
+    assert store.collection_meta(collection) == meta
+    assert store.count(collection) == 0
+    assert store.list_ids(collection) == set()
+
+
+def test_existing_collection_with_other_dimensions_is_refused(make_store: StoreFactory, collection: str) -> None:
+    store = make_store()
+    store.ensure_collection(collection, DIM, {})
+    with pytest.raises(CollectionMismatchError, match="dimension"):
+        store.ensure_collection(collection, DIM * 2, {})
+
+
+def test_upsert_overwrites_without_duplicates(make_store: StoreFactory, collection: str) -> None:
+    store = make_store()
+    store.ensure_collection(collection, DIM, {})
+    points = _points(60)
+    store.upsert(collection, points)
+    assert store.count(collection) == 60
+    rng = np.random.default_rng(99)
+    replaced = [
+        Point(p.id, rng.normal(size=DIM).astype(np.float32), {**p.payload, "text": "new"}) for p in points[:10]
+    ]
+    store.upsert(collection, replaced)
+    store.upsert(collection, replaced[:3])  # idempotent
+    assert store.count(collection) == 60
+    assert store.list_ids(collection) == {p.id for p in points}
+    hits = store.search(collection, replaced[0].vector, 60)
+    assert len(hits) == 60
+    assert len({h.id for h in hits}) == 60, "an overwritten point must not appear twice"
+    assert hits[0].id == replaced[0].id
+    assert hits[0].payload["text"] == "new"
+    assert hits[0].score == pytest.approx(1.0, abs=1e-4)
+
+
+def test_last_duplicate_in_one_batch_wins(make_store: StoreFactory, collection: str) -> None:
+    store = make_store()
+    store.ensure_collection(collection, DIM, {})
+    first, second = _points(2, seed=5)
+    store.upsert(collection, [first, Point(first.id, second.vector, {"text": "second"})])
+    assert store.count(collection) == 1
+    hits = store.search(collection, second.vector, 5)
+    assert [h.id for h in hits] == [first.id]
+    assert hits[0].payload["text"] == "second"
+
+
+def test_delete(make_store: StoreFactory, collection: str) -> None:
+    store = make_store()
+    store.ensure_collection(collection, DIM, {})
+    points = _points(40)
+    store.upsert(collection, points)
+    gone = [p.id for p in points[:15]]
+    store.delete(collection, [*gone, str(uuid.uuid4())])  # unknown ids are ignored
+    store.delete(collection, gone[:2])  # deleting twice is harmless
+    assert store.count(collection) == 25
+    assert store.list_ids(collection) == {p.id for p in points[15:]}
+    hits = store.search(collection, points[0].vector, 40)
+    assert not {h.id for h in hits} & set(gone)
+    assert len(hits) == 25
+
+
+@pytest.mark.parametrize("metric", list(Metric), ids=lambda m: m.value)
+def test_search_order_matches_brute_force(
+    make_store: StoreFactory, store_kind: str, collection: str, metric: Metric
+) -> None:
+    if not _supports(store_kind, metric):
+        pytest.skip("FAISS has no Manhattan metric (ConfigError is tested separately)")
+    store = make_store(metric)
+    store.ensure_collection(collection, DIM, {})
+    points = _points(300, seed=1)
+    store.upsert(collection, points)
+    assert store.collection_meta(collection)["metric"] == metric.value  # type: ignore[index]
+    rng = np.random.default_rng(2)
+    for _ in range(5):
+        query = rng.normal(size=DIM).astype(np.float32)
+        expected = _brute_force(points, query, metric, 10)
+        hits = store.search(collection, query, 10)
+        assert [h.id for h in hits] == [e[0] for e in expected]
+        np.testing.assert_allclose([h.score for h in hits], [e[1] for e in expected], rtol=1e-4, atol=1e-4)
+        assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+
+
+def test_hits_carry_the_payload(make_store: StoreFactory, collection: str) -> None:
+    store = make_store()
+    store.ensure_collection(collection, DIM, {})
+    point = Point(
+        str(uuid.uuid4()),
+        np.ones(DIM, dtype=np.float32),
+        {"path": "/r/a/x.md", "file_type": "md", "start_line": 3, "heading": ["A", "B"], "text": "héllo"},
+    )
+    store.upsert(collection, [point])
+    (hit,) = store.search(collection, np.ones(DIM, dtype=np.float32), 5)
+    assert hit.id == point.id
+    for key, value in point.payload.items():
+        assert hit.payload[key] == value
+    assert hit.payload["dirs"] == ["/", "/r", "/r/a"]
+
+
+PATHS = ["/r/a/x.md", "/r/a/sub/y.py", "/r/ab/z.md", "/r/a", "/r/b/w.txt", "/q/a/v.md"]
+
+
+@pytest.mark.parametrize(
+    ("where", "allowed"),
+    [
+        (Filter(path_prefix="/r/a"), {"/r/a/x.md", "/r/a/sub/y.py", "/r/a"}),
+        (Filter(path_prefix="/r/a/"), {"/r/a/x.md", "/r/a/sub/y.py", "/r/a"}),
+        (Filter(path_prefix="/r/a/x.md"), {"/r/a/x.md"}),
+        (Filter(path_prefix="/r"), {p for p in PATHS if p.startswith("/r/")}),
+        (Filter(path_prefix="/"), None),
+        (Filter(path_prefix="/nowhere"), set()),
+        (Filter(file_types=("md",)), {"/r/a/x.md", "/r/ab/z.md", "/q/a/v.md"}),
+        (Filter(file_types=("py", "txt")), {"/r/a/sub/y.py", "/r/b/w.txt"}),
+        (Filter(path_prefix="/r", file_types=("md",)), {"/r/a/x.md", "/r/ab/z.md"}),
+        (Filter(), None),
+    ],
+    ids=["dir", "dir-slash", "file", "parent", "root", "none", "type", "types", "dir+type", "empty"],
+)
+def test_filters_return_the_true_top_k_of_matching_points(
+    make_store: StoreFactory, collection: str, where: Filter, allowed: set[str] | None
+) -> None:
+    store = make_store()
+    store.ensure_collection(collection, DIM, {})
+    # Few matching points among many: a store that post-filters a small candidate list would miss them.
+    paths = PATHS + [f"/other/f{i}.rst" for i in range(60)]
+    points = _points(660, seed=3, paths=paths)
+    store.upsert(collection, points)
+    if allowed is None:  # matches everything
+        allowed = set(paths)
+    query = np.random.default_rng(4).normal(size=DIM).astype(np.float32)
+    matching = [p for p in points if p.payload["path"] in allowed]
+    expected = _brute_force(matching, query, Metric.COSINE, 8) if matching else []
+    hits = store.search(collection, query, 8, where)
+    assert [h.id for h in hits] == [e[0] for e in expected]
+    assert all(h.payload["path"] in allowed for h in hits)
+
+
+def test_count_and_list_ids(make_store: StoreFactory, collection: str) -> None:
+    store = make_store()
+    store.ensure_collection(collection, DIM, {})
+    points = _points(1100, seed=6)  # more than one page / batch
+    store.upsert(collection, points)
+    assert store.count(collection) == 1100
+    assert store.list_ids(collection) == {p.id for p in points}
+
+
+def test_drop(make_store: StoreFactory, collection: str) -> None:
+    store = make_store()
+    store.ensure_collection(collection, DIM, {"model_id": "m1"})
+    store.upsert(collection, _points(10))
+    store.drop(collection)
+    assert store.collection_meta(collection) is None
+    with pytest.raises(StoreError):
+        store.search(collection, np.ones(DIM, dtype=np.float32), 5)
+    store.drop(collection)  # dropping a missing collection is a no-op
+    store.ensure_collection(collection, DIM * 2, {"model_id": "m2"})
+    assert store.count(collection) == 0
+    assert store.collection_meta(collection)["model_id"] == "m2"  # type: ignore[index]
+
+
+def test_reopen_after_close_keeps_everything(make_store: StoreFactory, collection: str) -> None:
+    store = make_store(Metric.EUCLID)
+    store.ensure_collection(collection, DIM, {"model_id": "m1"})
+    points = _points(120, seed=7)
+    store.upsert(collection, points)
+    store.delete(collection, [points[0].id])
+    query = points[5].vector
+    before = store.search(collection, query, 10)
+    store.close()
+
+    reopened = make_store(Metric.COSINE)  # the recorded metric wins over the store's default
+    assert reopened.collection_meta(collection) == {
+        "model_id": "m1",
+        "dimensions": str(DIM),
+        "metric": "euclid",
+    }
+    assert reopened.count(collection) == 119
+    after = reopened.search(collection, query, 10)
+    assert [h.id for h in after] == [h.id for h in before]
+    assert after[0].id == points[5].id
+    assert after[0].score == pytest.approx(0.0, abs=1e-3)
+
+
+def test_dimension_mismatch_is_an_error(make_store: StoreFactory, collection: str) -> None:
+    store = make_store()
+    store.ensure_collection(collection, DIM, {})
+    store.upsert(collection, _points(3))
+    with pytest.raises(CollectionMismatchError, match="dimensions"):
+        store.upsert(collection, _points(2, dim=DIM + 1))
+    with pytest.raises(CollectionMismatchError, match="dimensions"):
+        store.search(collection, np.ones(DIM - 1, dtype=np.float32), 5)
+    assert store.count(collection) == 3
+
+
+def test_missing_collection_and_bad_ids(make_store: StoreFactory, collection: str) -> None:
+    store = make_store()
+    with pytest.raises(StoreError, match="does not exist"):
+        store.upsert(collection, _points(1))
+    with pytest.raises(StoreError, match="does not exist"):
+        store.search(collection, np.ones(DIM, dtype=np.float32), 5)
+    store.ensure_collection(collection, DIM, {})
+    with pytest.raises(InputError, match="UUID"):
+        store.upsert(collection, [Point("not-a-uuid", np.ones(DIM, dtype=np.float32), {})])
+    assert store.search(collection, np.ones(DIM, dtype=np.float32), 5) == []

@@ -1,0 +1,73 @@
+"""The `indexer` command line in real subprocesses: exit codes, --json shapes, summaries."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.integration.corpus import write_corpus
+
+pytestmark = pytest.mark.slow
+
+
+def run(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "indexer.cli", *args],
+        capture_output=True, text=True, env={**os.environ, **(env or {})}, input=input, timeout=600,
+    )
+
+
+def test_cli_index_search_status_forget_drop(tmp_path, embed_model_path):
+    corpus = write_corpus(tmp_path / "corpus")
+    (corpus / "broken.txt").write_bytes(b"caf\xe9 au lait\n")  # Latin-1, not UTF-8
+
+    first = run("index", str(corpus), "--json")
+    assert first.returncode == 2, first.stderr  # one file failed
+    report = json.loads(first.stdout)
+    assert report["files_indexed"] == 5
+    assert [f["path"] for f in report["failed"]] == [str((corpus / "broken.txt").resolve())]
+    assert "UTF-8" in report["failed"][0]["reason"]
+
+    (corpus / "broken.txt").write_text("café au lait\n", encoding="utf-8")
+    second = run("index", str(corpus))
+    assert second.returncode == 0, second.stderr
+    assert "1 indexed" in second.stderr and "5 unchanged" in second.stderr
+
+    found = run("search", "how to bake bread", "--json", "-k", "3")
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)
+    assert len(hits) == 3 and hits[0]["path"].endswith("bread.md")
+    assert {"path", "score", "rerank_score", "text", "start_line", "end_line"} <= set(hits[0])
+    assert hits[0]["rerank_score"] is None and hits[0]["score"] >= hits[1]["score"]
+
+    verbose = run("-v", "search", "saturn rings", "--no-rerank")
+    assert verbose.returncode == 0 and "planets.txt" in verbose.stdout and "timings (ms)" in verbose.stderr
+
+    status = json.loads(run("status", "--json").stdout)
+    assert {"collection", "files", "chunks", "points", "store", "metric", "model", "normalization", "roots"} <= set(
+        status
+    )
+    assert status["files"] == 6 and status["points"] == status["chunks"] and status["store"] == "faiss"
+
+    assert "default" in run("collections").stdout
+    forgot = run("forget", str(corpus), "--json")
+    assert forgot.returncode == 0 and json.loads(forgot.stdout)["files_removed"] == 6
+    assert json.loads(run("status", "--json").stdout)["points"] == 0
+
+    refused = run("drop", "default", input="n\n")
+    assert refused.returncode == 1 and "default" in run("collections").stdout
+    dropped = run("drop", "default", "--yes")
+    assert dropped.returncode == 0 and run("collections", "--json").stdout.strip() == "[]"
+
+
+def test_cli_fatal_errors_exit_1_with_a_clear_message(tmp_path):
+    missing = run("index", str(tmp_path / "nope"))
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    no_collection = run("search", "anything", "--collection", "ghost")
+    assert no_collection.returncode == 1 and "indexer index PATH" in no_collection.stderr
+    bad_name = run("status", "--collection", "../etc")
+    assert bad_name.returncode == 1 and "collection names" in bad_name.stderr
