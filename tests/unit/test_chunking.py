@@ -57,19 +57,16 @@ def words_in_order(chunks: list[Chunk]) -> list[str]:
     out: list[str] = []
     last_end = -1
     for chunk in chunks:
-        offset = 0
         for match in re.finditer(r"\S+", chunk.text):
             position = chunk.start_byte + len(chunk.text[: match.start()].encode())
             if position >= last_end:
                 out.append(match.group())
-            offset = position
         last_end = chunk.end_byte
-        del offset
     return out
 
 
 def test_small_document_is_one_chunk() -> None:
-    counter = WordCounter(64)
+    counter = WordCounter(128)
     doc = make_doc("hello world\n\nsecond paragraph\n")
     chunks = list(TokenChunker(counter).chunk(doc))
     assert len(chunks) == 1
@@ -79,7 +76,7 @@ def test_small_document_is_one_chunk() -> None:
 
 
 def test_empty_and_blank_documents_give_no_chunks() -> None:
-    chunker = TokenChunker(WordCounter(64))
+    chunker = TokenChunker(WordCounter(128))
     assert list(chunker.chunk(make_doc(""))) == []
     assert list(chunker.chunk(make_doc("  \n\n \t\n"))) == []
 
@@ -127,7 +124,7 @@ def test_overlap_repeats_the_tail_of_the_previous_chunk() -> None:
 def test_no_overlap_across_headings() -> None:
     section = " ".join(f"s{i}" for i in range(12))
     text = f"# A\n\n{section}\n\n# B\n\n{section.replace('s', 't')}\n"
-    chunks = list(TokenChunker(WordCounter(64), overlap_tokens=8).chunk(make_doc(text, "markdown")))
+    chunks = list(TokenChunker(WordCounter(128), overlap_tokens=8).chunk(make_doc(text, "markdown")))
     assert [c.heading for c in chunks] == [("A",), ("B",)]
     assert chunks[1].text.startswith("# B")
     assert chunks[0].end_byte <= chunks[1].start_byte
@@ -139,10 +136,10 @@ def test_markdown_heading_paths_and_fenced_code() -> None:
         "# Guide\n\nIntro words here.\n\n## Install\n\nRun the installer.\n\n"
         f"### Linux\n\n{code}\n\n## Use\nCall it.\n\nSetext Title\n============\n\nBody.\n"
     )
-    counter = WordCounter(64)
+    counter = WordCounter(128)
     doc = make_doc(text, "markdown")
     chunks = list(TokenChunker(counter).chunk(doc))
-    check_spans(doc, chunks, counter, 64)
+    check_spans(doc, chunks, counter, 128)
     by_heading = {c.heading: c.text for c in chunks}
     assert by_heading[("Guide",)] == "# Guide\n\nIntro words here."
     assert by_heading[("Guide", "Install")] == "## Install\n\nRun the installer."
@@ -161,7 +158,7 @@ def test_fenced_code_block_with_blank_lines_stays_whole_when_it_fits() -> None:
 
 def test_heading_only_section_merges_into_the_next() -> None:
     text = "# Title\n\n## Part\n\nBody text.\n"
-    chunks = list(TokenChunker(WordCounter(64)).chunk(make_doc(text, "markdown")))
+    chunks = list(TokenChunker(WordCounter(128)).chunk(make_doc(text, "markdown")))
     assert len(chunks) == 1
     assert chunks[0].heading == ("Title", "Part")
     assert chunks[0].text.startswith("# Title")
@@ -169,15 +166,13 @@ def test_heading_only_section_merges_into_the_next() -> None:
 
 def test_front_matter_is_not_a_setext_heading() -> None:
     text = "---\ntitle: x\n---\n\n# Real\n\nbody\n"
-    chunks = list(TokenChunker(WordCounter(64)).chunk(make_doc(text, "markdown")))
+    chunks = list(TokenChunker(WordCounter(128)).chunk(make_doc(text, "markdown")))
     assert [c.heading for c in chunks] == [(), ("Real",)]
 
 
 def test_rst_section_titles() -> None:
-    text = (
-        "=====\nTitle\n=====\n\nIntro.\n\nFirst\n-----\n\nOne.\n\nSub\n~~~\n\nDeep.\n\nSecond\n------\n\nTwo.\n"
-    )
-    chunks = list(TokenChunker(WordCounter(64)).chunk(make_doc(text, "rst")))
+    text = "=====\nTitle\n=====\n\nIntro.\n\nFirst\n-----\n\nOne.\n\nSub\n~~~\n\nDeep.\n\nSecond\n------\n\nTwo.\n"
+    chunks = list(TokenChunker(WordCounter(128)).chunk(make_doc(text, "rst")))
     assert [c.heading for c in chunks] == [
         ("Title",),
         ("Title", "First"),
@@ -189,7 +184,7 @@ def test_rst_section_titles() -> None:
 
 def test_code_is_not_read_for_headings() -> None:
     text = "# a comment\n\nx = 1\n"
-    chunks = list(TokenChunker(WordCounter(64)).chunk(make_doc(text, "code", "/r/a.py")))
+    chunks = list(TokenChunker(WordCounter(128)).chunk(make_doc(text, "code", "/r/a.py")))
     assert len(chunks) == 1 and chunks[0].heading == ()
 
 
@@ -204,22 +199,33 @@ def test_oversized_paragraph_splits_at_lines_first() -> None:
     assert len(chunks) == 4
 
 
-def test_oversized_line_splits_at_words_and_word_at_characters() -> None:
-    word = "x" * 5000
-    text = f"start {word} end"
+class CharCounter(WordCounter):
+    """A token per started 10 characters of each word, plus 2 specials."""
 
-    class CharCounter(WordCounter):
-        def count_tokens(self, t: str) -> int:  # a token per 10 characters of each word
-            self.calls += 1
-            return sum(-(-len(w) // 10) for w in t.split()) + 2
+    def count_tokens(self, text: str) -> int:
+        self.calls += 1
+        return sum(-(-len(w) // 10) for w in text.split()) + 2
 
+
+def test_oversized_line_splits_at_spaces() -> None:
+    words = [f"{i:02d}" + "y" * 26 for i in range(60)]  # 3 tokens each
+    text = " ".join(words)
     counter = CharCounter(50)
     doc = make_doc(text)
     chunks = list(TokenChunker(counter, overlap_tokens=0).chunk(doc))
     check_spans(doc, chunks, counter, 50)
+    assert [w for c in chunks for w in c.text.split(" ")] == words  # every cut fell between words
+    assert all(c.n_tokens >= 40 for c in chunks[:-1])  # and pieces are not tiny
+
+
+def test_word_longer_than_a_chunk_splits_at_characters() -> None:
+    text = "start " + "x" * 5000 + " end"
+    counter = CharCounter(50)
+    doc = make_doc(text)
+    chunks = list(TokenChunker(counter, overlap_tokens=0).chunk(doc))
+    check_spans(doc, chunks, counter, 50)
+    assert len(chunks) >= 5000 // 480
     assert "".join(c.text for c in chunks).replace(" ", "") == text.replace(" ", "")
-    assert chunks[0].text == "start"  # cut at the space rather than inside the long word
-    assert all(c.n_tokens <= 50 for c in chunks)
 
 
 def test_non_additive_counter_is_verified_exactly() -> None:
