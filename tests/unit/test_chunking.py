@@ -113,7 +113,7 @@ def test_overlap_repeats_the_tail_of_the_previous_chunk() -> None:
     counter = WordCounter(22)
     chunks = list(TokenChunker(counter, overlap_tokens=5).chunk(make_doc(text)))
     assert len(chunks) > 3
-    for before, after in zip(chunks, chunks[1:]):
+    for before, after in zip(chunks, chunks[1:], strict=False):
         assert after.start_byte < before.end_byte
         overlap = text.encode()[after.start_byte : before.end_byte].decode()
         assert len(overlap.split()) == 5
