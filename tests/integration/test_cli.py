@@ -17,7 +17,11 @@ pytestmark = pytest.mark.slow
 def run(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "indexer.cli", *args],
-        capture_output=True, text=True, env={**os.environ, **(env or {})}, input=input, timeout=600,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        input=input,
+        timeout=600,
     )
 
 

@@ -22,7 +22,10 @@ def _start_index(data_dir: Path, *paths: Path, batch: int = 8, collection: str =
     env = {**os.environ, "INDEXER_DATA_DIR": str(data_dir), "INDEXER_EMBED_BATCH_CHUNKS": str(batch)}
     return subprocess.Popen(
         [sys.executable, "-m", "indexer.cli", "index", "--collection", collection, *map(str, paths)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -83,7 +86,9 @@ def test_sigkill_at_any_point_then_rerun_equals_a_clean_build(tmp_path, embed_mo
 
     # edit files the dead runs may have half-written: their orphan points must not survive
     for i in (1, 2, 45, 59):
-        (corpus / f"d{i % 5}" / f"note-{i:03d}.md").write_text(f"# Rewritten {i}\n\nA brand new text about kites {i}.\n")
+        (corpus / f"d{i % 5}" / f"note-{i:03d}.md").write_text(
+            f"# Rewritten {i}\n\nA brand new text about kites {i}.\n"
+        )
     (corpus / "d0" / "note-000.md").unlink()
 
     final = _start_index(crashed, corpus)

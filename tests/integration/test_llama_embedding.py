@@ -1,0 +1,316 @@
+"""LlamaEmbedding on the real default embedding model (all-MiniLM-L6-v2 f16 GGUF)."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+import pytest
+from llama_cpp import _internals
+
+from indexer import llama_embedding as le
+from indexer.llama_embedding import (
+    LLAMA_POOLING_TYPE_MEAN,
+    LLAMA_POOLING_TYPE_NONE,
+    LLAMA_POOLING_TYPE_RANK,
+    NORM_MODE_EUCLIDEAN,
+    NORM_MODE_MAX_INT16,
+    NORM_MODE_NONE,
+    NORM_MODE_PNORM,
+    NORM_MODE_TAXICAB,
+    LlamaEmbedding,
+)
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Return a new list containing all items from the iterable in ascending order.",
+    "x",
+    "Open file and return a stream. Raise OSError upon failure. " * 6,
+    "",
+    "Embeddings map text to vectors so that similar meanings are close together.",
+]
+
+
+@pytest.fixture(scope="module")
+def emb(embed_model_path: Path) -> Iterator[LlamaEmbedding]:
+    e = LlamaEmbedding(str(embed_model_path), verbose=False)
+    yield e
+    e.close()
+
+
+def test_forced_settings_and_limits(emb: LlamaEmbedding) -> None:
+    assert emb.context_params.embeddings is True
+    assert emb.context_params.kv_unified is True
+    assert emb.pooling == LLAMA_POOLING_TYPE_MEAN
+    assert emb.causal is False
+    assert emb.n_embd_out == 384
+    assert emb.max_tokens == min(emb.n_batch_eff, emb.n_ubatch_eff) == 512
+    assert llama_cpp.llama_n_seq_max(emb.ctx) == emb.n_seq_max
+
+
+@pytest.mark.parametrize("n_seq_max", [1, 2, 7, 256])
+def test_n_seq_max_is_honoured(embed_model_path: Path, n_seq_max: int) -> None:
+    e = LlamaEmbedding(str(embed_model_path), n_seq_max=n_seq_max, verbose=False)
+    try:
+        assert llama_cpp.llama_n_seq_max(e.ctx) == n_seq_max
+        assert e.n_seq_max == n_seq_max
+    finally:
+        e.close()
+
+
+@pytest.mark.parametrize("bad", [0, 257, "2", True, 2.0])
+def test_bad_n_seq_max_is_rejected_before_loading(embed_model_path: Path, bad: object) -> None:
+    with pytest.raises(ValueError, match="n_seq_max"):
+        LlamaEmbedding(str(embed_model_path), n_seq_max=bad, verbose=False)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [5, 42, -2])
+def test_unknown_pooling_type_is_rejected(embed_model_path: Path, bad: int) -> None:
+    with pytest.raises(ValueError, match="pooling_type"):
+        LlamaEmbedding(str(embed_model_path), pooling_type=bad, verbose=False)
+
+
+def test_batched_equals_one_by_one(emb: LlamaEmbedding) -> None:
+    batched = emb.embed(TEXTS)
+    assert len(batched) == len(TEXTS)
+    for text, vec in zip(TEXTS, batched):
+        single = emb.embed(text)
+        np.testing.assert_allclose(vec, single, atol=1e-4)
+
+
+@pytest.mark.parametrize("opts", [{"n_seq_max": 1}, {"n_seq_max": 2}, {"flash_attn": False}, {"sort_by_length": False}])
+def test_settings_do_not_change_results(emb: LlamaEmbedding, embed_model_path: Path, opts: dict[str, object]) -> None:
+    other = LlamaEmbedding(str(embed_model_path), verbose=False, **opts)  # type: ignore[arg-type]
+    try:
+        np.testing.assert_allclose(other.embed(TEXTS), emb.embed(TEXTS), atol=1e-4)
+    finally:
+        other.close()
+
+
+def test_default_output_has_unit_l2_norm(emb: LlamaEmbedding) -> None:
+    for vec in emb.embed(TEXTS):
+        assert np.linalg.norm(vec) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_shapes_single_and_batch(emb: LlamaEmbedding) -> None:
+    single = emb.embed("hello")
+    assert isinstance(single, list) and isinstance(single[0], float) and len(single) == 384
+    one = emb.embed(["hello"])
+    assert len(one) == 1 and len(one[0]) == 384
+    np.testing.assert_allclose(one[0], single, atol=1e-6)
+    assert emb.embed([]) == []
+
+
+@pytest.mark.parametrize("mode", [NORM_MODE_MAX_INT16, NORM_MODE_TAXICAB, NORM_MODE_EUCLIDEAN, 3, NORM_MODE_PNORM])
+def test_normalization_modes_match_numpy(emb: LlamaEmbedding, mode: int) -> None:
+    raw = np.array(emb.embed(TEXTS[1], normalize=NORM_MODE_NONE))
+    got = np.array(emb.embed(TEXTS[1], normalize=mode))
+    a = np.abs(raw)
+    denom = {
+        NORM_MODE_MAX_INT16: a.max() / 32760.0,
+        NORM_MODE_TAXICAB: a.sum(),
+        NORM_MODE_EUCLIDEAN: np.sqrt((raw**2).sum()),
+    }.get(mode, (a**mode).sum() ** (1.0 / mode))
+    np.testing.assert_allclose(got, raw / denom, rtol=1e-5)
+
+
+def test_bool_normalize(emb: LlamaEmbedding) -> None:
+    raw = np.array(emb.embed(TEXTS[0], normalize=False))
+    assert np.linalg.norm(raw) > 1.5  # MiniLM's raw mean-pooled vectors are not unit length
+    np.testing.assert_allclose(emb.embed(TEXTS[0], normalize=True), raw / np.linalg.norm(raw), rtol=1e-5)
+    with pytest.raises(TypeError):
+        emb.embed("x", normalize="l2")
+
+
+def test_none_pooling_gives_token_matrices_whose_mean_is_mean_pooling(
+    emb: LlamaEmbedding, embed_model_path: Path
+) -> None:
+    tok = LlamaEmbedding(str(embed_model_path), pooling_type=LLAMA_POOLING_TYPE_NONE, verbose=False)
+    try:
+        assert tok.pooling == LLAMA_POOLING_TYPE_NONE
+        texts = TEXTS[:4]
+        mats = tok.embed(texts, normalize=NORM_MODE_NONE)
+        pooled = emb.embed(texts, normalize=NORM_MODE_NONE)
+        for text, mat, vec in zip(texts, mats, pooled):
+            m = np.array(mat)
+            assert m.shape == (len(emb.tokenize(text.encode())), 384)
+            np.testing.assert_allclose(m.mean(axis=0), vec, atol=1e-4)
+        # each row is normalised separately; a lone input equals its batched matrix
+        rows = np.array(tok.embed(texts[1]))
+        np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-6)
+        np.testing.assert_allclose(rows, np.array(tok.embed(texts, normalize=2)[1]), atol=1e-4)
+    finally:
+        tok.close()
+
+
+def test_token_list_input_equals_string_input(emb: LlamaEmbedding) -> None:
+    tokens = [emb.tokenize(t.encode("utf-8")) for t in TEXTS[:3]]
+    np.testing.assert_allclose(emb.embed(tokens), emb.embed(TEXTS[:3]), atol=1e-6)
+
+
+def test_out_of_range_token_ids_raise(emb: LlamaEmbedding) -> None:
+    for bad in ([[101, 30522, 102]], [[101, -1, 102]]):
+        with pytest.raises(ValueError, match="out of range"):
+            emb.embed(bad)
+    with pytest.raises(ValueError, match=r"Input item must be str or List\[int\]"):
+        emb.embed([101, 102])  # a flat token list must be wrapped
+
+
+def test_separator(emb: LlamaEmbedding) -> None:
+    split = emb.embed("alpha beta|gamma||delta", separator="|")
+    assert len(split) == 4
+    np.testing.assert_allclose(split, emb.embed(["alpha beta", "gamma", "", "delta"]), atol=1e-6)
+    whole = emb.embed("alpha|beta", separator="")
+    assert isinstance(whole[0], float)
+    np.testing.assert_allclose(whole, emb.embed("alpha|beta"), atol=1e-6)
+
+
+def test_empty_token_lists_keep_order(emb: LlamaEmbedding) -> None:
+    out, n = emb.embed([[], "alpha", []], return_count=True)
+    assert out[0] == [] and out[2] == []
+    np.testing.assert_allclose(out[1], emb.embed("alpha"), atol=1e-6)
+    assert n == len(emb.tokenize(b"alpha"))
+
+
+def test_truncation_and_its_error_text(emb: LlamaEmbedding, embed_model_path: Path) -> None:
+    long_text = "word " * 700
+    n_full = len(emb.tokenize(long_text.encode()))
+    assert n_full > 512
+    vec, n = emb.embed(long_text, return_count=True)
+    assert n == 512 and len(vec) == 384
+    with pytest.raises(ValueError) as err:
+        emb.embed(long_text, truncate=False)
+    assert str(err.value) == f"Requested tokens ({n_full}) exceed batch size of 512"
+    # non-causal: the limit is min(n_batch, n_ubatch)
+    small = LlamaEmbedding(str(embed_model_path), n_batch=512, n_ubatch=64, verbose=False)
+    try:
+        assert small.max_tokens == 64
+        _, n = small.embed(["word " * 100, "short"], return_count=True)
+        assert n == 64 + len(small.tokenize(b"short"))
+        with pytest.raises(ValueError, match=r"Requested tokens \(\d+\) exceed batch size of 64"):
+            small.embed("word " * 100, truncate=False)
+    finally:
+        small.close()
+
+
+def test_token_count_includes_special_tokens(emb: LlamaEmbedding) -> None:
+    _, n = emb.embed(["hello", "hello world"], return_count=True)
+    assert n == 3 + 4  # [CLS] hello [SEP] + [CLS] hello world [SEP]
+
+
+def test_create_embedding_formats(emb: LlamaEmbedding) -> None:
+    r = emb.create_embedding(["alpha", "beta"])
+    assert r["object"] == "list" and r["model"] == emb.model_path
+    assert [d["index"] for d in r["data"]] == [0, 1]
+    assert all(d["object"] == "embedding" and len(d["embedding"]) == 384 for d in r["data"])
+    assert r["usage"] == {"prompt_tokens": 6, "total_tokens": 6}
+    assert "cosineSimilarity" not in r
+    assert emb.create_embedding("alpha", model="m")["model"] == "m"
+    assert len(emb.create_embedding("alpha")["data"]) == 1
+    assert emb.create_embedding([])["data"] == []
+
+    arr = emb.create_embedding("alpha", output_format="array")
+    assert len(arr) == 1 and len(arr[0]) == 384
+
+    plus = emb.create_embedding(["alpha", "beta", "alpha"], output_format="json+", normalize=NORM_MODE_NONE)
+    sim = np.array(plus["cosineSimilarity"])
+    assert sim.shape == (3, 3)
+    np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-6)
+    assert sim[0, 2] == pytest.approx(1.0, abs=1e-6) and sim[0, 1] < 0.99
+    np.testing.assert_allclose(sim, sim.T, atol=1e-9)
+    assert "cosineSimilarity" not in emb.create_embedding(["alpha"], output_format="json+")
+
+    with pytest.raises(ValueError, match="output_format"):
+        emb.create_embedding("alpha", output_format="xml")
+
+
+@pytest.mark.parametrize("n_seq_max", [1, 2])
+def test_capacity_errors_of_the_batch_helper(embed_model_path: Path, n_seq_max: int) -> None:
+    e = LlamaEmbedding(str(embed_model_path), n_seq_max=n_seq_max, verbose=False)
+    try:
+        batch = e.token_batch
+        for sid in range(n_seq_max):
+            batch.add_sequence([101, 102], sid)
+        with pytest.raises(ValueError) as err:
+            batch.add_sequence([101, 102], n_seq_max)
+        msg = str(err.value)
+        assert f"seq_id={n_seq_max} exceeds the configured sequence capacity" in msg
+        assert f"n_seq_max={n_seq_max}; valid IDs are 0 through {n_seq_max - 1}" in msg
+        assert f"n_seq_max>={n_seq_max + 1}" in msg and msg.startswith("LlamaBatch.add_sequence")
+        batch.reset()
+        # and the engine itself flushes at n_seq_max instead of overrunning it
+        out = e.embed(TEXTS[:5])
+        assert len(out) == 5
+    finally:
+        e.close()
+
+
+def test_use_after_close_raises(embed_model_path: Path) -> None:
+    e = LlamaEmbedding(str(embed_model_path), verbose=False)
+    e.close()
+    e.close()  # idempotent
+    for call in (
+        lambda: e.embed("x"),
+        lambda: e.rank("q", ["d"]),
+        lambda: e.create_embedding("x"),
+        lambda: e.tokenize(b"x"),
+        lambda: e.embed_multimodal("x"),
+        lambda: e.n_embd(),
+    ):
+        with pytest.raises(RuntimeError, match="closed"):
+            call()
+
+
+def test_failed_decode_leaves_the_object_usable(emb: LlamaEmbedding, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = emb.embed(TEXTS[:3])
+    monkeypatch.setattr(_internals.llama_cpp, "llama_decode", lambda ctx, batch: -1)
+    with pytest.raises(RuntimeError, match="llama_decode returned -1"):
+        emb.embed(TEXTS[:3])
+    assert emb.token_batch.n_tokens == 0 and emb.token_batch.batch.n_tokens == 0
+    monkeypatch.undo()
+    np.testing.assert_allclose(emb.embed(TEXTS[:3]), before, atol=1e-6)
+
+
+def test_null_output_raises_runtime_error(emb: LlamaEmbedding, monkeypatch: pytest.MonkeyPatch) -> None:
+    null = ctypes.POINTER(ctypes.c_float)()
+    monkeypatch.setattr(le.llama_cpp, "llama_get_embeddings_seq", lambda ctx, seq: null)
+    with pytest.raises(RuntimeError, match="NULL"):
+        emb.embed("alpha")
+    monkeypatch.undo()
+    assert len(emb.embed("alpha")) == 384
+
+
+def test_rank_needs_rank_pooling(emb: LlamaEmbedding) -> None:
+    with pytest.raises(ValueError, match="MEAN.*RANK"):
+        emb.rank("q", ["d"])
+
+
+def test_rank_pooling_on_an_embedding_model_reads_only_n_cls_out(embed_model_path: Path) -> None:
+    # MiniLM has no classifier head: llama.cpp still produces an n_cls_out (1) wide output; reading more
+    # would overrun the buffer. One score per document, in order, whatever the count.
+    e = LlamaEmbedding(str(embed_model_path), pooling_type=LLAMA_POOLING_TYPE_RANK, verbose=False)
+    try:
+        assert e.n_cls_out == 1
+        scores = e.rank("query", ["doc one", "another document", "x"])
+        assert len(scores) == 3 and all(isinstance(s, float) for s in scores)
+        assert e.rank("query", ["doc one"]) == [pytest.approx(scores[0], abs=1e-4)]
+        assert e.rank("query", []) == []
+        single = e.embed("doc one")
+        assert isinstance(single, float)
+    finally:
+        e.close()
+
+
+def test_embed_multimodal_is_not_available(emb: LlamaEmbedding) -> None:
+    with pytest.raises(NotImplementedError, match="offline"):
+        emb.embed_multimodal(parts=["a picture", b"\x89PNG"])
+
+
+def test_projector_arguments(embed_model_path: Path) -> None:
+    with pytest.raises(ValueError, match="not both"):
+        LlamaEmbedding(str(embed_model_path), mmproj_path="p.gguf", embedding_handler=object(), verbose=False)
+    with pytest.raises(TypeError):
+        LlamaEmbedding(str(embed_model_path), embedding_handler=object(), verbose=False)
