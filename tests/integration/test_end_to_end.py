@@ -100,9 +100,11 @@ def test_a_collection_refuses_other_metric_or_model(tmp_path, embed_model_path, 
     with indexer.open_collection("strict", metric="dot") as col, pytest.raises(CollectionMismatchError) as exc:
         col.index([corpus])
     assert "metric 'cosine'" in str(exc.value) and "--collection" in str(exc.value)
-    with indexer.open_collection("strict", embed_model=str(embed_model_q8_path)) as col:
-        with pytest.raises(CollectionMismatchError, match="model"):
-            col.search("hello")
+    with (
+        indexer.open_collection("strict", embed_model=str(embed_model_q8_path)) as col,
+        pytest.raises(CollectionMismatchError, match="model"),
+    ):
+        col.search("hello")
 
 
 def test_bad_queries_get_clear_errors(tmp_path, embed_model_path):
