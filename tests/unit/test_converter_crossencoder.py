@@ -24,8 +24,9 @@ from indexer.models.safetensors import write_safetensors
 
 HIDDEN, HEADS, LAYERS, FFN, MAX_POS = 64, 4, 2, 128, 64
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-WORDS = ("the a cat dog sat on mat fish swim river blue sky runs fast slow red green house tree bird "
-         "flies over under water is are what where how why who when big small".split())
+_WORD_TEXT = ("the a cat dog sat on mat fish swim river blue sky runs fast slow red green house tree bird "
+              "flies over under water is are what where how why who when big small")
+WORDS = _WORD_TEXT.split()
 VOCAB = SPECIALS + WORDS + ["##s", "##ing", "##ed"]
 IDS = {w: i for i, w in enumerate(VOCAB)}
 CLS, SEP = IDS["[CLS]"], IDS["[SEP]"]
