@@ -19,8 +19,8 @@ from indexer.pipeline import IndexReport
 from indexer.settings import load_settings
 
 app = typer.Typer(help="Index local folders with llama.cpp embeddings and search them.", no_args_is_help=True)
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
 
 try:  # the models sub-app lives with the model code
     from indexer.models.cli import app as models_app
