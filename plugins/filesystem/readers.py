@@ -118,7 +118,7 @@ class HtmlReader:
         except Exception as exc:  # html.parser is lenient; anything raised here is a broken file
             raise SourceError(ref.path, f"cannot parse HTML ({exc}); fix or exclude the file") from exc
         parts: list[str] = []
-        title = soup.title.get_text(" ", strip=True) if soup.title else ""
+        title = " ".join(soup.title.get_text(" ").split()) if soup.title else ""
         if title:
             parts.append(f"# {title}\n\n")
         body = soup.body or soup
@@ -135,9 +135,7 @@ class HtmlReader:
 
         dammit = UnicodeDammit(data, is_html=True)
         if dammit.unicode_markup is None or dammit.contains_replacement_characters:
-            raise SourceError(
-                ref.path, "HTML is neither UTF-8 nor in its declared charset; convert it to UTF-8"
-            )
+            raise SourceError(ref.path, "HTML is neither UTF-8 nor in its declared charset; convert it to UTF-8")
         return _NEWLINES.sub("\n", dammit.unicode_markup)
 
     def _walk(self, node: object, parts: list[str]) -> None:
@@ -156,7 +154,7 @@ class HtmlReader:
             if name in self._INVISIBLE or child.get("hidden") is not None:
                 continue
             if name in ("h1", "h2", "h3", "h4", "h5", "h6"):
-                heading = child.get_text(" ", strip=True)
+                heading = " ".join(child.get_text(" ").split())
                 if heading:
                     parts.append(f"\n\n{'#' * int(name[1])} {heading}\n\n")
                 continue
@@ -165,12 +163,20 @@ class HtmlReader:
                 parts.append("\n\n" + "\n".join(_PRE + line for line in lines) + "\n\n")
                 continue
             if name in self._BLOCK:
-                parts.append("\n\n" if name in self._PARAGRAPH else "\n")
+                self._break(parts, name in self._PARAGRAPH)
             if name in ("td", "th"):
                 parts.append(" ")
             self._walk(child, parts)
             if name in self._BLOCK:
-                parts.append("\n\n" if name in self._PARAGRAPH else "\n")
+                self._break(parts, name in self._PARAGRAPH)
+
+    @staticmethod
+    def _break(parts: list[str], blank_line: bool) -> None:
+        """End the current line (and leave a blank line after paragraph-like elements)."""
+        if blank_line:
+            parts.append("\n\n")
+        elif not parts or not parts[-1].endswith("\n"):
+            parts.append("\n")
 
     @staticmethod
     def _tidy(text: str) -> str:

@@ -73,8 +73,8 @@ def looks_like_text(path: str) -> bool:
         head = handle.read(SNIFF_BYTES)
     if b"\x00" in head:
         return False
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    try:  # a character cut by the 8 KiB boundary is fine; one cut by the end of the file is not
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < SNIFF_BYTES)
     except UnicodeDecodeError:
         return False
     return True
@@ -199,7 +199,8 @@ class FilesystemSource:
     # ----------------------------------------------------------------------------------------- scanning
 
     def scan(self) -> Iterator[SourceRef]:
-        """Yield every indexable file once (by resolved path), roots in the given order, names sorted.
+        """Yield every indexable file once (by resolved path): roots in the given order, in each folder its
+        files by name, then its subfolders by name.
 
         Real folders of every root are walked first; symlinked folders are entered afterwards and only if
         their target was not walked already (which also ends symlink loops)."""
@@ -211,9 +212,7 @@ class FilesystemSource:
             try:
                 st = os.stat(root)
             except OSError as exc:
-                self._problem(
-                    root, f"root unavailable ({exc.strerror}); check the path or mount", "root_unavailable"
-                )
+                self._problem(root, f"root unavailable ({exc.strerror}); check the path or mount", "root_unavailable")
                 continue
             if stat.S_ISREG(st.st_mode):
                 ref = self._file_ref(root, root, root, st)
@@ -225,9 +224,7 @@ class FilesystemSource:
                 self._problem(root, "root is neither a folder nor a regular file", "root_unavailable")
                 continue
             visited_dirs.add((st.st_dev, st.st_ino))
-            yield from self._walk(
-                [_Pending(root, root, "", IgnoreStack(), root)], seen_files, visited_dirs, deferred
-            )
+            yield from self._walk([_Pending(root, root, "", IgnoreStack(), root)], seen_files, visited_dirs, deferred)
         while deferred:
             link = deferred.pop(0)
             try:
@@ -284,12 +281,8 @@ class FilesystemSource:
                             self._problem(entry.path, f"symlink cannot be resolved ({exc.strerror})", code)
                             continue
                         if self._root_of(real) is None:
-                            logger.debug(
-                                "skipping %s: symlink target %s outside every root", entry.path, real
-                            )
-                            self._problem(
-                                entry.path, f"symlink target {real} is outside every root", "outside_root"
-                            )
+                            logger.debug("skipping %s: symlink target %s outside every root", entry.path, real)
+                            self._problem(entry.path, f"symlink target {real} is outside every root", "outside_root")
                             continue
                     else:
                         real = os.path.join(current.real, name)
@@ -324,9 +317,7 @@ class FilesystemSource:
                     self._problem(entry.path, "not a regular file (device, socket or pipe)", "not_regular")
             pending.extend(reversed(subdirs))  # depth first, in name order
 
-    def _file_ref(
-        self, real: str, walked: str, walk_root: str, st: os.stat_result | None
-    ) -> SourceRef | None:
+    def _file_ref(self, real: str, walked: str, walk_root: str, st: os.stat_result | None) -> SourceRef | None:
         """Apply the per-file checks (stat, size, reader or text sniff) to a file that passed the rules."""
         try:
             if st is None:

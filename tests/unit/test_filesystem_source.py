@@ -1,0 +1,402 @@
+"""FilesystemSource on real temp directories: ignore rules, symlinks, sizes, binary sniffing, read errors."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from indexer.errors import SourceError
+from indexer.ports import Source
+from indexer.types import Document, SourceRef
+from plugins.filesystem import FilesystemSource, ScanProblem
+from tests.unit.test_readers import make_pdf
+
+
+def write(path: Path, content: str | bytes = "text\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def rels(source: FilesystemSource) -> list[str]:
+    return sorted(ref.rel_path for ref in source.scan())
+
+
+def test_is_a_source_and_refs_are_resolved_stat_only(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    f = write(root / "docs" / "a.md", "# A\n")
+    source = FilesystemSource([str(root / "docs" / "..")])
+    assert isinstance(source, Source)
+    (ref,) = list(source.scan())
+    st = f.stat()
+    assert ref == SourceRef(root=str(root.resolve()), path=str(f.resolve()), size=st.st_size, mtime_ns=st.st_mtime_ns)
+    assert ref.rel_path == "docs/a.md"
+
+
+def test_gitignore_root_nested_negation_and_indexerignore(tmp_path: Path) -> None:
+    write(tmp_path / ".gitignore", "*.log\nbuild/\n/top-only.txt\n")
+    write(tmp_path / "app.log")
+    write(tmp_path / "keep.md")
+    write(tmp_path / "top-only.txt")
+    write(tmp_path / "sub" / "top-only.txt")  # anchored pattern applies to the root only
+    write(tmp_path / "build" / "out.txt")
+    write(tmp_path / "sub" / "build" / "out.txt")
+    write(tmp_path / "sub" / ".gitignore", "!important.log\n*.tmp.md\n")
+    write(tmp_path / "sub" / "important.log")  # re-included by the nested file
+    write(tmp_path / "sub" / "other.log")
+    write(tmp_path / "sub" / "x.tmp.md")
+    write(tmp_path / "x.tmp.md")  # the nested rule does not reach the parent
+    write(tmp_path / "sub" / "deeper" / ".indexerignore", "secret.md\n")
+    write(tmp_path / "sub" / "deeper" / "secret.md")
+    write(tmp_path / "sub" / "deeper" / "public.md")
+    write(tmp_path / ".indexerignore", "!app.log\ndrafts/\n")  # read after .gitignore: re-includes app.log
+    write(tmp_path / "drafts" / "d.md")
+    assert rels(FilesystemSource([tmp_path])) == [
+        "app.log",
+        "keep.md",
+        "sub/deeper/public.md",
+        "sub/important.log",
+        "sub/top-only.txt",
+        "x.tmp.md",
+    ]
+
+
+def test_ignored_directory_is_not_entered_even_with_negation(tmp_path: Path) -> None:
+    write(tmp_path / ".gitignore", "vendor/\n!vendor/keep.md\n")
+    write(tmp_path / "vendor" / "keep.md")
+    write(tmp_path / "main.md")
+    assert rels(FilesystemSource([tmp_path])) == ["main.md"]
+
+
+def test_include_and_exclude_globs(tmp_path: Path) -> None:
+    for rel in ("a.md", "b.txt", "docs/c.md", "docs/private/d.md", "src/e.py", "src/gen/f.py"):
+        write(tmp_path / rel)
+    assert rels(FilesystemSource([tmp_path], include=["*.md"])) == ["a.md", "docs/c.md", "docs/private/d.md"]
+    assert rels(FilesystemSource([tmp_path], include=["docs/**"], exclude=["private/"])) == ["docs/c.md"]
+    assert rels(FilesystemSource([tmp_path], exclude=["src/gen", "*.txt"])) == [
+        "a.md",
+        "docs/c.md",
+        "docs/private/d.md",
+        "src/e.py",
+    ]
+
+
+def test_hidden_and_git_skipped(tmp_path: Path) -> None:
+    write(tmp_path / ".git" / "config")
+    write(tmp_path / ".hidden.md")
+    write(tmp_path / ".cache" / "x.md")
+    write(tmp_path / "sub" / ".env")
+    write(tmp_path / "visible.md")
+    assert rels(FilesystemSource([tmp_path])) == ["visible.md"]
+
+
+def test_binary_and_unknown_extensions(tmp_path: Path) -> None:
+    write(tmp_path / "README", "no extension text\n")
+    write(tmp_path / "notes.weird", "unknown extension but text ü\n")
+    write(tmp_path / "blob", b"\x7fELF\x00\x01\x02")
+    write(tmp_path / "latin1.dat2", "caf\xe9".encode("latin-1"))
+    write(tmp_path / "image.png", b"\x89PNG\r\n\x1a\n")
+    write(tmp_path / "empty", b"")
+    source = FilesystemSource([tmp_path])
+    assert rels(source) == ["README", "empty", "notes.weird"]
+    problems = {Path(p.path).name: p.code for p in source.problems}
+    assert problems == {"blob": "binary", "latin1.dat2": "binary", "image.png": "binary"}
+    assert source.read(next(r for r in source.scan() if r.rel_path == "README")).kind == "text"
+
+
+def test_multibyte_character_cut_at_the_sniff_boundary_is_text(tmp_path: Path) -> None:
+    write(tmp_path / "LICENSE", "a" * 8191 + "é" * 10)  # é straddles byte 8192
+    assert rels(FilesystemSource([tmp_path])) == ["LICENSE"]
+
+
+def test_max_file_size_reported_not_read(tmp_path: Path) -> None:
+    write(tmp_path / "small.txt", "x" * 100)
+    write(tmp_path / "big.txt", "x" * 101)
+    source = FilesystemSource([tmp_path], max_file_size=100)
+    assert rels(source) == ["small.txt"]
+    assert [(Path(p.path).name, p.code) for p in source.problems] == [("big.txt", "too_large")]
+    path, reason = source.problems[0]
+    assert "101 bytes exceeds max_file_size 100" in reason
+
+
+def test_symlink_inside_root_followed_and_deduplicated(tmp_path: Path) -> None:
+    real = write(tmp_path / "real" / "doc.md")
+    write(tmp_path / "real" / "other.md")
+    (tmp_path / "alias").symlink_to(tmp_path / "real", target_is_directory=True)
+    (tmp_path / "link.md").symlink_to(real)
+    source = FilesystemSource([tmp_path])
+    refs = list(source.scan())
+    assert sorted(r.path for r in refs) == sorted(
+        {str(real.resolve()), str((tmp_path / "real" / "other.md").resolve())}
+    )
+    assert source.problems == []
+
+
+def test_symlinked_folder_whose_target_is_ignored_is_still_followed(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write(root / ".gitignore", "data/\n")
+    write(root / "data" / "x.md")
+    (root / "view").symlink_to(root / "data", target_is_directory=True)
+    assert [r.path for r in FilesystemSource([root]).scan()] == [str((root / "data" / "x.md").resolve())]
+
+
+def test_symlink_escaping_root_skipped_and_reported(tmp_path: Path) -> None:
+    outside = write(tmp_path / "outside" / "secret.md")
+    root = tmp_path / "root"
+    write(root / "ok.md")
+    (root / "file-link.md").symlink_to(outside)
+    (root / "dir-link").symlink_to(outside.parent, target_is_directory=True)
+    (root / "dotdot").symlink_to(Path("..") / "outside")
+    source = FilesystemSource([root])
+    assert rels(source) == ["ok.md"]
+    assert sorted((Path(p.path).name, p.code) for p in source.problems) == [
+        ("dir-link", "outside_root"),
+        ("dotdot", "outside_root"),
+        ("file-link.md", "outside_root"),
+    ]
+
+
+def test_symlink_target_in_another_root_is_taken(tmp_path: Path) -> None:
+    target = write(tmp_path / "b" / "shared.md")
+    write(tmp_path / "a" / "own.md")
+    (tmp_path / "a" / "to-b.md").symlink_to(target)
+    source = FilesystemSource([tmp_path / "a", tmp_path / "b"])
+    refs = {r.path: r.root for r in source.scan()}
+    assert refs == {
+        str((tmp_path / "a" / "own.md").resolve()): str((tmp_path / "a").resolve()),
+        str(target.resolve()): str((tmp_path / "b").resolve()),
+    }
+
+
+def test_symlink_loops_do_not_hang(tmp_path: Path) -> None:
+    write(tmp_path / "d" / "x.md")
+    (tmp_path / "d" / "self").symlink_to(tmp_path / "d", target_is_directory=True)
+    (tmp_path / "d" / "up").symlink_to(tmp_path, target_is_directory=True)
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    (tmp_path / "dangling").symlink_to(tmp_path / "missing")
+    source = FilesystemSource([tmp_path])
+    start = time.perf_counter()
+    assert rels(source) == ["d/x.md"]
+    assert time.perf_counter() - start < 5
+    codes = sorted((Path(p.path).name, p.code) for p in source.problems)
+    assert codes == [("dangling", "broken_symlink"), ("loop-a", "symlink_loop"), ("loop-b", "symlink_loop")]
+
+
+def test_follow_symlinks_false(tmp_path: Path) -> None:
+    write(tmp_path / "real" / "a.md")
+    (tmp_path / "alias.md").symlink_to(tmp_path / "real" / "a.md")
+    (tmp_path / "aliasdir").symlink_to(tmp_path / "real", target_is_directory=True)
+    assert rels(FilesystemSource([tmp_path], follow_symlinks=False)) == ["real/a.md"]
+
+
+def test_unreadable_directory_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / "ok.md")
+    write(tmp_path / "locked" / "x.md")
+    real_scandir = os.scandir
+    locked = str(tmp_path / "locked")
+
+    def fake_scandir(path: str) -> Any:
+        if os.fspath(path) == locked:  # root ignores chmod, so deny this one folder here
+            raise PermissionError(13, "Permission denied", path)
+        return real_scandir(path)
+
+    monkeypatch.setattr("plugins.filesystem.source.os.scandir", fake_scandir)
+    seen: list[ScanProblem] = []
+    source = FilesystemSource([tmp_path], on_problem=seen.append)
+    assert rels(source) == ["ok.md"]
+    assert [(p.path, p.code) for p in source.problems] == [(locked, "permission")]
+    assert seen == source.problems
+
+
+def test_missing_root_reported_as_unavailable(tmp_path: Path) -> None:
+    write(tmp_path / "present" / "a.md")
+    source = FilesystemSource([tmp_path / "gone", tmp_path / "present"])
+    assert rels(source) == ["a.md"]
+    assert [p.code for p in source.problems] == ["root_unavailable"]
+
+
+def test_file_as_root(tmp_path: Path) -> None:
+    f = write(tmp_path / "single.md")
+    write(tmp_path / "sibling.md")
+    source = FilesystemSource([f])
+    assert [r.path for r in source.scan()] == [str(f.resolve())]
+    assert source.contains(f) and not source.contains(tmp_path / "sibling.md")
+
+
+def test_problems_reset_per_scan(tmp_path: Path) -> None:
+    write(tmp_path / "blob", b"\x00\x00")
+    source = FilesystemSource([tmp_path])
+    list(source.scan())
+    list(source.scan())
+    assert len(source.problems) == 1
+
+
+def test_scan_is_fast_on_2000_files(tmp_path: Path) -> None:
+    write(tmp_path / ".gitignore", "*.log\nignored/\n")
+    for d in range(40):
+        for f in range(50):
+            write(tmp_path / f"dir{d}" / f"file{f}.{'md' if f % 2 else 'py'}", "x\n")
+        write(tmp_path / f"dir{d}" / "skip.log")
+    source = FilesystemSource([tmp_path])
+    start = time.perf_counter()
+    refs = list(source.scan())
+    elapsed = time.perf_counter() - start
+    assert len(refs) == 2000
+    assert elapsed < 0.5, f"scan of 2000 files took {elapsed:.3f}s"
+
+
+def test_scan_order_is_deterministic(tmp_path: Path) -> None:
+    for name in ("b/z.md", "a/y.md", "c.md", "a/b/x.md"):
+        write(tmp_path / name)
+    assert [r.rel_path for r in FilesystemSource([tmp_path]).scan()] == ["c.md", "a/y.md", "a/b/x.md", "b/z.md"]
+
+
+# ------------------------------------------------------------------------------------------------ contains
+
+
+def test_contains_prefix_collisions_and_dotdot(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (tmp_path / "project").mkdir()
+    (tmp_path / "proj-old").mkdir()
+    source = FilesystemSource([root])
+    assert source.contains(root)
+    assert source.contains(root / "a" / "b.md")  # need not exist
+    assert not source.contains(tmp_path / "project" / "a.md")
+    assert not source.contains(tmp_path / "proj-old")
+    assert not source.contains(str(root) + "/../project/a.md")
+    assert not source.contains(tmp_path)
+    (root / "escape").symlink_to(tmp_path / "project", target_is_directory=True)
+    assert not source.contains(root / "escape" / "a.md")
+
+
+def test_kind_for_and_accepts(tmp_path: Path) -> None:
+    write(tmp_path / ".gitignore", "*.log\nbuild/\n")
+    write(tmp_path / "sub" / ".indexerignore", "private.md\n")
+    for rel in ("a.md", "x.log", "build/b.md", "sub/private.md", "sub/ok.py", ".hid/c.md", "README"):
+        write(tmp_path / rel)
+    write(tmp_path / "pic.png", b"\x89PNG")
+    write(tmp_path / "blob", b"\x00\x01")
+    write(tmp_path / "big.md", "x" * 50)
+    source = FilesystemSource([tmp_path], max_file_size=40)
+    assert source.kind_for("x/a.MD") == "markdown"
+    assert source.kind_for("y.pdf") == "pdf"
+    assert source.kind_for("Makefile") == "text"
+    assert source.kind_for("p.png") is None
+    accepted = {rel for rel in ("a.md", "sub/ok.py", "README") if source.accepts(tmp_path / rel)}
+    assert accepted == {"a.md", "sub/ok.py", "README"}
+    for rel in ("x.log", "build/b.md", "sub/private.md", ".hid/c.md", "pic.png", "blob", "big.md", "missing.md"):
+        assert not source.accepts(tmp_path / rel), rel
+    assert not source.accepts("/etc/passwd")
+    assert {r.path for r in source.scan()} == {str((tmp_path / r).resolve()) for r in accepted}
+    # the ignore cache notices edits to ignore files
+    write(tmp_path / "sub" / ".indexerignore", "ok.py\n")
+    future = time.time_ns() + 10_000_000
+    os.utime(tmp_path / "sub" / ".indexerignore", ns=(future, future))
+    assert source.accepts(tmp_path / "sub" / "private.md")
+    assert not source.accepts(tmp_path / "sub" / "ok.py")
+
+
+# ---------------------------------------------------------------------------------------------------- read
+
+
+def test_read_sets_hash_kind_and_ref(tmp_path: Path) -> None:
+    data = "\ufeff# Title\r\nbody\r\n".encode()
+    write(tmp_path / "a.md", data)
+    source = FilesystemSource([tmp_path])
+    (ref,) = list(source.scan())
+    doc = source.read(ref)
+    assert doc.ref == ref
+    assert doc.kind == "markdown"
+    assert doc.text == "# Title\nbody\n"
+    assert doc.content_hash == hashlib.sha256(data).hexdigest()
+
+
+def test_read_invalid_utf8(tmp_path: Path) -> None:
+    write(tmp_path / "bad.txt", b"ok \xc3\x28")
+    source = FilesystemSource([tmp_path])
+    (ref,) = list(source.scan())
+    with pytest.raises(SourceError, match=r"invalid UTF-8 at byte 3; convert the file to UTF-8 or exclude it"):
+        source.read(ref)
+
+
+def test_read_vanished_file(tmp_path: Path) -> None:
+    f = write(tmp_path / "a.md")
+    source = FilesystemSource([tmp_path])
+    (ref,) = list(source.scan())
+    f.unlink()
+    with pytest.raises(SourceError, match="vanished") as info:
+        source.read(ref)
+    assert info.value.path == ref.path
+
+
+def test_read_file_grown_past_cap(tmp_path: Path) -> None:
+    f = write(tmp_path / "a.txt", "x" * 10)
+    source = FilesystemSource([tmp_path], max_file_size=20)
+    (ref,) = list(source.scan())
+    f.write_text("x" * 30)
+    with pytest.raises(SourceError, match="exceeds max_file_size 20"):
+        source.read(ref)
+
+
+def test_read_permission_denied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / "a.md")
+    source = FilesystemSource([tmp_path])
+    (ref,) = list(source.scan())
+
+    def deny(path: str, flags: int, *args: object) -> int:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr("plugins.filesystem.source.os.open", deny)
+    with pytest.raises(SourceError, match="permission denied"):
+        source.read(ref)
+
+
+def test_read_refuses_paths_outside_roots_and_symlink_swaps(tmp_path: Path) -> None:
+    outside = write(tmp_path / "outside.md", "secret")
+    root = tmp_path / "root"
+    f = write(root / "a.md")
+    source = FilesystemSource([root])
+    (ref,) = list(source.scan())
+    with pytest.raises(SourceError, match="outside every configured root"):
+        source.read(SourceRef(root=ref.root, path=str(outside), size=6, mtime_ns=0))
+    f.unlink()
+    f.symlink_to(outside)  # swapped for a symlink after the scan
+    with pytest.raises(SourceError):
+        source.read(ref)
+
+
+def test_read_corrupt_and_real_pdf(tmp_path: Path) -> None:
+    write(tmp_path / "bad.pdf", b"garbage bytes, not a PDF" * 10)
+    write(tmp_path / "good.pdf", make_pdf(["alpha page", "beta page"]))
+    source = FilesystemSource([tmp_path])
+    refs = {r.rel_path: r for r in source.scan()}
+    with pytest.raises(SourceError, match="corrupt"):
+        source.read(refs["bad.pdf"])
+    doc = source.read(refs["good.pdf"])
+    assert doc.kind == "pdf" and len(doc.page_starts) == 2
+    assert doc.text[doc.page_starts[1] :].startswith("beta page")
+
+
+def test_reader_bug_becomes_source_error(tmp_path: Path) -> None:
+    class Broken:
+        kind: str = "text"
+        extensions: tuple[str, ...] = (".txt",)
+
+        def read(self, ref: SourceRef, data: bytes) -> Document:
+            raise KeyError("boom")
+
+    write(tmp_path / "a.txt")
+    source = FilesystemSource([tmp_path], readers=[Broken()])
+    (ref,) = list(source.scan())
+    with pytest.raises(SourceError, match="text reader failed"):
+        source.read(ref)
