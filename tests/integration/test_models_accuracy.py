@@ -5,6 +5,7 @@ The reference (tests/fixtures/reference_embeddings.json) was computed once with 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -72,3 +73,20 @@ def test_gguf_metadata_for_pipeline(embed_model_path: Path) -> None:
     assert fields["bert.pooling_type"] == gguf.PoolingType.MEAN
     assert fields["tokenizer.ggml.normalizer.lowercase"] is True
     assert fields["general.file_type"] == gguf.LlamaFileType.MOSTLY_F16
+
+
+def _tensor_digest(path: Path) -> str:
+    """sha256 over (name, type, bytes) of every tensor, in name order (as tools/make_reference.py computes)."""
+    digest = hashlib.sha256()
+    for tensor in sorted(gguf.GGUFReader(path).tensors, key=lambda t: t.name):
+        digest.update(tensor.name.encode() + b"\0" + str(int(tensor.tensor_type)).encode() + b"\0")
+        digest.update(np.ascontiguousarray(tensor.data).tobytes())
+    return digest.hexdigest()
+
+
+def test_tensors_bit_identical_to_llama_cpp_converter(embed_model_path: Path, embed_model_q8_path: Path,
+                                                      reference: dict) -> None:
+    """Our numpy converter writes exactly the tensors llama.cpp's convert_hf_to_gguf.py writes (f16, q8_0)."""
+    upstream = reference["upstream_converter_tensor_sha256"]
+    assert _tensor_digest(embed_model_path) == upstream["f16"]
+    assert _tensor_digest(embed_model_q8_path) == upstream["q8_0"]
