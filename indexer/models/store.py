@@ -103,6 +103,15 @@ def ensure_model(name: str = DEFAULT_EMBED_MODEL, quant: str = "f16") -> Path:
         return out
     entry = catalogue_entry(name)
     root = models_dir()
+    try:
+        return _build_locked(entry, quant, root, out)
+    except OSError as exc:
+        raise ModelError(f"cannot build {name} in {root}: {exc}; make the folder writable or point "
+                         f"{MODELS_DIR_ENV} at a writable folder") from exc
+
+
+def _build_locked(entry: CatalogueEntry, quant: str, root: Path, out: Path) -> Path:
+    name = entry.name
     with _file_lock(root / f".{name}.lock"):
         if out.is_file():  # another process built it while we waited
             return out

