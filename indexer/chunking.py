@@ -15,8 +15,8 @@ silent truncation happens later. How:
    not exactly additive), never across a section or PDF page boundary (a section holding only headings is
    merged with the next one). Each chunk's text is then counted exactly once and shrunk by a block if the
    estimate was short. The work is linear in the text size: no growing string is re-tokenised.
-4. A chunk that follows a size cut (same section) starts with an overlap: the longest tail of the previous
-   chunk, starting at a word, of at most ``overlap_tokens`` tokens.
+4. A chunk that follows a size cut (same section) starts with an overlap: a tail of the previous chunk,
+   starting at a word, of at most (and close to) ``overlap_tokens`` tokens.
 
 Spans: ``start_byte``/``end_byte`` index ``doc.text.encode("utf-8")`` and ``chunk.text`` is exactly that
 slice decoded (leading blank lines and trailing whitespace are trimmed off the span, indentation kept).
@@ -45,6 +45,9 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _ATX_CLOSE = re.compile(r"(?:^|[ \t]+)#+$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_SENTENCE_END = re.compile(r"[.!?;:][\"')\]]?(?=\s)")
+_MAX_PROBES = 24
+_HUGE_CHARS_PER_TOKEN = 32  # spans longer than max_tokens * this are split before any whole count
 _RST_ADORN = re.compile(r"^([!-/:-@\[-`{-~])\1+[ \t]*$")
 
 
@@ -348,83 +351,104 @@ class TokenChunker:
         return segments
 
     def _fit(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
-        """The trimmed span as pieces that each fit: whole, else by lines, else by words/characters."""
-        count = self._count(text[start:end])
-        if count <= self.max_tokens:
-            return [(start, end, count - self.specials)]
+        """The trimmed span as pieces that each fit: whole, else by lines, else by words/characters.
+        Spans far longer than a chunk are not counted whole (tokenizing megabytes at once is slow)."""
+        huge = self.max_tokens * _HUGE_CHARS_PER_TOKEN
+        if end - start <= huge:
+            count = self._count(text[start:end])
+            if count <= self.max_tokens:
+                return [(start, end, count - self.specials)]
         pieces: list[tuple[int, int, int]] = []
         for line_start, line_end in _lines(text[start:end]):
             a, b = _trim(text, start + line_start, start + line_end)
             if a >= b:
                 continue
-            count = self._count(text[a:b])
+            count = self._count(text[a:b]) if b - a <= huge else (b - a) // 4 + self.specials
             if count <= self.max_tokens:
                 pieces.append((a, b, count - self.specials))
             else:
-                pieces.extend(self._split_long(text, a, b))
+                pieces.extend(self._split_long(text, a, b, count))
         return pieces
 
-    def _split_long(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
-        """Split one over-long line into pieces that fit, cutting at a space when one lies in the second half
-        of the longest fitting prefix, else between characters. Exact counts on chunk-sized strings only.
-        Pieces leave room for the overlap the packer puts in front of them."""
+    def _split_long(self, text: str, start: int, end: int, count: int) -> list[tuple[int, int, int]]:
+        """Split one over-long line (of ``count`` tokens) into pieces that fit.
+
+        For each piece the longest fitting prefix is found by interpolation search on exact counts of
+        piece-sized strings (about four counts a piece), then the cut moves back to a sentence end in its
+        last quarter, else a space in its second half, else stays between characters. Pieces leave room
+        for the overlap the packer puts in front of them."""
         limit = self.max_tokens - self.overlap_tokens
+        specials = self.specials
+        chars_per_token = max(0.25, (end - start) / max(1, count - specials))
+        close_enough = max(1, limit // 32)  # a prefix this close to the limit is taken without more probes
         pieces: list[tuple[int, int, int]] = []
         cur = start
-        base_step = max(64, self.max_tokens * 4)
         while cur < end:
             while cur < end and text[cur].isspace():
                 cur += 1
             if cur >= end:
                 break
-            good = cur  # the longest prefix end known to fit
-            bad: int | None = None  # the shortest prefix end known not to fit
-            step = base_step
-            while True:  # gallop
-                probe = min(end, cur + step)
-                if self._fits(text[cur:probe], limit):
-                    good = probe
-                    if probe == end:
+            good, good_n = cur, specials  # the longest prefix end known to fit, and its count
+            bad, bad_n = end + 1, 0  # the shortest prefix end known not to fit (end + 1: none yet)
+            probe = min(end, cur + max(1, int((limit - specials) * chars_per_token)))
+            for _ in range(_MAX_PROBES):
+                n = self._count(text[cur:probe])
+                if n <= limit:
+                    good, good_n = probe, n
+                    if probe >= end or n >= limit - close_enough:
                         break
-                    step *= 2
                 else:
-                    bad = probe
-                    break
-            if bad is not None:
-                while bad - good > 1:  # binary search between the last fitting and first failing length
-                    mid = (good + bad) // 2
-                    if self._fits(text[cur:mid], limit):
-                        good = mid
-                    else:
-                        bad = mid
-            cut = max(good, cur + 1)  # one character always fits for max_tokens >= MIN_MAX_TOKENS
-            if cut < end:
-                middle = cur + (cut - cur) // 2
-                space = max(text.rfind(" ", middle, cut + 1), text.rfind("\t", middle, cut + 1))
-                if space > cur:
-                    cut = space
+                    bad, bad_n = probe, n
+                if bad <= end:
+                    if bad - good <= max(4, (bad - cur) // 64):
+                        break
+                    fraction = (limit - good_n) / max(1, bad_n - good_n)
+                    probe = min(max(good + int((bad - good) * fraction), good + 1), bad - 1)
+                else:  # everything so far fits: grow by the observed characters per token
+                    factor = min(4.0, (limit - specials) / max(1, n - specials) * 1.05)
+                    probe = min(end, max(cur + int((probe - cur) * factor) + 1, probe + 1))
+            if good == cur:  # not even the shortest probe fit; a single character always does
+                good = cur + 1
+            cut = self._cut_point(text, cur, good) if good < end else good
             piece_end = cut
             while piece_end > cur and text[piece_end - 1].isspace():
                 piece_end -= 1
-            count = self._count(text[cur:piece_end])
-            if count > limit and good > cur:  # the tokenizer is not monotonic here; use the prefix
+            n = self._count(text[cur:piece_end])
+            if n > limit:  # the tokenizer is not monotonic here; fall back to the prefix that fit
                 piece_end = cut = good
-                count = self._count(text[cur:piece_end])
-            pieces.append((cur, piece_end, count - self.specials))
+                n = self._count(text[cur:piece_end])
+            pieces.append((cur, piece_end, n - specials))
+            if n > specials:
+                chars_per_token = max(0.25, (piece_end - cur) / (n - specials))
             cur = cut
         return pieces
+
+    @staticmethod
+    def _cut_point(text: str, start: int, end: int) -> int:
+        """Where to end a piece that may not go past ``end``: after a sentence end in the last quarter, else
+        at a space in the second half, else at ``end``."""
+        quarter = end - (end - start) // 4
+        last = None
+        for last in _SENTENCE_END.finditer(text, quarter, end):  # noqa: B007 - the last match is wanted
+            pass
+        if last is not None:
+            return last.end()
+        middle = start + (end - start) // 2
+        space = max(text.rfind(" ", middle, end + 1), text.rfind("\t", middle, end + 1))
+        return space if space > start else end
 
     def _pack(self, text: str, segments: list[_Segment]) -> Iterator[tuple[int, int, int, tuple[str, ...]]]:
         budget = self.max_tokens - self.specials
         total = len(segments)
         i = 0
         previous: tuple[int, int] | None = None  # span of the last chunk when the next one may overlap it
+        chars_per_token = 4.0
         while i < total:
             first = segments[i]
             start = first.start
             estimate = 0
             if previous is not None and self.overlap_tokens > 0:
-                tail = self._overlap_tail(text, *previous)
+                tail = self._overlap_tail(text, previous[0], previous[1], chars_per_token)
                 if tail is not None and tail[1] + first.n <= budget:
                     start, estimate = tail
             j = i
@@ -459,11 +483,14 @@ class TokenChunker:
             same_section = more and segments[j].section == segments[j - 1].section
             same_page = more and segments[j].page == segments[j - 1].page
             previous = (a, b) if same_section and same_page else None
+            if count > self.specials:
+                chars_per_token = max(0.25, (b - a) / (count - self.specials))
             i = j
 
-    def _overlap_tail(self, text: str, start: int, end: int) -> tuple[int, int] | None:
-        """The earliest word start ``t`` in (start, end) whose tail text[t:end] has at most overlap_tokens
-        tokens, with that count (special tokens excluded); None if no such tail exists."""
+    def _overlap_tail(self, text: str, start: int, end: int, chars_per_token: float = 4.0) -> tuple[int, int] | None:
+        """A word start ``t`` in (start, end) whose tail text[t:end] has at most overlap_tokens tokens (and
+        close to that many), with its count (special tokens excluded); None if no such tail exists.
+        Interpolation search: usually one or two counts of overlap-sized strings."""
         limit = self.overlap_tokens
         window_start = max(start + 1, end - limit * 16)
         candidates = [k for k in range(window_start, end) if text[k - 1].isspace() and not text[k].isspace()]
@@ -471,20 +498,29 @@ class TokenChunker:
             candidates = list(range(max(start + 1, end - limit * 2), end))
             if not candidates:
                 return None
-
-        def tail_tokens(k: int) -> int:
-            return self._count(text[k:end]) - self.specials
-
-        if tail_tokens(candidates[-1]) > limit:
-            return None
-        lo, hi = 0, len(candidates) - 1  # candidates[hi] fits; find the smallest index that fits
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if tail_tokens(candidates[mid]) <= limit:
-                hi = mid
+        fit: tuple[int, int] | None = None  # (index, tokens) of the earliest candidate known to fit
+        fail = -1  # the latest candidate index known not to fit
+        guess = bisect.bisect_left(candidates, end - int(limit * 0.9 * chars_per_token))
+        index = min(guess, len(candidates) - 1)
+        for _ in range(_MAX_PROBES):
+            n = self._count(text[candidates[index] : end]) - self.specials
+            if n <= limit:
+                fit = (index, n)
+                if n >= limit * 0.75 or index == 0:
+                    break
             else:
-                lo = mid + 1
-        return candidates[hi], tail_tokens(candidates[hi])
+                fail = index
+            upper = fit[0] if fit is not None else len(candidates)
+            if upper - fail <= 1:
+                break
+            chars_per_token = max(0.25, (end - candidates[index]) / max(1, n))
+            guess = bisect.bisect_left(candidates, end - int(limit * 0.9 * chars_per_token))
+            index = guess if fail < guess < upper else (fail + upper) // 2
+            if index >= len(candidates) or index <= fail:
+                break
+        if fit is None:
+            return None
+        return candidates[fit[0]], fit[1]
 
 
 def _page_of(page_starts: list[int], char: int) -> int | None:

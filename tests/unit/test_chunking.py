@@ -116,7 +116,7 @@ def test_overlap_repeats_the_tail_of_the_previous_chunk() -> None:
     for before, after in zip(chunks, chunks[1:], strict=False):
         assert after.start_byte < before.end_byte
         overlap = text.encode()[after.start_byte : before.end_byte].decode()
-        assert len(overlap.split()) == 5
+        assert 4 <= len(overlap.split()) <= 5  # at most overlap_tokens, and close to it
         assert before.text.endswith(overlap)
     assert words_in_order(chunks) == text.split()
 
