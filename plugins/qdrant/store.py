@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 BATCH = 256
+LIST_PAGE = 1024
 META_SUFFIX = "__indexer_meta"
 INDEXED_FIELDS = ("path", "dirs", "file_type", "root")
 _DISTANCE = {
@@ -321,7 +322,7 @@ class QdrantStore:
             records, offset = self._call(
                 "list points",
                 lambda offset=offset: self.client.scroll(  # type: ignore[misc]
-                    collection, limit=1024, offset=offset, with_payload=False, with_vectors=False
+                    collection, limit=LIST_PAGE, offset=offset, with_payload=False, with_vectors=False
                 ),
             )
             out.update(str(r.id) for r in records)
