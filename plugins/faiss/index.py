@@ -38,7 +38,7 @@ class HnswParams:
     ef_construction: int = 100
     ef_search: int = 128
     rebuild_ratio: float = 0.25  # rebuild when tombstones exceed this share of the slots
-    exact_below: int = 10_000  # filtered searches over fewer matches are exact brute force
+    exact_below: int = 10_000  # searches over fewer live (and matching) vectors are exact brute force
 
 
 class VectorIndex:
@@ -133,9 +133,11 @@ class VectorIndex:
         n_match = int(mask.sum())
         if n_match == 0:
             return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
-        if allowed is not None and n_match <= self.hnsw.exact_below:
+        if n_match <= self.hnsw.exact_below or k * 4 >= n_match:
             return self._exact(q[0], k, np.nonzero(mask)[0])
-        params = faiss.SearchParametersHNSW(efSearch=max(self.hnsw.ef_search, k))
+        # Excluded nodes (tombstones, filtered out) still cost visits: widen the beam in proportion.
+        ef = max(self.hnsw.ef_search, k) * len(mask) / n_match
+        params = faiss.SearchParametersHNSW(efSearch=int(min(ef, max(4096, k))))
         bitmap = np.packbits(mask, bitorder="little")
         selector = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bitmap))  # referenced until return
         if n_match < len(mask):
