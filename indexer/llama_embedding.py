@@ -421,8 +421,9 @@ class LlamaEmbedding(llama_cpp.Llama):
     """Embedding and reranking on a llama.cpp model (see the module docstring).
 
     Args beyond ``llama_cpp.Llama``'s:
-        n_seq_max: sequences per decode batch (1..256). ``None`` (default) picks
-            ``min(256, limit)`` so that short inputs pack densely.
+        n_seq_max: sequences per decode batch (1..256, and it must divide ``n_ubatch``: llama.cpp aborts
+            otherwise). ``None`` (default) picks the largest such value up to ``min(256, limit)`` so that
+            short inputs pack densely.
         pack_tokens: target tokens per packed batch of several inputs (``None``: measured default).
         sort_by_length: pack inputs shortest first (results are always in input order).
         flash_attn: ``None`` (default) lets llama.cpp enable flash attention where supported; True forces it,
@@ -450,7 +451,7 @@ class LlamaEmbedding(llama_cpp.Llama):
         sort_by_length: bool = True,
         **kwargs: Any,
     ) -> None:
-        self._closed = True  # until fully built; close() and __del__ must cope with a failed __init__
+        self._closed = True  # until validated; a failed __init__ closes itself (below)
         if mmproj_path is not None and embedding_handler is not None:
             raise ValueError("Pass either mmproj_path or embedding_handler, not both")
         if embedding_handler is not None:
@@ -478,69 +479,94 @@ class LlamaEmbedding(llama_cpp.Llama):
         for forced in ("embedding", "embeddings", "kv_unified", "n_seq_max"):
             kwargs.pop(forced, None)
 
-        cpus = _available_cpus()
-        super().__init__(
-            model_path,
-            n_ctx=n_ctx,
-            n_batch=n_batch,
-            n_ubatch=n_ubatch,
-            pooling_type=pooling_type,
-            n_gpu_layers=n_gpu_layers,
-            verbose=verbose,
-            embedding=True,
-            flash_attn=bool(flash_attn),
-            n_threads=n_threads or cpus,
-            n_threads_batch=n_threads_batch or n_threads or cpus,
-            **kwargs,
-        )
+        self._closed = False  # Llama.__init__ calls our guarded methods
+        try:
+            cpus = _available_cpus()
+            super().__init__(
+                model_path,
+                n_ctx=n_ctx,
+                n_batch=n_batch,
+                n_ubatch=n_ubatch,
+                pooling_type=pooling_type,
+                n_gpu_layers=n_gpu_layers,
+                verbose=verbose,
+                # embedding=False: in embedding mode 0.3.36 builds its context with n_seq_max=min(n_batch, 256),
+                # which aborts the process when that does not divide n_ubatch (see below). We build the
+                # embedding context ourselves.
+                embedding=False,
+                flash_attn=bool(flash_attn),
+                n_threads=n_threads or cpus,
+                n_threads_batch=n_threads_batch or n_threads or cpus,
+                **kwargs,
+            )
 
-        # Rebuild the context with our settings: 0.3.36 forces n_seq_max = min(n_batch, 256) in embedding mode
-        # and has no AUTO flash attention.
-        cp = self.context_params
-        n_batch_eff = int(cp.n_batch)
-        causal_guess = not self._is_non_causal_model()
-        limit_guess = n_batch_eff if causal_guess else min(n_batch_eff, int(cp.n_ubatch))
-        want_seq = n_seq_max if n_seq_max is not None else min(max_seq, limit_guess)
-        cp.embeddings = True
-        cp.kv_unified = True
-        cp.n_seq_max = want_seq
-        cp.flash_attn_type = (
-            llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
-            if flash_attn is None
-            else (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
-        )
-        self._ctx.close()
-        self._ctx = self._stack.enter_context(
-            contextlib.closing(internals.LlamaContext(model=self._model, params=cp, verbose=self.verbose))
-        )
-        if self._lora_adapter is not None:
-            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(cast(Any, self._lora_adapter))
-            scales = (ctypes.c_float * 1)(self.lora_scale)
-            if llama_cpp.llama_set_adapters_lora(self._ctx.ctx, adapters, 1, scales):
-                raise RuntimeError(f"Failed to set LoRA adapter from lora path: {self.lora_path}")
+            # Rebuild the context with our settings: 0.3.36 forces n_seq_max = min(n_batch, 256) in embedding mode
+            # and has no AUTO flash attention.
+            cp = self.context_params
+            n_batch_eff = int(cp.n_batch)
+            causal_guess = not self._is_non_causal_model()
+            n_ubatch_eff = int(cp.n_ubatch)
+            limit_guess = n_batch_eff if causal_guess else min(n_batch_eff, n_ubatch_eff)
+            # llama.cpp reserves its worst-case graph with n_ubatch rounded up to a multiple of n_seq_max but
+            # only n_ubatch outputs; for pooled embeddings that trips GGML_ASSERT(ggml_can_mul_mat) and kills
+            # the process (for example n_seq_max=7 with n_ubatch=512). So n_seq_max must divide n_ubatch.
+            if n_seq_max is None:
+                cap = min(max_seq, limit_guess, n_ubatch_eff)
+                want_seq = max(d for d in range(1, cap + 1) if n_ubatch_eff % d == 0)
+            elif n_ubatch_eff % n_seq_max != 0:
+                divisors = [d for d in range(1, min(max_seq, n_ubatch_eff) + 1) if n_ubatch_eff % d == 0]
+                raise ValueError(
+                    f"n_seq_max={n_seq_max} must divide n_ubatch={n_ubatch_eff} (llama.cpp aborts otherwise); "
+                    f"use one of {divisors[-8:]} or change n_ubatch"
+                )
+            else:
+                want_seq = n_seq_max
+            cp.embeddings = True
+            cp.kv_unified = True
+            cp.n_seq_max = want_seq
+            cp.flash_attn_type = (
+                llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
+                if flash_attn is None
+                else (
+                    llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+                )
+            )
+            self._ctx.close()
+            self._ctx = self._stack.enter_context(
+                contextlib.closing(internals.LlamaContext(model=self._model, params=cp, verbose=self.verbose))
+            )
+            if self._lora_adapter is not None:
+                adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(cast(Any, self._lora_adapter))
+                scales = (ctypes.c_float * 1)(self.lora_scale)
+                if llama_cpp.llama_set_adapters_lora(self._ctx.ctx, adapters, 1, scales):
+                    raise RuntimeError(f"Failed to set LoRA adapter from lora path: {self.lora_path}")
 
-        ctx = self._ctx.ctx
-        got_seq = int(llama_cpp.llama_n_seq_max(ctx))
-        if got_seq != want_seq:
-            raise RuntimeError(f"llama.cpp built the context with n_seq_max={got_seq}, expected {want_seq}")
-        self.n_seq_max = got_seq
-        self.n_batch_eff = int(llama_cpp.llama_n_batch(ctx))
-        self.n_ubatch_eff = int(llama_cpp.llama_n_ubatch(ctx))
-        self.causal = bool(llama_cpp.llama_get_causal_attn(ctx)) and not self._is_non_causal_model()
-        # Per-input limit L: the whole sequence must fit one physical batch for non-causal attention.
-        self.max_tokens = self.n_batch_eff if self.causal else min(self.n_batch_eff, self.n_ubatch_eff)
-        self.pooling = int(llama_cpp.llama_pooling_type(ctx))
-        model = self._model.model
-        self.n_embd_out = int(llama_cpp.llama_model_n_embd_out(model))
-        self.n_cls_out = int(llama_cpp.llama_model_n_cls_out(model)) if self.pooling == LLAMA_POOLING_TYPE_RANK else 0
-        self.n_vocab_tokens = int(llama_cpp.llama_vocab_n_tokens(self._model.vocab))
-        # Pack at most one micro-batch so pooled sequences never straddle micro-batches (causal models).
-        default_pack = min(DEFAULT_PACK_TOKENS, self.n_ubatch_eff)
-        self.pack_tokens = min(pack_tokens or default_pack, self.max_tokens)
-        self.sort_by_length = sort_by_length
-        self.mmproj_path = mmproj_path
-        self._tbatch = TokenBatch(self.max_tokens, self.n_seq_max)
-        self._closed = False
+            ctx = self._ctx.ctx
+            got_seq = int(llama_cpp.llama_n_seq_max(ctx))
+            if got_seq != want_seq:
+                raise RuntimeError(f"llama.cpp built the context with n_seq_max={got_seq}, expected {want_seq}")
+            self.n_seq_max = got_seq
+            self.n_batch_eff = int(llama_cpp.llama_n_batch(ctx))
+            self.n_ubatch_eff = int(llama_cpp.llama_n_ubatch(ctx))
+            self.causal = bool(llama_cpp.llama_get_causal_attn(ctx)) and not self._is_non_causal_model()
+            # Per-input limit L: the whole sequence must fit one physical batch for non-causal attention.
+            self.max_tokens = self.n_batch_eff if self.causal else min(self.n_batch_eff, self.n_ubatch_eff)
+            self.pooling = int(llama_cpp.llama_pooling_type(ctx))
+            model = self._model.model
+            self.n_embd_out = int(llama_cpp.llama_model_n_embd_out(model))
+            self.n_cls_out = (
+                int(llama_cpp.llama_model_n_cls_out(model)) if self.pooling == LLAMA_POOLING_TYPE_RANK else 0
+            )
+            self.n_vocab_tokens = int(llama_cpp.llama_vocab_n_tokens(self._model.vocab))
+            # Pack at most one micro-batch so pooled sequences never straddle micro-batches (causal models).
+            default_pack = min(DEFAULT_PACK_TOKENS, self.n_ubatch_eff)
+            self.pack_tokens = min(pack_tokens or default_pack, self.max_tokens)
+            self.sort_by_length = sort_by_length
+            self.mmproj_path = mmproj_path
+            self.token_batch = TokenBatch(self.max_tokens, self.n_seq_max)
+        except BaseException:
+            self.close()
+            raise
         if self.verbose:
             print(
                 f"LlamaEmbedding: pooling={_pooling_name(self.pooling)} causal={self.causal} "
@@ -646,7 +672,7 @@ class LlamaEmbedding(llama_cpp.Llama):
     # -- native work ---------------------------------------------------------------------------------------
 
     def _clear_state(self) -> None:
-        self._tbatch.reset()
+        self.token_batch.reset()
         if self._ctx.ctx is not None:
             mem = llama_cpp.llama_get_memory(self._ctx.ctx)
             if mem:  # BERT-style models have no KV memory (NULL)
@@ -689,7 +715,7 @@ class LlamaEmbedding(llama_cpp.Llama):
         self._clear_state()
         try:
             for plan in plans:
-                batch = self._tbatch
+                batch = self.token_batch
                 for seq_id, idx in enumerate(plan.indices):
                     batch.add_sequence(token_lists[idx], seq_id, True)
                 if batch.n_tokens > self.max_tokens or (not self.causal and batch.n_tokens > self.n_ubatch_eff):
@@ -709,7 +735,7 @@ class LlamaEmbedding(llama_cpp.Llama):
                     for seq_id, idx in enumerate(plan.indices):
                         ptr = llama_cpp.llama_get_embeddings_seq(ctx, seq_id)
                         results[idx] = self._read_floats(ptr, width, f"embeddings of sequence {seq_id}")
-                self._tbatch.reset()
+                self.token_batch.reset()
                 mem = llama_cpp.llama_get_memory(ctx)
                 if mem:
                     llama_cpp.llama_memory_clear(mem, True)
