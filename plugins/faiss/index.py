@@ -20,9 +20,12 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import faiss
 import numpy as np
+
+_faiss: Any = faiss  # the bundled stubs lack the search-parameter classes
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +55,7 @@ class VectorIndex:
         self.seq = seq
         self.slot_iid = np.zeros(0, dtype=np.int64)
         self.dead = 0
-        self.index: faiss.Index = self._empty()
+        self.index: Any = self._empty()  # IndexIDMap2 or IndexHNSWFlat (faiss's stubs are partial)
 
     def _empty(self) -> faiss.Index:
         metric = faiss.METRIC_INNER_PRODUCT if self.ip else faiss.METRIC_L2
@@ -103,7 +106,7 @@ class VectorIndex:
             self.slot_iid = ids
 
     def _stored(self) -> np.ndarray:
-        storage = faiss.downcast_index(self.index.storage)
+        storage: Any = faiss.downcast_index(self.index.storage)
         n = int(self.index.ntotal)
         if n == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -117,12 +120,12 @@ class VectorIndex:
             return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
         if self.kind == "flat":
             params = None
-            selector = None  # kept referenced until the search returns
+            selector: Any = None  # kept referenced until the search returns
             if allowed is not None:
                 if len(allowed) == 0:
                     return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
                 selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
-                params = faiss.SearchParameters(sel=selector)
+                params = _faiss.SearchParameters(sel=selector)
             dist, labels = self.index.search(q, k, params=params)
             del selector
             keep = labels[0] >= 0
@@ -137,13 +140,13 @@ class VectorIndex:
             return self._exact(q[0], k, np.nonzero(mask)[0])
         # Excluded nodes (tombstones, filtered out) still cost visits: widen the beam in proportion.
         ef = max(self.hnsw.ef_search, k) * len(mask) / n_match
-        params = faiss.SearchParametersHNSW(efSearch=int(min(ef, max(4096, k))))
+        params = _faiss.SearchParametersHNSW(efSearch=int(min(ef, max(4096, k))))
         bitmap = np.packbits(mask, bitorder="little")
-        selector = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bitmap))  # referenced until return
+        bitmap_sel = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bitmap))  # referenced until return
         if n_match < len(mask):
-            params.sel = selector
+            params.sel = bitmap_sel
         dist, slots = self.index.search(q, k, params=params)
-        del selector, bitmap
+        del bitmap_sel, bitmap
         keep = slots[0] >= 0
         return dist[0][keep], self.slot_iid[slots[0][keep]]
 
@@ -162,13 +165,13 @@ class VectorIndex:
         """Write the cache atomically: temp file, fsync, rename, fsync directory."""
         blob = faiss.serialize_index(self.index)
         slots = self.slot_iid.astype("<i8").tobytes() if self.kind == "hnsw" else b""
-        crc = zlib.crc32(slots, zlib.crc32(memoryview(blob)))
+        crc = zlib.crc32(slots, zlib.crc32(blob.data))
         header = _HEADER.pack(MAGIC, VERSION, self.seq, KINDS.index(self.kind), blob.nbytes, len(slots), crc)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(header)
-                f.write(memoryview(blob))
+                f.write(blob.data)
                 f.write(slots)
                 f.flush()
                 os.fsync(f.fileno())
@@ -219,7 +222,8 @@ class VectorIndex:
         out = cls(kind, dim, ip, hnsw, seq)
         out.index = index
         if kind == "hnsw":
-            index.hnsw.efSearch = hnsw.ef_search
+            _hnsw: Any = index
+            _hnsw.hnsw.efSearch = hnsw.ef_search
             out.slot_iid = np.frombuffer(body[n_index:], dtype="<i8").astype(np.int64)
             out.dead = int((out.slot_iid < 0).sum())
         return out

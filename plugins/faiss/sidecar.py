@@ -73,9 +73,7 @@ class Sidecar:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            self.conn = sqlite3.connect(
-                str(path), timeout=60.0, isolation_level=None, check_same_thread=False
-            )
+            self.conn = sqlite3.connect(str(path), timeout=60.0, isolation_level=None, check_same_thread=False)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=FULL")
             self.conn.execute("PRAGMA busy_timeout=60000")
@@ -218,9 +216,7 @@ class Sidecar:
         blobs: list[bytes] = []
         for part in _chunks([int(i) for i in iids], 500):
             marks = ",".join("?" * len(part))
-            for iid, blob in self.conn.execute(
-                f"SELECT iid, vector FROM points WHERE iid IN ({marks})", part
-            ):
+            for iid, blob in self.conn.execute(f"SELECT iid, vector FROM points WHERE iid IN ({marks})", part):
                 found.append(iid)
                 blobs.append(blob)
         return _to_arrays(found, blobs, dim)

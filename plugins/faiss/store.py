@@ -80,6 +80,7 @@ class _Collection:
     generation: str
     index: VectorIndex | None = None
     dirty: int = 0  # ops applied by this process since its last cache save
+    rewrite_cache: bool = False  # the cache was missing or unusable: save even if it claims to be current
 
     @property
     def cache(self) -> Path:
@@ -105,13 +106,11 @@ class FaissStore:
     ) -> None:
         metric = Metric(metric)
         if metric is Metric.MANHATTAN:
-            raise ConfigError(
-                "FAISS has no Manhattan metric; choose cosine, dot or euclid, or use the Qdrant store"
-            )
+            raise ConfigError("FAISS has no Manhattan metric; choose cosine, dot or euclid, or use the Qdrant store")
         if index not in KINDS:
             raise ConfigError(f"unknown FAISS index {index!r}; choose one of {', '.join(KINDS)}")
         self.path = Path(path)
-        self.metric = metric
+        self.metric: Metric = metric
         self.index_kind = index
         self.hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction, ef_search=hnsw_ef_search)
         self.save_every = save_every
@@ -127,9 +126,7 @@ class FaissStore:
     # --- collection handling ---------------------------------------------------------------------
     def _folder(self, collection: str) -> Path:
         if not _NAME.match(collection):
-            raise InputError(
-                f"bad collection name {collection!r}: use letters, digits, '_', '-' and '.' (max 200)"
-            )
+            raise InputError(f"bad collection name {collection!r}: use letters, digits, '_', '-' and '.' (max 200)")
         return self.path / collection
 
     def _writer(self, collection: str) -> WriterLock:
@@ -241,15 +238,15 @@ class FaissStore:
         if index is not None and index.seq == state.seq:
             return index
         if index is None or state.pruned_through > index.seq or state.seq < index.seq:
-            index = VectorIndex.load(
-                coll.cache, coll.kind, coll.dim, coll.metric is not Metric.EUCLID, self.hnsw
-            )
+            index = VectorIndex.load(coll.cache, coll.kind, coll.dim, coll.metric is not Metric.EUCLID, self.hnsw)
             if index is not None and (index.seq < state.pruned_through or index.seq > state.seq):
                 index = None  # the cache does not connect to the op log we can see: rebuild
             if index is None:
                 index = self._new_index(coll, state.seq)
                 ids, vectors = coll.sidecar.all_vectors(coll.dim)
                 index.apply(np.zeros(0, dtype=np.int64), ids, vectors)
+                coll.rewrite_cache = True
+                coll.dirty = max(coll.dirty, 1)
                 logger.info("rebuilt FAISS index %s from the sidecar: %d vectors", coll.name, len(ids))
         if index.seq < state.seq:
             touched = coll.sidecar.touched_since(index.seq)
@@ -264,20 +261,20 @@ class FaissStore:
             return
         with self._writer(coll.name).hold():
             old_seq = VectorIndex.cached_seq(coll.cache)
-            if old_seq < coll.index.seq:
+            if old_seq < coll.index.seq or (coll.rewrite_cache and old_seq == coll.index.seq):
                 try:
                     coll.index.save(coll.cache)
                 except OSError as exc:
-                    raise StoreError(
-                        f"cannot save FAISS cache {coll.cache}: {exc}; check disk space"
-                    ) from exc
+                    raise StoreError(f"cannot save FAISS cache {coll.cache}: {exc}; check disk space") from exc
                 # Keep one save interval of ops so readers a little behind can still replay.
                 with coll.sidecar.write():
                     pruned = coll.sidecar.sync_state().pruned_through
-                    if old_seq > pruned:
-                        coll.sidecar.prune_ops(old_seq)
-                        coll.sidecar.set_meta("pruned_through", str(old_seq))
+                    through = min(old_seq, coll.index.seq)
+                    if through > pruned:
+                        coll.sidecar.prune_ops(through)
+                        coll.sidecar.set_meta("pruned_through", str(through))
             coll.dirty = 0
+            coll.rewrite_cache = False
 
     # --- VectorStore -----------------------------------------------------------------------------
     def _prepare(self, coll: _Collection, vector: Any, what: str) -> np.ndarray:
@@ -329,9 +326,7 @@ class FaissStore:
             iids = np.asarray([r.iid for r in rows], dtype=np.int64)
             if len(set(iids.tolist())) != len(rows):
                 raise StoreError("two point ids in one batch map to the same FAISS id; change one id")
-            vectors = np.frombuffer(b"".join(r.vector for r in rows), dtype="<f4").reshape(
-                len(rows), coll.dim
-            )
+            vectors = np.frombuffer(b"".join(r.vector for r in rows), dtype="<f4").reshape(len(rows), coll.dim)
             with self._writer(collection).hold():
                 try:
                     with coll.sidecar.write():
@@ -379,14 +374,10 @@ class FaissStore:
                     raise sidecar_error(exc, coll.sidecar.path, "delete") from exc
                 if removed:
                     gone = np.asarray(removed, dtype=np.int64)
-                    self._apply(
-                        coll, gone, np.zeros(0, dtype=np.int64), np.zeros((0, coll.dim), np.float32), new_seq
-                    )
+                    self._apply(coll, gone, np.zeros(0, dtype=np.int64), np.zeros((0, coll.dim), np.float32), new_seq)
             self._maybe_save(coll)
 
-    def search(
-        self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None
-    ) -> list[Hit]:
+    def search(self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None) -> list[Hit]:
         if limit <= 0:
             return []
         with self._lock:

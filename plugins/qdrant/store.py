@@ -19,6 +19,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -83,7 +84,7 @@ class QdrantStore:
     ) -> None:
         if (url is None) == (path is None):
             raise ConfigError("QdrantStore needs exactly one of url (a Qdrant server) or path (embedded)")
-        self.metric = Metric(metric)
+        self.metric: Metric = Metric(metric)
         self.url = url
         self.path = Path(path) if path is not None else None
         self.retries = max(1, retries)
@@ -168,8 +169,12 @@ class QdrantStore:
                     for field in INDEXED_FIELDS:
                         self._call(
                             "create a payload index",
-                            lambda field=field: self.client.create_payload_index(  # type: ignore[misc]
-                                collection, field, field_schema=qm.PayloadSchemaType.KEYWORD, wait=True
+                            partial(
+                                self.client.create_payload_index,
+                                collection,
+                                field,
+                                field_schema=qm.PayloadSchemaType.KEYWORD,
+                                wait=True,
                             ),
                         )
                     if (self._stored_meta(collection) or {}).get("metric") is None:
@@ -278,7 +283,7 @@ class QdrantStore:
             structs.append(qm.PointStruct(id=uid, vector=vec, payload=payload))
         for start in range(0, len(structs), BATCH):
             batch = structs[start : start + BATCH]
-            self._call("upsert points", lambda batch=batch: self.client.upsert(collection, batch, wait=True))
+            self._call("upsert points", partial(self.client.upsert, collection, batch, wait=True))
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:
@@ -289,9 +294,7 @@ class QdrantStore:
             part: list[qm.ExtendedPointId] = list(unique[start : start + BATCH * 4])
             self._call(
                 "delete points",
-                lambda part=part: self.client.delete(  # type: ignore[misc]
-                    collection, qm.PointIdsList(points=part), wait=True
-                ),
+                partial(self.client.delete, collection, qm.PointIdsList(points=part), wait=True),
             )
 
     def search(self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None) -> list[Hit]:
@@ -321,8 +324,13 @@ class QdrantStore:
         while True:
             records, offset = self._call(
                 "list points",
-                lambda offset=offset: self.client.scroll(  # type: ignore[misc]
-                    collection, limit=LIST_PAGE, offset=offset, with_payload=False, with_vectors=False
+                partial(
+                    self.client.scroll,
+                    collection,
+                    limit=LIST_PAGE,
+                    offset=offset,
+                    with_payload=False,
+                    with_vectors=False,
                 ),
             )
             out.update(str(r.id) for r in records)
@@ -333,7 +341,7 @@ class QdrantStore:
         self._dims.pop(collection, None)
         for name in (collection, collection + META_SUFFIX):
             if self._exists(name):
-                self._call("drop a collection", lambda name=name: self.client.delete_collection(name))
+                self._call("drop a collection", partial(self.client.delete_collection, name))
 
     def close(self) -> None:
         try:

@@ -96,8 +96,8 @@ def test_sigkill_at_any_moment_keeps_exactly_the_acknowledged_points(tmp_path: P
         upserted: set[int] = set()
         deleted: set[int] = set()
         for events, line in enumerate(writer.stdout, start=1):
-            kind_, b = line.split()
-            (upserted if kind_ == "UPSERT" else deleted).add(int(b))
+            event, b_text = line.split()
+            (upserted if event == "UPSERT" else deleted).add(int(b_text))
             if events >= kill_after:
                 break
         writer.send_signal(signal.SIGKILL)
