@@ -142,7 +142,7 @@ class Pipeline:
         started = time.perf_counter()
         self.recover()
         refs = {ref.path: ref for ref in source.scan()}
-        report.skipped.extend(getattr(source, "problems", []))
+        report.skipped.extend((str(p[0]), str(p[1])) for p in getattr(source, "problems", []))
         known = {p: rec for p, rec in self.state.files(self.collection).items() if within(p, root)}
         report.files_seen += len(refs)
         self.progress.files_total(len(refs))
@@ -156,7 +156,12 @@ class Pipeline:
             else:
                 todo.append(ref)
         self._process(source, todo, known, report)
-        self.remove_files([p for p in known if p not in refs], report)
+        problems = list(getattr(source, "problems", []))
+        if any(getattr(p, "code", "") == "root_unavailable" for p in problems):
+            # An unmounted or vanished root scans as empty: never read that as "every file was deleted".
+            logger.warning("root %s is unavailable; its indexed files are kept", root)
+        else:
+            self.remove_files([p for p in known if p not in refs], report)
         report.seconds += time.perf_counter() - started
         return report
 

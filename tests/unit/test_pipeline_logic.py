@@ -225,3 +225,16 @@ def test_orphans_of_an_interrupted_run_are_deleted_on_recover(env):
     state.add_pending("c", [("orphan", "/root/x")])
     store.points["orphan"] = Point("orphan", np.zeros(8, np.float32), {"text": "x"})
     assert pipe.recover() == 1 and "orphan" not in store.points and state.pending_orphans("c") == []
+
+
+def test_an_unavailable_root_does_not_empty_the_index(env):
+    from plugins.filesystem.source import ScanProblem
+
+    pipe, src, store, _, _ = env
+    src.put("a.txt", "kept")
+    pipe.sync(src, "/root")
+    src.files.clear()  # an unmounted root scans as empty...
+    src.problems = [ScanProblem("/root", "root folder is missing", "root_unavailable")]  # type: ignore[attr-defined]
+    r = pipe.sync(src, "/root")
+    assert r.files_removed == 0 and _texts(store) == ["kept"]
+    assert r.skipped == [("/root", "root folder is missing")]

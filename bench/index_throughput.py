@@ -1,0 +1,161 @@
+"""End-to-end indexing benchmark on a real corpus (Python standard library sources on this machine).
+
+Measures, in one process and on the same chunks:
+  * LlamaEmbedding alone (embed-only reference) vs the whole pipeline (scan, read, chunk, embed, write): tokens/s
+    and their ratio (goal: pipeline >= 90% of embed-only);
+  * a no-change re-run (goal: < 1 s for 2,000 files);
+  * one edited file (goal: well under 1 s plus that file's embedding);
+  * search p50/p95 without rerank, and with rerank of 20 candidates (test reranker fixture, if present).
+
+Usage: python bench/index_throughput.py [--files 2000] [--tokens 1000000] [--store faiss] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+import indexer
+from indexer.chunking import TokenChunker
+from indexer.embedder import LlamaEmbedder
+from indexer.models import ensure_model
+from plugins.filesystem import FilesystemSource
+
+RERANKER = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "models" / "test-reranker-q8_0.gguf"
+
+
+def build_corpus(dest: Path, max_files: int, max_tokens: int) -> tuple[int, int]:
+    """Copy stdlib .py files (sorted, skipping tests) until ~max_tokens (bytes/4 estimate) or max_files."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for p in stdlib.rglob("*.py") if "test" not in p.parts and "site-packages" not in p.parts)
+    n, est = 0, 0
+    for src in files:
+        size = src.stat().st_size
+        if size > 200_000 or size == 0:
+            continue
+        target = dest / src.relative_to(stdlib)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)
+        n, est = n + 1, est + size // 4
+        if n >= max_files or est >= max_tokens:
+            break
+    return n, est
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--tokens", type=int, default=1_000_000)
+    ap.add_argument("--store", default="faiss")
+    ap.add_argument("--queries", type=int, default=40)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="indexer-bench-"))
+    corpus = work / "corpus"
+    n_files, est = build_corpus(corpus, args.files, args.tokens)
+    print(f"corpus: {n_files} files, ~{est:,} tokens (estimate) in {corpus}")
+    model = ensure_model()
+    results: dict[str, object] = {"files": n_files}
+
+    # 1. embed-only reference on exactly the chunks the pipeline will produce
+    embedder = LlamaEmbedder(model)
+    chunker = TokenChunker(embedder)
+    source = FilesystemSource([corpus])
+    texts: list[str] = []
+    for ref in source.scan():
+        try:
+            texts.extend(c.text for c in chunker.chunk(source.read(ref)))
+        except indexer.IndexerError:
+            pass
+    unique = list(dict.fromkeys(texts))
+    tokens = sum(embedder.count_tokens(t) for t in unique)
+    t0 = time.perf_counter()
+    for i in range(0, len(unique), 256):
+        embedder.embed_batch(unique[i : i + 256], 2)
+    embed_only = time.perf_counter() - t0
+    embedder.close()
+    results["chunks"] = len(unique)
+    results["tokens"] = tokens
+    results["embed_only_tokens_per_s"] = tokens / embed_only
+    print(f"embed-only: {len(unique)} chunks, {tokens:,} tokens in {embed_only:.1f}s = {tokens / embed_only:,.0f} tok/s")
+
+    # 2. full pipeline, fresh data dir
+    os.environ["INDEXER_DATA_DIR"] = str(work / "data")
+    with indexer.open_collection("bench", store=args.store) as col:
+        t0 = time.perf_counter()
+        report = col.index([corpus])
+        full = time.perf_counter() - t0
+        assert not report.failed or len(report.failed) < n_files // 50, report.failed[:5]
+        rate = report.tokens_embedded / full
+        results["pipeline_tokens_per_s"] = rate
+        results["pipeline_vs_embed_only"] = rate / results["embed_only_tokens_per_s"]  # type: ignore[operator]
+        print(
+            f"pipeline: {report.files_indexed} files, {report.chunks_embedded} chunks, {report.tokens_embedded:,} "
+            f"tokens in {full:.1f}s = {rate:,.0f} tok/s ({results['pipeline_vs_embed_only']:.0%} of embed-only)"
+        )
+
+        # 3. no-change re-run (twice: the first may re-hash files younger than the racy window)
+        col.index([corpus])
+        t0 = time.perf_counter()
+        again = col.index([corpus])
+        results["nochange_rerun_s"] = time.perf_counter() - t0
+        assert again.files_indexed == 0 and again.chunks_embedded == 0
+        print(f"no-change re-run of {again.files_seen} files: {results['nochange_rerun_s']:.3f}s")
+
+        # 4. one edited file
+        victim = sorted(corpus.rglob("*.py"))[len(list(corpus.rglob("*.py"))) // 2]
+        victim.write_text(victim.read_text() + "\n\ndef added_function():\n    return 'a new chunk of text'\n")
+        t0 = time.perf_counter()
+        edit = col.index([corpus])
+        results["one_edit_s"] = time.perf_counter() - t0
+        results["one_edit_embed_s"] = edit.embed_seconds
+        print(
+            f"one edited file: {results['one_edit_s']:.3f}s total, {edit.embed_seconds:.3f}s of it embedding "
+            f"({edit.chunks_embedded} new chunks, {edit.chunks_reused} reused)"
+        )
+
+        # 5. search latency
+        rng = random.Random(0)
+        queries = [" ".join(t.split()[:8]) for t in rng.sample(unique, min(args.queries, len(unique)))]
+        col.search("warm up")
+        lat = []
+        for q in queries:
+            t0 = time.perf_counter()
+            col.search(q, k=10, candidates=50, rerank=False)
+            lat.append((time.perf_counter() - t0) * 1000)
+        results["search_p50_ms"], results["search_p95_ms"] = pct(lat, 0.5), pct(lat, 0.95)
+        print(f"search (50 candidates, no rerank): p50 {pct(lat, 0.5):.1f} ms, p95 {pct(lat, 0.95):.1f} ms")
+    if RERANKER.exists():
+        with indexer.open_collection("bench", rerank_model=str(RERANKER)) as col:
+            col.search("warm up", candidates=20)
+            lat = []
+            for q in queries:
+                t0 = time.perf_counter()
+                col.search(q, k=10, candidates=20)
+                lat.append((time.perf_counter() - t0) * 1000)
+        results["rerank20_p50_ms"], results["rerank20_p95_ms"] = pct(lat, 0.5), pct(lat, 0.95)
+        print(f"search + rerank of 20 candidates: p50 {pct(lat, 0.5):.1f} ms, p95 {pct(lat, 0.95):.1f} ms")
+        print(f"  (mean {statistics.mean(lat):.1f} ms)")
+    else:
+        print("rerank: skipped (tests/fixtures/models/test-reranker-q8_0.gguf not present)")
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
