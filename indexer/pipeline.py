@@ -142,7 +142,7 @@ class Pipeline:
         started = time.perf_counter()
         self.recover()
         refs = {ref.path: ref for ref in source.scan()}
-        report.skipped.extend((str(p[0]), str(p[1])) for p in getattr(source, "problems", []))
+        report.skipped.extend(_problem_pair(p) for p in getattr(source, "problems", []))
         known = {p: rec for p, rec in self.state.files(self.collection).items() if within(p, root)}
         report.files_seen += len(refs)
         self.progress.files_total(len(refs))
@@ -297,6 +297,11 @@ class Pipeline:
             report.tokens_embedded += tokens
             self.progress.embedded(len(todo), tokens)
         return vectors
+
+
+def _problem_pair(problem: object) -> tuple[str, str]:
+    path, reason = problem  # type: ignore[misc]  # ScanProblem and plain tuples both unpack as (path, reason)
+    return str(path), str(reason)
 
 
 def _stat_unchanged(rec: FileRecord, ref: SourceRef) -> bool:
