@@ -299,8 +299,9 @@ class Pipeline:
         return vectors
 
 
-def _problem_pair(problem: object) -> tuple[str, str]:
-    path, reason = problem  # type: ignore[misc]  # ScanProblem and plain tuples both unpack as (path, reason)
+def _problem_pair(problem: Iterable[object]) -> tuple[str, str]:
+    """ScanProblem and plain tuples both unpack as (path, reason)."""
+    path, reason = problem
     return str(path), str(reason)
 
 
