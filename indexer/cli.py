@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ class _BarProgress:
         self.files = bar.add_task("files", total=None)
         self.chunks = bar.add_task("chunks embedded", total=None)
         self.tokens = 0
+        self.started = time.monotonic()
 
     def files_total(self, n: int) -> None:
         self.bar.update(self.files, total=n, completed=0)
@@ -61,7 +63,9 @@ class _BarProgress:
 
     def embedded(self, chunks: int, tokens: int) -> None:
         self.tokens += tokens
-        self.bar.advance(self.chunks, chunks)
+        elapsed = time.monotonic() - self.started
+        rate = f" ({self.tokens / elapsed:,.0f} tokens/s)" if elapsed > 0 else ""
+        self.bar.update(self.chunks, advance=chunks, description=f"chunks embedded{rate}")
 
 
 def _fail(exc: Exception, code: int = 1) -> typer.Exit:
