@@ -54,7 +54,10 @@ def stdlib_passages(n: int = 400, min_chars: int = 80) -> list[str]:
             doc = ast.get_docstring(node)
             if not doc:
                 continue
-            for para in re.split(r"\n\s*\n", doc):
+            parts = re.split(r"\n\s*\n", doc)
+            if len(paragraphs) % 7 == 0 and len(parts) > 2:
+                parts = ["\n".join(parts)]  # now and then a whole docstring: a tail of longer passages
+            for para in parts:
                 text = " ".join(para.split())
                 if len(text) >= min_chars and text not in seen:
                     seen.add(text)
