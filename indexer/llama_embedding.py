@@ -550,7 +550,15 @@ class LlamaEmbedding(llama_cpp.Llama):
             self.n_ubatch_eff = int(llama_cpp.llama_n_ubatch(ctx))
             self.causal = bool(llama_cpp.llama_get_causal_attn(ctx)) and not self._is_non_causal_model()
             # Per-input limit L: the whole sequence must fit one physical batch for non-causal attention.
-            self.max_tokens = self.n_batch_eff if self.causal else min(self.n_batch_eff, self.n_ubatch_eff)
+            self.n_ctx_train = int(self._model.n_ctx_train())
+            # Tokens per decode batch: the whole batch must fit one micro-batch for non-causal attention.
+            self.batch_tokens = self.n_batch_eff if self.causal else min(self.n_batch_eff, self.n_ubatch_eff)
+            if self.causal:
+                self.max_tokens = min(self.n_batch_eff, int(llama_cpp.llama_n_ctx(ctx)))
+            else:
+                # Non-causal (BERT-family) models mostly have learned absolute position embeddings with
+                # n_ctx_train rows: a position beyond them trips GGML_ASSERT in get_rows and kills the process.
+                self.max_tokens = min(self.n_batch_eff, self.n_ubatch_eff, self.n_ctx_train)
             self.pooling = int(llama_cpp.llama_pooling_type(ctx))
             model = self._model.model
             self.n_embd_out = int(llama_cpp.llama_model_n_embd_out(model))
@@ -560,10 +568,10 @@ class LlamaEmbedding(llama_cpp.Llama):
             self.n_vocab_tokens = int(llama_cpp.llama_vocab_n_tokens(self._model.vocab))
             # Pack at most one micro-batch so pooled sequences never straddle micro-batches (causal models).
             default_pack = min(DEFAULT_PACK_TOKENS, self.n_ubatch_eff)
-            self.pack_tokens = min(pack_tokens or default_pack, self.max_tokens)
+            self.pack_tokens = min(pack_tokens or default_pack, self.batch_tokens)
             self.sort_by_length = sort_by_length
             self.mmproj_path = mmproj_path
-            self.token_batch = TokenBatch(self.max_tokens, self.n_seq_max)
+            self.token_batch = TokenBatch(self.batch_tokens, self.n_seq_max)
         except BaseException:
             self.close()
             raise
@@ -571,7 +579,7 @@ class LlamaEmbedding(llama_cpp.Llama):
             print(
                 f"LlamaEmbedding: pooling={_pooling_name(self.pooling)} causal={self.causal} "
                 f"n_seq_max={self.n_seq_max} n_batch={self.n_batch_eff} n_ubatch={self.n_ubatch_eff} "
-                f"limit={self.max_tokens} pack_tokens={self.pack_tokens}",
+                f"limit={self.max_tokens} batch_tokens={self.batch_tokens} pack_tokens={self.pack_tokens}",
                 flush=True,
             )
 
@@ -705,7 +713,7 @@ class LlamaEmbedding(llama_cpp.Llama):
             if len(toks) > self.max_tokens:  # last line of defence before a GGML_ASSERT
                 raise ValueError(f"Requested tokens ({len(toks)}) exceed batch size of {self.max_tokens}")
         lengths = [len(t) for t in token_lists]
-        plans = plan_batches(lengths, self.max_tokens, self.n_seq_max, self.pack_tokens, self.sort_by_length)
+        plans = plan_batches(lengths, self.batch_tokens, self.n_seq_max, self.pack_tokens, self.sort_by_length)
         results: list[npt.NDArray[np.float32] | None] = [None] * len(token_lists)
         pooling = self.pooling
         width = self.n_cls_out if pooling == LLAMA_POOLING_TYPE_RANK else self.n_embd_out
@@ -718,7 +726,7 @@ class LlamaEmbedding(llama_cpp.Llama):
                 batch = self.token_batch
                 for seq_id, idx in enumerate(plan.indices):
                     batch.add_sequence(token_lists[idx], seq_id, True)
-                if batch.n_tokens > self.max_tokens or (not self.causal and batch.n_tokens > self.n_ubatch_eff):
+                if batch.n_tokens > self.batch_tokens or (not self.causal and batch.n_tokens > self.n_ubatch_eff):
                     raise RuntimeError("internal error: packed batch exceeds the model's limit")
                 self._ctx.decode(cast(Any, batch))  # duck-typed: LlamaContext.decode reads .batch
                 if pooling == LLAMA_POOLING_TYPE_NONE:

@@ -48,6 +48,14 @@ SCENARIOS = {
         t = LlamaEmbedding(MODEL, n_batch=512, n_ubatch=64, pooling_type=LLAMA_POOLING_TYPE_NONE, verbose=False)
         assert [len(m) for m in t.embed(texts[:59])] == [k + 2 for k in range(1, 60)]
     """,
+    "positions_beyond_training_context": """
+        # n_ctx above the model's 512 learned positions: position 512 would trip GGML_ASSERT in get_rows
+        e = LlamaEmbedding(MODEL, n_ctx=1024, n_batch=1024, n_ubatch=1024, pack_tokens=1024, verbose=False)
+        assert e.max_tokens == 512 and e.batch_tokens == 1024
+        out, n = e.embed(["word " * 800, "word " * 600, "short"], return_count=True)
+        assert len(out) == 3 and n == 512 + 512 + 3
+        expect(ValueError, lambda: e.embed([[101] * 600], truncate=False), "exceed batch size of 512")
+    """,
     "token_ids_out_of_range": """
         e = LlamaEmbedding(MODEL, verbose=False)
         expect(ValueError, lambda: e.embed([[101, 10**6, 102]]), "out of range")
