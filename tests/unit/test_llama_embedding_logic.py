@@ -13,6 +13,7 @@ from indexer.llama_embedding import (
     NORM_MODE_NONE,
     NORM_MODE_PNORM,
     NORM_MODE_TAXICAB,
+    ThreadChooser,
     TokenBatch,
     VocabSpecials,
     _rank_pair_within,
@@ -293,3 +294,41 @@ def test_rank_score_uses_output_zero_without_softmax() -> None:
     assert rank_score(np.array([-3.0, 7.0])) == -3.0
     assert rank_score(None) == 0.0
     assert rank_score(np.zeros(0)) == 0.0
+
+
+# ---------------------------------------------------------------- thread choice
+
+
+def _drive(chooser: ThreadChooser, speed: dict[int, float], batches: int, n_tokens: int = 512) -> list[int]:
+    picks = []
+    for _ in range(batches):
+        t = chooser.choose(n_tokens)
+        picks.append(t)
+        chooser.record(t, n_tokens, n_tokens / speed[t])
+    return picks
+
+
+def test_thread_chooser_tries_each_then_keeps_the_fastest() -> None:
+    c = ThreadChooser([2, 1])
+    picks = _drive(c, {2: 5000.0, 1: 2700.0}, 200)
+    assert picks[:2] == [2, 1]
+    assert c.best() == 2
+    assert 0 < picks[2:].count(1) < 10  # re-tried now and then, cheaply
+
+
+def test_thread_chooser_limits_exploration_cost_when_a_team_stalls() -> None:
+    c = ThreadChooser([2, 1], explore_share=0.04)
+    speed = {2: 400.0, 1: 2500.0}  # a busy machine: the full team stalls at barriers
+    picks = _drive(c, speed, 300)
+    time_on_2 = sum(512 / speed[2] for p in picks[2:] if p == 2)
+    total = sum(512 / speed[p] for p in picks[2:])
+    assert c.best() == 1
+    assert time_on_2 / total < 0.08
+
+
+def test_thread_chooser_follows_a_change_in_load() -> None:
+    c = ThreadChooser([2, 1])
+    _drive(c, {2: 400.0, 1: 2500.0}, 50)
+    assert c.best() == 1
+    _drive(c, {2: 5000.0, 1: 2600.0}, 400)  # the other process finished
+    assert c.best() == 2
