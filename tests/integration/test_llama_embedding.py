@@ -417,3 +417,23 @@ def test_llama_reranker_port_cuts_long_pairs(embed_model_path: Path) -> None:
         assert all(len(s) <= 64 for s in r.engine.rank_sequences("q " * 50, ["d " * 500], max_tokens=64))
     finally:
         r.close()
+
+
+def test_rank_batched_equals_one_by_one_on_the_test_reranker(reranker_model_path: Path) -> None:
+    r = LlamaEmbedding(str(reranker_model_path), pooling_type=LLAMA_POOLING_TYPE_RANK, verbose=False)
+    try:
+        assert r.n_cls_out == 1 and r.rerank_template() is None
+        specials = r.vocab_specials()
+        assert -1 not in r.rank_sequences("q", ["d"])[0]
+        assert r.rank_sequences("q", ["d"])[0][0] == specials.bos
+        docs = [
+            "Open a file and return a stream; raise OSError upon failure.",
+            "The orchestra played a symphony by Beethoven.",
+            "word " * 800,  # longer than the model: cut in the document part
+        ]
+        batched = r.rank("how do I open a file", docs)
+        singles = [r.rank("how do I open a file", [d])[0] for d in docs]
+        np.testing.assert_allclose(batched, singles, atol=1e-3)
+        assert batched[0] > batched[1]
+    finally:
+        r.close()
