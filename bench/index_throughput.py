@@ -1,4 +1,4 @@
-"""End-to-end indexing benchmark on a real corpus (Python standard library sources on this machine).
+"""End-to-end indexing benchmark on a real corpus (Python sources installed on this machine: stdlib first).
 
 Measures, in one process and on the same chunks:
   * LlamaEmbedding alone (embed-only reference) vs the whole pipeline (scan, read, chunk, embed, write): tokens/s
@@ -34,15 +34,18 @@ RERANKER = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "models"
 
 
 def build_corpus(dest: Path, max_files: int, max_tokens: int) -> tuple[int, int]:
-    """Copy stdlib .py files (sorted, skipping tests) until ~max_tokens (bytes/4 estimate) or max_files."""
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(p for p in stdlib.rglob("*.py") if "test" not in p.parts and "site-packages" not in p.parts)
+    """Copy .py files of 300 B - 5 KB (standard library first, then installed packages) until max_files or ~max_tokens
+    (bytes/4 estimate). The stdlib alone has too few files of that size for 2,000 files and ~1M tokens."""
+    paths = sysconfig.get_paths()
+    stdlib, purelib = Path(paths["stdlib"]), Path(paths["purelib"])
+    candidates = [(stdlib, p) for p in sorted(stdlib.rglob("*.py")) if "site-packages" not in p.parts]
+    candidates += [(purelib, p) for p in sorted(purelib.rglob("*.py"))]
     n, est = 0, 0
-    for src in files:
+    for base, src in candidates:
         size = src.stat().st_size
-        if size > 200_000 or size == 0:
+        if not 300 <= size <= 5000:
             continue
-        target = dest / src.relative_to(stdlib)
+        target = dest / base.name / src.relative_to(base)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, target)
         n, est = n + 1, est + size // 4

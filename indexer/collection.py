@@ -229,6 +229,7 @@ class Collection:
             embedder=self.embedder,
             normalization=self.record.normalization,
             reranker=self.reranker if req.rerank is not False else None,
+            reranker_configured=bool(self.settings.rerank_model),
         )
 
     def status(self) -> dict[str, Any]:

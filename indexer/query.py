@@ -63,7 +63,11 @@ def run_search(
     embedder: Embedder,
     normalization: int,
     reranker: Reranker | None,
+    reranker_configured: bool | None = None,
 ) -> SearchResult:
+    """Run one search. ``reranker`` may be None when the caller skipped loading it because the query asked for no
+    rerank; ``reranker_configured`` then says whether one exists (for the note in the result)."""
+    configured = reranker is not None if reranker_configured is None else reranker_configured
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     if embedder.count_tokens(req.query) > embedder.max_tokens:
@@ -92,7 +96,7 @@ def run_search(
         note = f"reranked {len(hits)} candidates with {reranker.model_id}"
     else:
         out = [_to_hit(h, None) for h in hits[: req.k]]
-        note = "no rerank stage ran: " + ("disabled for this query" if reranker else "no reranker model configured")
+        note = "no rerank stage ran: " + ("disabled for this query" if configured else "no reranker model configured")
     timings["total"] = (time.perf_counter() - t0) * 1000
     return SearchResult(tuple(out), bool(want_rerank and reranker and hits), note, timings)
 

@@ -121,3 +121,19 @@ def test_bad_queries_get_clear_errors(tmp_path, embed_model_path):
             col.search("hello", rerank=True)
     with indexer.open_collection("missing") as col, pytest.raises(InputError, match="index PATH"):
         col.search("hello")
+
+
+def test_search_reranks_with_a_configured_cross_encoder(tmp_path, embed_model_path, reranker_model_path):
+    corpus = write_corpus(tmp_path / "corpus")
+    with indexer.open_collection("rr") as col:
+        col.index([corpus])
+    with indexer.open_collection("rr", rerank_model=str(reranker_model_path), rerank_max_tokens=64) as col:
+        res = col.search("how do I make bread dough rise?", k=3, candidates=5)
+        assert res.reranked and "reranked 5 candidates" in res.rerank_note and "rerank" in res.timings_ms
+        assert len(res.hits) == 3 and all(h.rerank_score is not None for h in res.hits)
+        scores = [h.rerank_score for h in res.hits]
+        assert scores == sorted(scores, reverse=True)
+        assert res.hits[0].path.endswith("bread.md")
+        # the rerank stage is on by default once configured, and can be turned off per query
+        plain = col.search("how do I make bread dough rise?", k=3, candidates=5, rerank=False)
+        assert not plain.reranked and plain.hits[0].rerank_score is None and "disabled" in plain.rerank_note
