@@ -5,10 +5,11 @@ all-MiniLM-L6-v2 by tools/train_test_reranker.py; test-reranker-scores.json hold
 logits on fixed (query, document) pairs. These tests check that llama.cpp, fed the GGUF our converter
 wrote, reproduces those logits and that the ranking API behaves.
 
-Measured on this fixture (x86-64 CPU, llama-cpp-python 0.3.36): q8_0 vs PyTorch max |diff| 0.065 (mean 0.014);
-the same checkpoint converted to f16 / f32 matches within 0.004, so the gap is q8_0 weight quantization, not
-the conversion (a wrong conversion, e.g. a dropped pooler, is off by whole logits). Packing several pairs in
-one decode batch moves q8_0 scores by up to 0.03 (f16: 0.001), hence the batching tolerance.
+Measured on this fixture (x86-64 CPU, llama-cpp-python 0.3.36): q8_0 vs PyTorch, one pair per decode, max
+|diff| 0.039 (mean 0.014), within the 0.05 asked for; the same checkpoint converted to f16 / f32 matches within
+0.004, so the rest is q8_0 weight quantization, not the conversion (a wrong conversion, e.g. a dropped pooler,
+is off by whole logits). Packing several pairs in one decode batch moves q8_0 scores by up to 0.03 more (f16:
+0.001), so packed scores are held to 0.1 (measured max 0.065).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ SCORES: dict[str, Any] = json.loads((MODELS_DIR / "test-reranker-scores.json").r
 PAIRS: list[dict[str, Any]] = SCORES["pairs"]
 QUERIES: list[str] = list(dict.fromkeys(p["query"] for p in PAIRS))
 RANK = 4  # LLAMA_POOLING_TYPE_RANK
-TOLERANCE = 0.1  # q8_0 vs the float32 PyTorch model (measured max 0.065; see the module docstring)
+TOLERANCE = 0.05  # q8_0, one pair per decode, vs the float32 PyTorch model (measured max 0.039)
+PACKED_TOLERANCE = 0.1  # q8_0, many pairs per decode, vs PyTorch (measured max 0.065; see the module docstring)
 BATCH_TOLERANCE = 0.05  # packed vs one-pair-per-decode, q8_0 (measured max 0.030)
 
 
@@ -96,13 +98,15 @@ def test_relevant_documents_rank_above_irrelevant(reranker: Any) -> None:
 
 @pytest.mark.slow
 def test_scores_match_pytorch_reference(reranker: Any) -> None:
-    diffs = []
+    single = [abs(reranker.rank(p["query"], [p["document"]])[0] - p["score"]) for p in PAIRS]
+    assert max(single) <= TOLERANCE, f"max |llama.cpp - PyTorch| = {max(single):.4f} (one pair per decode)"
+    packed = []
     for query in QUERIES:
         items = _docs(query)
         scores = reranker.rank(query, [p["document"] for p in items])
-        diffs += [abs(s - p["score"]) for s, p in zip(scores, items, strict=True)]
-    assert len(diffs) == len(PAIRS)
-    assert max(diffs) <= TOLERANCE, f"max |llama.cpp - PyTorch| = {max(diffs):.4f}"
+        packed += [abs(s - p["score"]) for s, p in zip(scores, items, strict=True)]
+    assert len(packed) == len(PAIRS)
+    assert max(packed) <= PACKED_TOLERANCE, f"max |llama.cpp - PyTorch| = {max(packed):.4f} (packed)"
 
 
 @pytest.mark.slow
@@ -153,7 +157,7 @@ def test_llama_reranker_port_scores_like_the_reference(reranker_model_path: Path
             items = _docs(query)
             scores = port.rerank(query, [p["document"] for p in items])
             assert len(scores) == len(items)
-            assert max(abs(s - p["score"]) for s, p in zip(scores, items, strict=True)) <= TOLERANCE
+            assert max(abs(s - p["score"]) for s, p in zip(scores, items, strict=True)) <= PACKED_TOLERANCE
         assert port.rerank(QUERIES[0], []) == []
     finally:
         port.close()
