@@ -79,7 +79,7 @@ def _open(collection: str | None, **overrides: Any) -> Collection:
 
 @app.command()
 def index(
-    paths: list[Path] = typer.Argument(..., help="folders to add as roots and sync"),
+    paths: list[Path] = typer.Argument(None, help="folders to add as roots and sync (none: re-sync every root)"),
     collection: str | None = CollectionOpt,
     store: str | None = typer.Option(None, help="faiss (default) or qdrant, for a new collection"),
     qdrant_url: str | None = typer.Option(None, help="Qdrant server URL (else embedded storage)"),
@@ -87,7 +87,7 @@ def index(
     model: str | None = typer.Option(None, "--model", help="embedding model: catalogue name or .gguf path"),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Index PATHS into a collection (adds them as roots); unchanged files are skipped."""
+    """Index PATHS into a collection (adds them as roots), or re-sync all its roots; unchanged files are skipped."""
     try:
         with _open(collection, store=store, qdrant_url=qdrant_url, metric=metric, embed_model=model) as col:
             show = sys.stderr.isatty() and not as_json
@@ -100,7 +100,8 @@ def index(
                 disable=not show,
                 transient=True,
             ) as bar:
-                report = col.index(paths, progress=_BarProgress(bar))
+                progress = _BarProgress(bar)
+                report = col.index(paths, progress=progress) if paths else col.sync(progress=progress)
     except IndexerError as exc:
         raise _fail(exc) from exc
     if as_json:

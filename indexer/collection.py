@@ -194,8 +194,18 @@ class Collection:
         return report
 
     def sync(self, progress: Progress | None = None) -> IndexReport:
-        """Re-sync every root of the collection."""
-        return self.index(self.state.roots(self.name), progress) if self.record else IndexReport()
+        """Re-sync every root of the collection (a root that vanished keeps its points and is reported)."""
+        if self.record is None:
+            raise InputError(f"collection {self.name!r} does not exist yet; run `indexer index PATH` first")
+        self.check_settings()
+        report = IndexReport()
+        with self._writer_lock():
+            rec = self._ensure_created()
+            pipeline = self._pipeline(rec, progress)
+            for root in self.state.roots(self.name):
+                pipeline.sync(self._source(root), root, report)
+            self.state.gc_vector_cache(pipeline.model_key)
+        return report
 
     def forget(self, path: str | Path) -> IndexReport:
         """Remove a root and every point of its files."""

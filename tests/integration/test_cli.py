@@ -40,6 +40,8 @@ def test_cli_index_search_status_forget_drop(tmp_path, embed_model_path):
     second = run("index", str(corpus))
     assert second.returncode == 0, second.stderr
     assert "1 indexed" in second.stderr and "5 unchanged" in second.stderr
+    resync = run("index")  # no paths: re-sync every root of the collection
+    assert resync.returncode == 0 and "0 indexed, 6 unchanged" in resync.stderr, resync.stderr
 
     found = run("search", "how to bake bread", "--json", "-k", "3")
     assert found.returncode == 0, found.stderr

@@ -137,3 +137,20 @@ def test_search_reranks_with_a_configured_cross_encoder(tmp_path, embed_model_pa
         # the rerank stage is on by default once configured, and can be turned off per query
         plain = col.search("how do I make bread dough rise?", k=3, candidates=5, rerank=False)
         assert not plain.reranked and plain.hits[0].rerank_score is None and "disabled" in plain.rerank_note
+
+
+def test_sync_resyncs_every_root_and_keeps_a_vanished_one(tmp_path, embed_model_path):
+    a = write_corpus(tmp_path / "a", {"x.md": "# Whales\n\nBlue whales are the largest animals."})
+    b = write_corpus(tmp_path / "b", {"y.md": "# Lighthouses\n\nLighthouses guide ships at night."})
+    with indexer.open_collection("sync") as col:
+        col.index([a, b])
+        (a / "x.md").write_text("# Whales\n\nHumpback whales sing long songs.")
+        (b / "y.md").rename(tmp_path / "moved-away.md")
+        b.rmdir()  # the whole root vanishes (an unmounted drive looks like this)
+        r = col.sync()
+        assert r.files_indexed == 1 and r.files_removed == 0
+        assert any(p == str(b.resolve()) for p, _ in r.skipped)
+        assert col.status()["points"] == 2  # b's point is kept until the root comes back or is forgotten
+        assert _top_paths(col.search("whale songs")) == ["x.md"]
+    with indexer.open_collection("never-made") as col, pytest.raises(InputError, match="index PATH"):
+        col.sync()
