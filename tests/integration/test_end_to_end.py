@@ -154,3 +154,20 @@ def test_sync_resyncs_every_root_and_keeps_a_vanished_one(tmp_path, embed_model_
         assert _top_paths(col.search("whale songs")) == ["x.md"]
     with indexer.open_collection("never-made") as col, pytest.raises(InputError, match="index PATH"):
         col.sync()
+
+
+def test_pdf_pages_reach_search_hits(tmp_path, embed_model_path):
+    from tests.unit.test_readers import make_pdf
+
+    corpus = tmp_path / "pdfs"
+    corpus.mkdir()
+    (corpus / "manual.pdf").write_bytes(
+        make_pdf(["Chapter one explains how to assemble the wooden chair.", "Chapter two covers cleaning the oven."])
+    )
+    (corpus / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
+    with indexer.open_collection("pdf") as col:
+        report = col.index([corpus])
+        assert [p for p, _ in report.failed] == [str((corpus / "broken.pdf").resolve())]
+        hit = col.search("cleaning an oven", k=1).hits[0]
+        assert hit.path.endswith("manual.pdf") and hit.page == 2 and "oven" in hit.text
+        assert col.search("assembling furniture", k=1).hits[0].page == 1
