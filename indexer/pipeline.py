@@ -320,7 +320,6 @@ def _payload(prepared: _Prepared, chunk: Chunk) -> dict[str, object]:
         "path": path,
         "root": prepared.ref.root,
         "rel_path": prepared.ref.rel_path,
-        "dirs": _ancestors(path),
         "file_type": suffix or prepared.doc.kind,
         "kind": prepared.doc.kind,
         "chunk_index": chunk.index,
@@ -334,9 +333,3 @@ def _payload(prepared: _Prepared, chunk: Chunk) -> dict[str, object]:
         "content_hash": chunk.content_hash,
         "n_tokens": chunk.n_tokens,
     }
-
-
-def _ancestors(path: str) -> list[str]:
-    """Every directory above ``path``: lets stores filter by path prefix without prefix collisions."""
-    parts = Path(path).parents
-    return [str(p) for p in parts]

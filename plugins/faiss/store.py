@@ -24,7 +24,6 @@ import logging
 import re
 import sqlite3
 import threading
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ import faiss
 import numpy as np
 
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
+from indexer.store_support import ancestor_dirs, canonical_id, prepare_vector
 from indexer.types import Filter, Hit, Metric, Point
 from plugins.faiss.index import KINDS, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
@@ -51,23 +51,6 @@ def point_iid(point_id: str) -> int:
     """The FAISS id of a UUID: 63 bits of its blake2b digest (deterministic, never negative)."""
     digest = hashlib.blake2b(point_id.encode("ascii"), digest_size=8).digest()
     return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
-
-
-def canonical_id(point_id: str) -> str:
-    try:
-        return str(uuid.UUID(str(point_id)))
-    except ValueError:
-        raise InputError(f"point id {point_id!r} is not a UUID string; use str(uuid.uuid5(...))") from None
-
-
-def ancestor_dirs(path: str) -> list[str]:
-    """Every directory above ``path``: '/a/b/c.txt' -> ['/', '/a', '/a/b']."""
-    parts = [p for p in path.split("/") if p]
-    dirs = ["/"] if path.startswith("/") else []
-    for i in range(1, len(parts)):
-        prefix = "/".join(parts[:i])
-        dirs.append("/" + prefix if path.startswith("/") else prefix)
-    return dirs
 
 
 @dataclass
@@ -281,20 +264,7 @@ class FaissStore:
 
     # --- VectorStore -----------------------------------------------------------------------------
     def _prepare(self, coll: _Collection, vector: Any, what: str) -> np.ndarray:
-        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if vec.shape[0] != coll.dim:
-            raise CollectionMismatchError(
-                f"{what} has {vec.shape[0]} dimensions but FAISS collection {coll.name!r} holds {coll.dim}: "
-                "the embedding model differs from the one the collection was made with; "
-                "use the original model or another collection"
-            )
-        if not np.all(np.isfinite(vec)):
-            raise InputError(f"{what} contains NaN or infinite values")
-        if coll.metric is Metric.COSINE:
-            norm = float(np.linalg.norm(vec))
-            if norm > 0:
-                vec = vec / norm
-        return vec
+        return prepare_vector(vector, coll.dim, coll.metric, what, f"FAISS collection {coll.name!r}")
 
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
         if not points:

@@ -30,6 +30,7 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError, StoreUnavailableError
+from indexer.store_support import ancestor_dirs, canonical_id, prepare_vector
 from indexer.types import Filter, Hit, Metric, Point
 
 logger = logging.getLogger(__name__)
@@ -48,24 +49,6 @@ _DISTANCE = {
 }
 _METRIC = {v: k for k, v in _DISTANCE.items()}
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
-
-
-def ancestor_dirs(path: str) -> list[str]:
-    """Every directory above ``path``: '/a/b/c.txt' -> ['/', '/a', '/a/b']."""
-    parts = [p for p in path.split("/") if p]
-    absolute = path.startswith("/")
-    dirs = ["/"] if absolute else []
-    for i in range(1, len(parts)):
-        prefix = "/".join(parts[:i])
-        dirs.append("/" + prefix if absolute else prefix)
-    return dirs
-
-
-def canonical_id(point_id: str) -> str:
-    try:
-        return str(uuid.UUID(str(point_id)))
-    except ValueError:
-        raise InputError(f"point id {point_id!r} is not a UUID string; use str(uuid.uuid5(...))") from None
 
 
 class QdrantStore:
@@ -252,19 +235,7 @@ class QdrantStore:
     # --- points ----------------------------------------------------------------------------------
     def _prepare(self, collection: str, vector: Any, what: str) -> tuple[list[float], Metric]:
         dims, metric = self._shape(collection)
-        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if vec.shape[0] != dims:
-            raise CollectionMismatchError(
-                f"{what} has {vec.shape[0]} dimensions but Qdrant collection {collection!r} holds {dims}: "
-                "the embedding model differs from the one the collection was made with; "
-                "use the original model or another collection"
-            )
-        if not np.all(np.isfinite(vec)):
-            raise InputError(f"{what} contains NaN or infinite values")
-        if metric is Metric.COSINE:
-            norm = float(np.linalg.norm(vec))
-            if norm > 0:
-                vec = vec / norm
+        vec = prepare_vector(vector, dims, metric, what, f"Qdrant collection {collection!r}")
         return vec.astype(np.float32).tolist(), metric
 
     def upsert(self, collection: str, points: Sequence[Point]) -> None:

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from indexer.errors import ConfigError, StoreError
+from indexer.store_support import ancestor_dirs
 from indexer.types import Filter, Metric, Point
 from plugins.faiss import FaissStore
 from plugins.faiss.index import HnswParams, VectorIndex
-from plugins.faiss.store import CACHE, ancestor_dirs, point_iid
+from plugins.faiss.store import CACHE, point_iid
 
 DIM = 12
 
