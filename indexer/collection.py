@@ -10,7 +10,7 @@ import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -183,26 +183,21 @@ class Collection:
         """Add ``paths`` as roots (if new) and sync them. Files under other roots are untouched."""
         self.check_settings()
         roots = [_resolve_root(p) for p in paths]
-        with self._writer_lock():
-            rec = self._ensure_created()
-            pipeline = self._pipeline(rec, progress)
-            report = IndexReport()
-            for root in roots:
-                root = self._attach_root(root)
-                pipeline.sync(self._source(root), root, report)
-            self.state.gc_vector_cache(pipeline.model_key)
-        return report
+        return self._sync_roots(lambda: [self._attach_root(root) for root in roots], progress)
 
     def sync(self, progress: Progress | None = None) -> IndexReport:
         """Re-sync every root of the collection (a root that vanished keeps its points and is reported)."""
         if self.record is None:
             raise InputError(f"collection {self.name!r} does not exist yet; run `indexer index PATH` first")
         self.check_settings()
+        return self._sync_roots(lambda: self.state.roots(self.name), progress)
+
+    def _sync_roots(self, roots: Callable[[], list[str]], progress: Progress | None) -> IndexReport:
+        """Under the writer lock: create the collection if needed, sync each root, drop unused cached vectors."""
         report = IndexReport()
         with self._writer_lock():
-            rec = self._ensure_created()
-            pipeline = self._pipeline(rec, progress)
-            for root in self.state.roots(self.name):
+            pipeline = self._pipeline(self._ensure_created(), progress)
+            for root in roots():
                 pipeline.sync(self._source(root), root, report)
             self.state.gc_vector_cache(pipeline.model_key)
         return report
