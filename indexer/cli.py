@@ -234,6 +234,23 @@ def drop(
     err.print(f"dropped {name}")
 
 
+@app.command()
+def watch(
+    paths: list[Path] = typer.Argument(None, help="folders to watch, added as roots (none: every root)"),
+    collection: str | None = CollectionOpt,
+    polling: bool | None = typer.Option(None, "--polling/--no-polling", help="poll (network filesystems)"),
+    rescan: float | None = typer.Option(None, "--rescan", help="seconds between full rescans (default 600)"),
+) -> None:
+    """Keep a collection in step with its folders until Ctrl-C or SIGTERM; one log line per batch."""
+    from indexer.watch import watch_command
+
+    try:
+        code = watch_command(paths, collection, polling, rescan, lambda m: err.print(m, highlight=False))
+    except IndexerError as exc:
+        raise _fail(exc) from exc
+    raise typer.Exit(code)
+
+
 def main() -> None:
     app()
 

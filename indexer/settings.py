@@ -60,6 +60,10 @@ class Settings(BaseSettings):
     chunk_overlap: int = Field(32, ge=0)
     embed_batch_chunks: int = Field(256, ge=1, description="chunks embedded and written per batch")
     threads: int | None = Field(None, ge=1, description="llama.cpp threads (default: all cores)")
+    # indexer watch
+    watch_rescan_seconds: float = Field(600.0, ge=0, description="full reconciliation scan interval (0: at start only)")
+    watch_polling: bool = Field(False, description="poll instead of inotify (NFS, SMB, some container mounts)")
+    watch_poll_seconds: float = Field(1.0, gt=0, description="polling interval of polled roots")
 
     @field_validator("collection")
     @classmethod

@@ -1,0 +1,713 @@
+"""Live sync: a watchdog observer over a collection's roots keeps the index equal to the folders.
+
+:class:`Watcher` is the embeddable part (``start()``/``stop()``; the HTTP service runs one per collection in a
+background thread); :func:`run_watch` is ``indexer watch`` in the foreground. How it works:
+
+- Observers first, then a reconciliation scan (``Collection.index``/``sync``), so nothing changed during the scan
+  is missed; the same scan runs every ``watch_rescan_seconds`` (inotify drops events silently when its queue
+  overflows, and network filesystems miss some).
+- Events become batches by the rules of :mod:`indexer.watch_batch` (at once, settled, grace for vanishing
+  files, folders by prefix, ignore-file edits). Each batch is one ``Collection.sync_paths`` call under the
+  writer lock; the pipeline reuses cached vectors, so a rename re-embeds nothing.
+- inotify limits (ENOSPC: ``fs.inotify.max_user_watches``, EMFILE: ``fs.inotify.max_user_instances``) fall back
+  to polling for that root with a warning; ``polling=True`` polls every root (NFS, SMB, some Docker mounts).
+- Failures: a bad file is reported (status file, log) and skipped; an unreachable store or a collection locked
+  by another writer keeps the batch queued (persisted in the data dir) and retries with backoff; any other
+  error of a batch is narrowed down path by path, so one bad path cannot hold the others back.
+- ``stop()`` (SIGTERM/SIGINT in the CLI) finishes the batch in flight, interrupts a reconciliation scan between
+  two file batches (the pipeline is crash-safe), persists what is queued and returns; a SIGKILL is recovered
+  by the next start (pending write intents, the persisted queue, the reconciliation scan).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from indexer import errors
+from indexer.errors import IndexerError, InputError, StoreUnavailableError
+from indexer.pipeline import IndexReport, within
+from indexer.watch_batch import IGNORE_FILE_NAMES, Batch, BatchTiming, ChangeBatcher, What
+from indexer.watch_state import (
+    ERRORS_KEPT,
+    STATUS_PATHS_SHOWN,
+    Freshness,
+    load_queue,
+    lock_path,
+    read_status,
+    save_queue,
+    status_path,
+    write_json_atomic,
+)
+
+logger = logging.getLogger(__name__)
+
+# Errors after which the same batch is simply retried later (nothing is wrong with its paths).
+RETRYABLE: tuple[type[BaseException], ...] = tuple(
+    c for c in (StoreUnavailableError, getattr(errors, "LockedError", None)) if isinstance(c, type)
+)
+INOTIFY_LIMITS = {
+    errno.ENOSPC: "fs.inotify.max_user_watches",
+    errno.EMFILE: "fs.inotify.max_user_instances",
+}
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 30.0
+ATTEMPTS_PER_PATH = 3
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Errors after which the same batch is retried as is: the store is unreachable, another writer holds the
+    collection."""
+    return isinstance(exc, RETRYABLE) or "being written by another" in str(exc)
+
+
+class WatchError(IndexerError):
+    """The watcher cannot start (another watcher runs, a root cannot be watched)."""
+
+
+class _Stopping(Exception):
+    """Raised from the progress callback to end a reconciliation scan early when the watcher stops."""
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """Watcher tunables; the defaults come from settings (``watch_*``)."""
+
+    polling: bool = False
+    poll_seconds: float = 1.0
+    rescan_seconds: float = 600.0
+    timing: BatchTiming = BatchTiming()
+
+
+class _StopCheck:
+    """Pipeline progress that only checks whether the watcher is stopping."""
+
+    def __init__(self, stopping: threading.Event) -> None:
+        self.stopping = stopping
+
+    def files_total(self, n: int) -> None:
+        self._check()
+
+    def file_done(self, path: str) -> None:
+        self._check()
+
+    def embedded(self, chunks: int, tokens: int) -> None:
+        self._check()
+
+    def _check(self) -> None:
+        if self.stopping.is_set():
+            raise _Stopping()
+
+
+class Watcher:
+    """Keeps ``collection`` in step with its roots (or with ``paths``, added as roots first) until stopped.
+
+    ``start()`` returns at once; the reconciliation scan and every batch run in a worker thread. ``stop()``
+    ends it cleanly. Only one watcher per collection and data directory runs at a time (a file lock)."""
+
+    def __init__(
+        self,
+        collection: Any,
+        paths: Sequence[str | os.PathLike[str]] | None = None,
+        options: WatchOptions | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        observer_factory: Callable[[], Any] | None = None,
+        polling_factory: Callable[[], Any] | None = None,
+    ) -> None:
+        self.collection = collection
+        self.options = options or options_from_settings(collection.settings)
+        self.data_dir = Path(collection.settings.data_dir)
+        self.name: str = collection.name
+        self._add_paths = [str(Path(p).expanduser().resolve()) for p in paths or ()]
+        self._clock = clock
+        self._observer_factory = observer_factory
+        self._polling_factory = polling_factory
+        self._cond = threading.Condition()
+        self._batcher = ChangeBatcher(self.options.timing)
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._idle = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._observers: list[Any] = []
+        self._lock_fh: IO[str] | None = None
+        self.roots: list[str] = []
+        self.polled_roots: list[str] = []
+        self._in_flight: Batch | None = None
+        self._state = "starting"
+        self._backoff = 0.0
+        self._retry_at = 0.0
+        self._failures_in_row = 0
+        self._narrow = False
+        self._next_rescan = float("inf")
+        self._reconciled = False
+        self.errors: dict[str, str] = {}
+        self.freshness = Freshness()
+        self.batches = 0
+        self.totals = {
+            "files_indexed": 0,
+            "files_removed": 0,
+            "files_failed": 0,
+            "chunks_embedded": 0,
+            "chunks_reused": 0,
+        }
+        self.last_batch: dict[str, Any] | None = None
+        self.last_error: str | None = None
+        self.started_at = time.time()
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Take the watcher lock, start the observers and the worker thread (which reconciles first)."""
+        self._take_lock()
+        try:
+            self.roots = self._initial_roots()
+            for path in load_queue(self.data_dir, self.name):
+                self._batcher.note(path, What.CLOSED, self._clock())
+            self._start_observers()
+        except BaseException:
+            self._stop_observers()
+            self._release_lock()
+            raise
+        self._write_status()
+        self._thread = threading.Thread(target=self._run, name=f"indexer-watch-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Finish the batch in flight, persist what is queued, stop observing. Idempotent."""
+        self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._stop_observers()
+        if self._thread is None or not self._thread.is_alive():
+            self._release_lock()
+
+    def __enter__(self) -> Watcher:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until reconciled with nothing queued or in flight (tests, benchmarks); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._idle.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+                with self._cond:
+                    if self._idle.is_set() and not len(self._batcher) and self._in_flight is None:
+                        return True
+            if self._stopped.is_set():
+                return False
+        return False
+
+    def status(self) -> dict[str, Any]:
+        with self._cond:
+            queued = sorted(set(self._batcher.paths()) | set(self._in_flight.paths if self._in_flight else ()))
+        return {
+            "pid": os.getpid(),
+            "collection": self.name,
+            "running": not self._stopped.is_set(),
+            "state": self._state,
+            "started_at": self.started_at,
+            "updated_at": time.time(),
+            "roots": self.roots,
+            "polled_roots": self.polled_roots,
+            "queued": len(queued),
+            "queued_paths": queued[:STATUS_PATHS_SHOWN],
+            "errors": dict(list(self.errors.items())[-ERRORS_KEPT:]),
+            "last_error": self.last_error,
+            "freshness": self.freshness.summary(),
+            "batches": self.batches,
+            "totals": dict(self.totals),
+            "last_batch": self.last_batch,
+        }
+
+    # -- setup -----------------------------------------------------------------------------------------
+    def _take_lock(self) -> None:
+        path = lock_path(self.data_dir, self.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+")  # noqa: SIM115 - held for the watcher's lifetime
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            fh.close()
+            other = read_status(self.data_dir, self.name) or {}
+            raise WatchError(
+                f"a watcher of collection {self.name!r} already runs (pid {other.get('pid', '?')}); stop it first "
+                "(one watcher per collection)"
+            ) from exc
+        self._lock_fh = fh
+
+    def _release_lock(self) -> None:
+        if self._lock_fh is not None:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
+            self._lock_fh.close()
+            self._lock_fh = None
+
+    def _initial_roots(self) -> list[str]:
+        known = list(self.collection.state.roots(self.name)) if self.collection.record is not None else []
+        if not self._add_paths:
+            if not known:
+                raise InputError(
+                    f"collection {self.name!r} has no roots yet; run `indexer watch PATH` (or `indexer index PATH`)"
+                )
+            return known
+        for path in self._add_paths:
+            if not os.path.isdir(path):
+                raise InputError(f"{path} is not an existing folder; pass folders to watch")
+        return self._add_paths
+
+    def _start_observers(self) -> None:
+        handler = _make_handler(self)
+        native = None
+        polling = None
+        for root in self.roots:
+            if not self.options.polling:
+                try:
+                    if native is None:
+                        native = self._new_observer()
+                        native.start()
+                        self._observers.append(native)
+                    native.schedule(handler, root, recursive=True, event_filter=_event_filter())
+                    continue
+                except OSError as exc:
+                    sysctl = INOTIFY_LIMITS.get(exc.errno or 0)
+                    if sysctl is None:
+                        raise WatchError(f"cannot watch {root}: {exc}") from exc
+                    logger.warning(
+                        "cannot watch %s with inotify (%s): polling it every %.1fs instead; raise the limit with "
+                        "`sudo sysctl %s=<higher>` (and in /etc/sysctl.d/) to get instant updates",
+                        root,
+                        exc.strerror or exc,
+                        self.options.poll_seconds,
+                        sysctl,
+                    )
+            if polling is None:
+                polling = self._new_polling_observer()
+                polling.start()
+                self._observers.append(polling)
+            polling.schedule(handler, root, recursive=True)
+            self.polled_roots.append(root)
+
+    def _new_observer(self) -> Any:
+        if self._observer_factory is not None:
+            return self._observer_factory()
+        from watchdog.observers import Observer
+
+        return Observer()
+
+    def _new_polling_observer(self) -> Any:
+        if self._polling_factory is not None:
+            return self._polling_factory()
+        from watchdog.observers.polling import PollingObserver
+
+        return PollingObserver(timeout=self.options.poll_seconds)
+
+    def _stop_observers(self) -> None:
+        observers, self._observers = self._observers, []
+        for observer in observers:
+            try:
+                observer.stop()
+            except Exception:  # pragma: no cover - shutting down anyway
+                logger.debug("observer stop failed", exc_info=True)
+        for observer in observers:
+            if observer.is_alive():
+                observer.join(5.0)
+
+    # -- events (observer threads) ---------------------------------------------------------------------
+    def on_event(self, path: str, what: What) -> None:
+        """Record one change (called by the observer's handler; public for embedding and tests)."""
+        if not self._wanted(path):
+            return
+        with self._cond:
+            was_empty = not len(self._batcher)
+            self._batcher.note(path, what, self._clock())
+            self._idle.clear()
+            if was_empty:
+                self._cond.notify_all()
+
+    def _wanted(self, path: str) -> bool:
+        """Cheap pre-filter: inside a watched root, outside the data dir, no hidden part (except ignore files)."""
+        root = next((r for r in self.roots if within(path, r)), None)
+        if root is None or within(path, str(self.data_dir)):
+            return False
+        rel = os.path.relpath(path, root)
+        if rel == ".":
+            return True
+        parts = rel.split(os.sep)
+        if any(p.startswith(".") for p in parts[:-1]):
+            return False
+        return not parts[-1].startswith(".") or parts[-1] in IGNORE_FILE_NAMES
+
+    # -- the worker --------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                now = self._clock()
+                if now < self._retry_at:
+                    self._wait(self._retry_at - now)
+                    continue
+                if not self._reconciled or now >= self._next_rescan:
+                    self._reconcile()
+                    continue
+                with self._cond:
+                    if self._narrow and not len(self._batcher):
+                        self._narrow = False  # back to whole batches once the narrowed-down queue is drained
+                    batch = self._batcher.take(now, max_paths=1 if self._narrow else None)
+                    if batch is None:
+                        due = self._batcher.next_due(now)
+                        if due is None:
+                            self._idle.set()
+                            if self._state == "syncing":
+                                self._state = "idle"
+                                self._write_status()
+                        wake = min(self._next_rescan, due if due is not None else now + 1.0, now + 1.0)
+                        self._cond.wait(max(0.001, wake - now))
+                        continue
+                    self._in_flight = batch
+                self._process(batch)
+        except BaseException:
+            logger.exception("the watcher of %s stopped on an unexpected error", self.name)
+            raise
+        finally:
+            self._shutdown()
+
+    def _wait(self, seconds: float) -> None:
+        with self._cond:
+            self._cond.wait(max(0.001, seconds))
+
+    def _shutdown(self) -> None:
+        with self._cond:
+            leftover = self._batcher.take_all()
+            in_flight = self._in_flight.paths if self._in_flight else ()
+            self._in_flight = None
+        save_queue(self.data_dir, self.name, [*leftover.paths, *in_flight])
+        self._state = "stopped"
+        self._stopped.set()
+        self._write_status()
+        logger.info("watcher of %s stopped; %d paths queued for the next start", self.name, len(leftover))
+
+    def _reconcile(self) -> None:
+        """The full scan: at start (adding ``paths`` as roots) and every ``rescan_seconds``."""
+        self._state = "reconciling"
+        self._write_status()
+        started = self._clock()
+        try:
+            stop = _StopCheck(self._stopping)
+            if self._add_paths:
+                report = self.collection.index(self._add_paths, progress=stop)
+            else:
+                report = self.collection.sync(progress=stop)
+        except _Stopping:
+            logger.info("reconciliation scan of %s interrupted by stop; the next start runs it again", self.name)
+            self._stopping.set()
+            return
+        except Exception as exc:
+            if not isinstance(exc, IndexerError):
+                logger.exception("reconciliation scan of %s failed", self.name)
+            self._retry_later(f"reconciliation scan failed: {exc}")
+            return
+        self._succeeded()
+        self._reconciled = True
+        if self.options.rescan_seconds > 0:
+            self._next_rescan = self._clock() + self.options.rescan_seconds
+        self._record_failures(report, self.roots)
+        seconds = self._clock() - started
+        logger.info(
+            "reconciled %s in %.2fs: %d files seen, %d indexed, %d removed, %d failed",
+            ", ".join(self.roots),
+            seconds,
+            report.files_seen,
+            report.files_indexed,
+            report.files_removed,
+            len(report.failed),
+        )
+        self._state = "syncing"
+        self._write_status()
+
+    def _process(self, batch: Batch) -> None:
+        self._state = "syncing"
+        self._persist_queue()
+        try:
+            report = self._sync(list(batch.paths))
+        except Exception as exc:
+            with self._cond:
+                self._in_flight = None
+            self._failed(batch, exc)
+            return
+        with self._cond:
+            self._in_flight = None
+        self._succeeded()
+        self._finish_batch(batch, report)
+
+    def _sync(self, paths: list[str]) -> IndexReport:
+        sync_paths = getattr(self.collection, "sync_paths", None)
+        if sync_paths is not None:
+            report: IndexReport = sync_paths(paths)
+            return report
+        report = self.collection.sync()  # until the facade has sync_paths
+        return report
+
+    def _failed(self, batch: Batch, exc: Exception) -> None:
+        """Retry what may pass later; narrow other failures down to the path that causes them, then skip it."""
+        if is_retryable(exc):
+            self._requeue(batch)
+            self._retry_later(str(exc))
+            return
+        if len(batch) > 1:
+            logger.warning("a batch of %d paths failed (%s); retrying them one by one", len(batch), exc)
+            self._requeue(batch)
+            self._narrow = True
+            return
+        self._failures_in_row += 1
+        path = batch.paths[0]
+        reason = f"{type(exc).__name__}: {exc}"
+        if self._failures_in_row < ATTEMPTS_PER_PATH:
+            self._requeue(batch)
+            self._retry_later(f"syncing {path} failed ({reason})")
+            return
+        logger.error("skipping %s after %d failures: %s (the next rescan tries again)", path, ATTEMPTS_PER_PATH, reason)
+        self.errors.pop(path, None)
+        self.errors[path] = reason
+        self.last_error = f"{path}: {reason}"
+        self._failures_in_row = 0
+        self._persist_queue()
+        self._write_status()
+
+    def _succeeded(self) -> None:
+        self._backoff = 0.0
+        self._retry_at = 0.0
+        self._failures_in_row = 0
+
+    def _requeue(self, batch: Batch) -> None:
+        with self._cond:
+            self._batcher.requeue(batch, self._clock())
+        self._persist_queue()
+
+    def _retry_later(self, reason: str) -> None:
+        self._backoff = min(BACKOFF_MAX, self._backoff * 2 if self._backoff else BACKOFF_FIRST)
+        self._retry_at = self._clock() + self._backoff
+        self._state = "waiting to retry"
+        self.last_error = reason
+        logger.warning("%s; retrying in %.1fs (changes stay queued)", reason, self._backoff)
+        self._persist_queue()
+        self._write_status()
+
+    def _finish_batch(self, batch: Batch, report: IndexReport) -> None:
+        now = self._clock()
+        ages = [now - batch.first_seen.get(p, now) for p in batch.paths]
+        for age in ages:
+            self.freshness.add(age)
+        self._record_failures(report, batch.paths)
+        self.batches += 1
+        self.last_batch = {
+            "at": time.time(),
+            "paths": len(batch),
+            "indexed": report.files_indexed,
+            "removed": report.files_removed,
+            "failed": len(report.failed),
+            "chunks_embedded": report.chunks_embedded,
+            "chunks_reused": report.chunks_reused,
+            "seconds": round(report.seconds, 3),
+            "freshness_ms": round(max(ages) * 1000, 1) if ages else None,
+        }
+        with self._cond:
+            queued = len(self._batcher)
+        fresh = self.freshness.summary()
+        logger.info(
+            "batch %d: %d paths in %.2fs: %d indexed, %d removed, %d unchanged, %d failed; %d chunks embedded, "
+            "%d reused; change->searchable %.0f ms (p50 %s, p95 %s); %d queued",
+            self.batches,
+            len(batch),
+            report.seconds,
+            report.files_indexed,
+            report.files_removed,
+            report.files_unchanged + report.files_touched,
+            len(report.failed),
+            report.chunks_embedded,
+            report.chunks_reused,
+            max(ages) * 1000 if ages else 0.0,
+            fresh["p50_ms"],
+            fresh["p95_ms"],
+            queued,
+        )
+        self._persist_queue()
+        self._write_status()
+
+    def _count(self, report: IndexReport) -> None:
+        self.totals["files_indexed"] += report.files_indexed
+        self.totals["files_removed"] += report.files_removed
+        self.totals["files_failed"] += len(report.failed)
+        self.totals["chunks_embedded"] += report.chunks_embedded
+        self.totals["chunks_reused"] += report.chunks_reused
+
+    def _record_failures(self, report: IndexReport, scope: Sequence[str]) -> None:
+        self._count(report)
+        failed = dict(report.failed)
+        for path in [p for p in self.errors if any(within(p, s) for s in scope) and p not in failed]:
+            del self.errors[path]
+        for path, reason in failed.items():
+            self.errors.pop(path, None)
+            self.errors[path] = reason  # newest last
+            self.last_error = f"{path}: {reason}"
+        while len(self.errors) > ERRORS_KEPT:
+            del self.errors[next(iter(self.errors))]
+
+    def _persist_queue(self) -> None:
+        with self._cond:
+            paths = [*self._batcher.paths(), *(self._in_flight.paths if self._in_flight else ())]
+        try:
+            save_queue(self.data_dir, self.name, paths)
+        except OSError as exc:
+            logger.warning("cannot persist the watch queue (%s); the next start's reconciliation scan covers it", exc)
+
+    def _write_status(self) -> None:
+        try:
+            write_json_atomic(status_path(self.data_dir, self.name), self.status())
+        except OSError as exc:
+            logger.debug("cannot write the watch status: %s", exc)
+
+
+# -- watchdog glue ---------------------------------------------------------------------------------------------
+def _event_filter() -> list[type[Any]]:
+    from watchdog import events as ev
+
+    return [
+        ev.FileCreatedEvent,
+        ev.FileModifiedEvent,
+        ev.FileAttribEvent,
+        ev.FileClosedEvent,
+        ev.FileDeletedEvent,
+        ev.FileMovedEvent,
+        ev.DirCreatedEvent,
+        ev.DirDeletedEvent,
+        ev.DirMovedEvent,
+    ]
+
+
+def translate(event: Any) -> list[tuple[str, What]]:
+    """What a watchdog event says, as (path, What) pairs; folder modifications and opens say nothing."""
+    from watchdog import events as ev
+
+    src = os.fsdecode(event.src_path) if event.src_path else ""
+    dest = os.fsdecode(event.dest_path) if getattr(event, "dest_path", "") else ""
+    kind = event.event_type
+    if kind in (ev.EVENT_TYPE_OPENED, ev.EVENT_TYPE_CLOSED_NO_WRITE):
+        return []
+    if event.is_directory:
+        if kind in (ev.EVENT_TYPE_CREATED,):
+            return [(src, What.FOLDER)]
+        if kind == ev.EVENT_TYPE_DELETED:
+            return [(src, What.GONE)]
+        if kind == ev.EVENT_TYPE_MOVED:
+            return [(p, w) for p, w in ((src, What.GONE), (dest, What.FOLDER)) if p]
+        return []
+    if kind == ev.EVENT_TYPE_CLOSED:
+        return [(src, What.CLOSED)]
+    if kind == ev.EVENT_TYPE_DELETED:
+        return [(src, What.GONE)]
+    if kind == ev.EVENT_TYPE_MOVED:
+        return [(p, w) for p, w in ((src, What.GONE), (dest, What.CLOSED)) if p]
+    return [(src, What.WRITE)]  # created, modified, attrib
+
+
+def _make_handler(watcher: Watcher) -> Any:
+    from watchdog.events import FileSystemEventHandler
+
+    class _Handler(FileSystemEventHandler):
+        def on_any_event(self, event: Any) -> None:
+            try:
+                for path, what in translate(event):
+                    watcher.on_event(path, what)
+            except Exception:  # an observer thread must never die on one odd event
+                logger.exception("cannot handle file event %r", event)
+
+    return _Handler()
+
+
+def options_from_settings(settings: Any) -> WatchOptions:
+    return WatchOptions(
+        polling=bool(getattr(settings, "watch_polling", False)),
+        poll_seconds=float(getattr(settings, "watch_poll_seconds", 1.0)),
+        rescan_seconds=float(getattr(settings, "watch_rescan_seconds", 600.0)),
+    )
+
+
+# -- the foreground command ---------------------------------------------------------------------------------------
+def search_note(collection: Any) -> str | None:
+    """How to search while this watcher runs, when other processes cannot open the store themselves."""
+    rec = collection.record
+    store = rec.store if rec is not None else collection.settings.store
+    options = rec.store_options if rec is not None else {}
+    url = options.get("url") if rec is not None else collection.settings.qdrant_url
+    if store == "qdrant" and not url:
+        return (
+            "embedded Qdrant admits one process: while this watcher runs, `indexer search` from another shell is "
+            "refused. Search through `indexer serve` (it runs this same watcher inside and `indexer search` is "
+            "routed to it), or use a Qdrant server (--qdrant-url) or the FAISS store, which other processes can "
+            "search while a watcher writes."
+        )
+    return None
+
+
+def run_watch(
+    collection: Any,
+    paths: Sequence[str | os.PathLike[str]] | None = None,
+    options: WatchOptions | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> int:
+    """Watch in the foreground until SIGINT/SIGTERM; returns the exit code (0 after a clean stop)."""
+    say = announce or logger.warning
+    watcher = Watcher(collection, paths, options)
+    stop_requested = threading.Event()
+
+    def _on_signal(signum: int, frame: object) -> None:
+        stop_requested.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        watcher.start()
+        how = "polling" if watcher.polled_roots == watcher.roots else "inotify"
+        say(f"watching {', '.join(watcher.roots)} ({how}); status: `indexer status`; stop with Ctrl-C")
+        note = search_note(collection)
+        if note:
+            say(note)
+        while not stop_requested.wait(0.5):
+            if not watcher.running:
+                break
+        say("stopping: finishing the current batch")
+        watcher.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0 if stop_requested.is_set() else 1
+
+
+def watch_command(
+    paths: Sequence[str | os.PathLike[str]] | None,
+    collection: str | None = None,
+    polling: bool | None = None,
+    rescan: float | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> int:
+    """``indexer watch``: open the collection, log one line per batch, watch until a signal. Returns the exit code."""
+    from indexer.collection import open_collection
+
+    logging.getLogger(__name__).setLevel(logging.INFO)  # the batch lines are the command's output
+    with open_collection(collection, watch_polling=polling, watch_rescan_seconds=rescan) as col:
+        return run_watch(col, paths or None, announce=announce)

@@ -1,0 +1,256 @@
+"""Turning a stream of file-system changes into batches of paths to sync: pure logic, clock and stat injected.
+
+Rules (each one answers a pitfall of watching folders, see docs/watch.md):
+
+- **At once.** A path that is known complete (a close-after-write, a file moved in, a folder created or moved in)
+  is ready immediately; a batch leaves as soon as events pause for ``gather`` seconds (a few tens of ms, so
+  an editor's temp + rename save is one batch) or a ready path has waited ``max_gather``.
+- **Still being written.** A path changed without a close (polling observers, writers that keep the file open)
+  waits until its size and mtime stay the same for ``settle`` seconds. Small files are not delayed: they are
+  closed within microseconds of their first event.
+- **Briefly gone.** A path that disappeared (deleted, moved away) waits ``grace`` seconds before it counts as
+  deleted: editors rename the original aside and write a new one (vim's backup dance), and an event bringing it
+  back within the grace turns the deletion into an ordinary change.
+- **Editor temp files** (``*~``, ``*.swp``, ``4913``, ``#x#``, ``*.tmp`` ...) also wait ``grace``: most are gone
+  by then and cost nothing; one that stays is indexed like any other file.
+- **Prefixes.** A ready folder (created, moved in, deleted, moved out) is synced as a whole: paths under it in
+  the same batch are dropped. An ignore-file edit syncs its folder, so newly ignored files lose their points and
+  newly included ones are indexed.
+- **Coalescing.** Events for a pending path merge into one entry that keeps the time of its first unsynced
+  change (for the freshness figure). While a batch runs, new events collect into the next one.
+- **Freshness first.** A batch holds at most ``max_paths`` paths: the ``fresh_lane`` most recently changed ready
+  paths plus the oldest others, so an edit made during a burst of thousands waits for one batch, not the burst.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+IGNORE_FILE_NAMES = (".gitignore", ".indexerignore")
+
+# Names editors and tools write for a moment next to the real file (temp, swap, backup, lock, test files).
+TRANSIENT_PATTERNS = (
+    "*~",
+    "*.swp",
+    "*.swo",
+    "*.swx",
+    "*.tmp",
+    "*.temp",
+    "*.part",
+    "*.crdownload",
+    "*.kate-swp",
+    "4913",
+    "#*#",
+    ".#*",
+    ".~lock.*#",
+    ".goutputstream-*",
+    "*___jb_tmp___",
+    "*___jb_old___",
+)
+
+Stat = tuple[int, int]  # (size, mtime_ns)
+StatFn = Callable[[str], "Stat | None"]
+
+
+class What(Enum):
+    """What an event says about a path."""
+
+    WRITE = "write"  # created or modified: content may still change
+    CLOSED = "closed"  # written and closed, or moved in whole: content complete
+    GONE = "gone"  # deleted or moved away: may come back within the grace
+    FOLDER = "folder"  # a folder appeared (created or moved in): sync its subtree
+
+
+def stat_of(path: str) -> Stat | None:
+    """(size, mtime_ns) of ``path`` without following a final symlink; None when it does not exist."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
+
+
+def is_transient(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in TRANSIENT_PATTERNS)
+
+
+@dataclass
+class _Entry:
+    path: str
+    what: What
+    first_seen: float
+    last_event: float
+    stat: Stat | None = None
+    transient: bool = False
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Paths to sync together. ``first_seen`` maps each synced path to the time of its first unsynced change
+    (several event paths can fold into one synced folder: it keeps the earliest)."""
+
+    paths: tuple[str, ...]
+    first_seen: dict[str, float] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+@dataclass(frozen=True)
+class BatchTiming:
+    """Tunables, in seconds (and a count)."""
+
+    gather: float = 0.03
+    max_gather: float = 0.15
+    settle: float = 0.3
+    grace: float = 0.25
+    max_paths: int = 128
+    fresh_lane: int = 8
+
+
+class ChangeBatcher:
+    """Pending changes and the rules deciding when they are ready (not thread-safe: the watcher locks it)."""
+
+    def __init__(self, timing: BatchTiming | None = None, stat: StatFn = stat_of) -> None:
+        self.timing = timing or BatchTiming()
+        self._stat = stat
+        self._pending: dict[str, _Entry] = {}
+        self._last_event = float("-inf")
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def paths(self) -> list[str]:
+        return sorted(self._pending)
+
+    # -- input ---------------------------------------------------------------------------------------
+    def note(self, path: str, what: What, now: float, first_seen: float | None = None) -> None:
+        """Record an event for ``path`` (absolute, normalized) at time ``now``."""
+        self._last_event = max(self._last_event, now)
+        entry = self._pending.get(path)
+        stat = self._stat(path) if what is What.WRITE else None
+        if entry is None:
+            self._pending[path] = _Entry(
+                path,
+                what,
+                first_seen if first_seen is not None else now,
+                now,
+                stat,
+                is_transient(os.path.basename(path)),
+            )
+            return
+        if first_seen is not None:
+            entry.first_seen = min(entry.first_seen, first_seen)
+        entry.last_event = now
+        if entry.what is What.FOLDER and what is not What.GONE:
+            return  # a folder sync covers whatever else happens to it
+        entry.what = what
+        entry.stat = stat
+
+    def requeue(self, batch: Batch, now: float) -> None:
+        """Put a batch that could not be synced back (ready at once, keeping its first-seen times)."""
+        for path in batch.paths:
+            entry = self._pending.get(path)
+            first = batch.first_seen.get(path, now)
+            if entry is None:
+                self._pending[path] = _Entry(path, What.CLOSED, first, float("-inf"), None, False)
+            else:
+                entry.first_seen = min(entry.first_seen, first)
+
+    # -- output --------------------------------------------------------------------------------------
+    def _ready_at(self, entry: _Entry, now: float) -> float:
+        """When ``entry`` becomes ready (<= now: ready). May stat the file (settling writes)."""
+        t = self.timing
+        if entry.transient or entry.what is What.GONE:
+            return entry.last_event + t.grace
+        if entry.what in (What.CLOSED, What.FOLDER):
+            return entry.last_event
+        # WRITE: ready once size and mtime held still for `settle` seconds.
+        due = entry.last_event + t.settle
+        if due > now:
+            return due
+        current = self._stat(entry.path)
+        if current == entry.stat:
+            return due
+        entry.stat = current  # still changing: wait another settle period from now
+        entry.last_event = now
+        return now + t.settle
+
+    def next_due(self, now: float) -> float | None:
+        """The earliest time something may be ready (None: nothing pending). Cheap enough to call per wake-up."""
+        if not self._pending:
+            return None
+        earliest = min(self._ready_at(e, now) for e in self._pending.values())
+        if earliest <= now:
+            return max(
+                now, min(self._last_event + self.timing.gather, self._oldest_ready(now) + self.timing.max_gather)
+            )
+        return earliest
+
+    def _oldest_ready(self, now: float) -> float:
+        return min((e.first_seen for e in self._pending.values() if self._ready_at(e, now) <= now), default=now)
+
+    def take(self, now: float, max_paths: int | None = None) -> Batch | None:
+        """The next batch if one is due at ``now``; its paths leave the pending set."""
+        due = self.next_due(now)
+        if due is None or due > now:
+            return None
+        ready = [e for e in self._pending.values() if self._ready_at(e, now) <= now]
+        chosen = self._choose(ready, max_paths or self.timing.max_paths)
+        for entry in chosen:
+            del self._pending[entry.path]
+        return _fold(chosen)
+
+    def take_all(self) -> Batch:
+        """Every pending path, ready or not (for persisting the queue on shutdown)."""
+        entries = list(self._pending.values())
+        self._pending.clear()
+        return _fold(entries)
+
+    def _choose(self, ready: list[_Entry], limit: int) -> list[_Entry]:
+        if len(ready) <= limit:
+            return ready
+        by_age = sorted(ready, key=lambda e: e.first_seen)
+        lane = min(self.timing.fresh_lane, limit // 2)
+        fresh = by_age[len(by_age) - lane :] if lane else []
+        return by_age[: limit - lane] + fresh
+
+
+def _sync_path(entry: _Entry) -> str:
+    """The path to sync for an entry: an ignore file's folder (its rules changed), else the path itself."""
+    if os.path.basename(entry.path) in IGNORE_FILE_NAMES:
+        return os.path.dirname(entry.path)
+    return entry.path
+
+
+def _fold(entries: Iterable[_Entry]) -> Batch:
+    """Map entries to sync paths, keep the earliest first-seen per path, drop paths under another one."""
+    first: dict[str, float] = {}
+    for entry in entries:
+        path = _sync_path(entry)
+        first[path] = min(first.get(path, entry.first_seen), entry.first_seen)
+    kept = drop_nested(first)
+    folded: dict[str, float] = {}
+    for path, seen in first.items():
+        owner = next((k for k in _ancestors_or_self(path) if k in kept), path)
+        folded[owner] = min(folded.get(owner, seen), seen)
+    return Batch(tuple(sorted(kept)), {p: folded[p] for p in kept})
+
+
+def drop_nested(paths: Iterable[str]) -> set[str]:
+    """The paths not lying under another path of the set (a folder sync covers its subtree)."""
+    unique = set(paths)
+    return {p for p in unique if not any(a in unique for a in _ancestors_or_self(p)[1:])}
+
+
+def _ancestors_or_self(path: str) -> list[str]:
+    out = [path]
+    parent = os.path.dirname(path)
+    while parent and parent != path:
+        out.append(parent)
+        path, parent = parent, os.path.dirname(parent)
+    return out

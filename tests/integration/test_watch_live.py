@@ -1,0 +1,258 @@
+"""`indexer watch` end to end: real folders, real watchdog (inotify), the real model, FAISS and embedded Qdrant.
+
+Every test changes files the way users and editors do and asserts what search returns afterwards. Waits are
+conditions with a deadline (``until``), never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import indexer
+from indexer.errors import StoreUnavailableError
+from indexer.watch import Watcher, WatchOptions
+from indexer.watch_state import load_queue, read_status
+from tests.integration.corpus import write_corpus
+
+pytestmark = pytest.mark.slow
+
+OPTIONS = WatchOptions(rescan_seconds=0)
+DEADLINE = 120.0
+
+
+def until(predicate: Callable[[], Any], timeout: float = DEADLINE, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {timeout:.0f}s")
+        time.sleep(0.02)
+
+
+@dataclass
+class Live:
+    col: Any
+    watcher: Watcher
+    root: Path
+
+    def paths_for(self, query: str, k: int = 10, **opts: Any) -> list[str]:
+        return [os.path.relpath(h.path, self.root) for h in self.col.search(query, k=k, **opts).hits]
+
+    def top(self, query: str) -> str | None:
+        hits = self.paths_for(query, k=1)
+        return hits[0] if hits else None
+
+    def files(self) -> set[str]:
+        return {os.path.relpath(p, self.root) for p in self.col.state.files(self.col.name)}
+
+    def texts(self) -> str:
+        """Every indexed chunk text (from the store, through search with a broad k)."""
+        hits = self.col.search("anything", k=100).hits
+        return "\n".join(h.text for h in hits)
+
+    def settle(self, predicate: Callable[[], Any], what: str = "condition") -> Any:
+        """Wait until the watcher is idle and ``predicate`` holds (checked only while idle)."""
+
+        def check() -> Any:
+            return self.watcher.wait_idle(DEADLINE) and predicate()
+
+        return until(check, what=what)
+
+    def embedded(self) -> int:
+        return self.watcher.totals["chunks_embedded"]
+
+
+def _open_live(tmp_path: Path, store: str, docs: dict[str, str] | None = None) -> Iterator[Live]:
+    root = write_corpus(tmp_path / "root", docs) if docs is not None else write_corpus(tmp_path / "root")
+    root = root.resolve()
+    col = indexer.open_collection(f"watch-{store}", store=store)
+    watcher = Watcher(col, [root], OPTIONS)
+    watcher.start()
+    try:
+        assert watcher.wait_idle(DEADLINE), "initial reconciliation did not finish"
+        yield Live(col, watcher, root)
+    finally:
+        watcher.stop()
+        col.close()
+
+
+@pytest.fixture(params=["faiss", "qdrant"])
+def live(request, tmp_path, embed_model_path) -> Iterator[Live]:
+    yield from _open_live(tmp_path, request.param)
+
+
+@pytest.fixture
+def live_faiss(tmp_path, embed_model_path) -> Iterator[Live]:
+    yield from _open_live(tmp_path, "faiss")
+
+
+def test_create_modify_delete(live):
+    assert live.files() == {
+        "baking/bread.md",
+        "astronomy/planets.txt",
+        "code/retry.py",
+        "garden/tomatoes.rst",
+        "web/page.html",
+    }
+    (live.root / "sea.md").write_text("# Octopus\n\nAn octopus has three hearts and blue blood.\n")
+    live.settle(lambda: live.top("how many hearts does an octopus have") == "sea.md", "created file searchable")
+
+    (live.root / "sea.md").write_text("# Jellyfish\n\nJellyfish drift with ocean currents and sting prey.\n")
+    live.settle(lambda: "Jellyfish" in live.col.search("drifting animals that sting", k=1).hits[0].text, "edit")
+    assert "Octopus" not in live.texts()
+
+    (live.root / "sea.md").unlink()
+    live.settle(lambda: "sea.md" not in live.files(), "delete")
+    assert all(p != "sea.md" for p in live.paths_for("jellyfish ocean currents"))
+    status = live.col.status()
+    assert status["points"] == status["chunks"]
+
+
+def test_rename_moves_points_without_embedding(live):
+    before = live.embedded()
+    os.rename(live.root / "garden" / "tomatoes.rst", live.root / "garden" / "tomato-care.rst")
+    live.settle(lambda: "garden/tomato-care.rst" in live.files() and "garden/tomatoes.rst" not in live.files())
+    assert live.top("tomato seedlings after the frost") == "garden/tomato-care.rst"
+    assert live.embedded() == before, "a rename re-embedded chunks"
+
+
+def test_folder_moved_out_and_back_in(live, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    before = live.embedded()
+    shutil.move(str(live.root / "baking"), str(outside / "baking"))
+    live.settle(lambda: "baking/bread.md" not in live.files(), "tree moved out")
+    assert all(not p.startswith("baking/") for p in live.paths_for("knead the dough and bake the loaf"))
+
+    shutil.move(str(outside / "baking"), str(live.root / "kitchen"))
+    live.settle(lambda: "kitchen/bread.md" in live.files(), "tree moved back in")
+    assert live.top("knead the dough and bake the loaf") == "kitchen/bread.md"
+    assert live.embedded() == before, "moving a tree back in re-embedded chunks"
+
+
+def test_folder_created_then_deleted(live):
+    deep = live.root / "new" / "deeper"
+    deep.mkdir(parents=True)
+    (deep / "owls.md").write_text("Owls hunt at night and swallow mice whole.\n")
+    (live.root / "new" / "bees.md").write_text("Honey bees dance to show where the flowers are.\n")
+    live.settle(lambda: {"new/deeper/owls.md", "new/bees.md"} <= live.files(), "new tree indexed")
+    assert live.top("birds that hunt at night") == "new/deeper/owls.md"
+    shutil.rmtree(live.root / "new")
+    live.settle(lambda: not any(p.startswith("new/") for p in live.files()), "deleted tree removed")
+    assert all(not p.startswith("new/") for p in live.paths_for("owls and bees"))
+
+
+def test_gitignore_edits(live):
+    (live.root / ".gitignore").write_text("astronomy/\n*.py\n")
+    live.settle(lambda: not ({"astronomy/planets.txt", "code/retry.py"} & live.files()), "newly ignored removed")
+    assert "astronomy/planets.txt" not in live.paths_for("rings of Saturn")
+    (live.root / ".gitignore").write_text("*.py\n")
+    live.settle(lambda: "astronomy/planets.txt" in live.files(), "newly included indexed")
+    assert live.top("rings of Saturn") == "astronomy/planets.txt"
+    (live.root / ".gitignore").unlink()
+    live.settle(lambda: "code/retry.py" in live.files(), "ignore file deleted")
+
+
+def test_editor_atomic_save_and_vim_backup_dance(live_faiss):
+    live = live_faiss
+    target = live.root / "baking" / "bread.md"
+    # atomic save: write a temp file, rename it over the target
+    tmp = live.root / "baking" / "bread.md.tmp123"
+    tmp.write_text("# Baking bread\n\nRye bread needs a sour starter and a long, slow proof.\n")
+    os.replace(tmp, target)
+    live.settle(lambda: "Rye bread" in live.texts(), "atomic save")
+    assert live.files() >= {"baking/bread.md"} and "baking/bread.md.tmp123" not in live.files()
+
+    removed_before = live.watcher.totals["files_removed"]
+    # vim (backupcopy=no): rename the original aside, write a new file, delete the backup; also vim's 4913 probe
+    (live.root / "baking" / "4913").write_text("")
+    (live.root / "baking" / "4913").unlink()
+    os.rename(target, live.root / "baking" / "bread.md~")
+    target.write_text("# Baking bread\n\nFocaccia is an olive-oil flatbread dimpled by fingertips.\n")
+    (live.root / "baking" / "bread.md~").unlink()
+    live.settle(lambda: "Focaccia" in live.texts() and "Rye bread" not in live.texts(), "vim save")
+    assert live.watcher.totals["files_removed"] == removed_before, "the briefly vanished file was deleted"
+    assert "baking/bread.md~" not in live.files() and "baking/4913" not in live.files()
+
+
+def test_rename_storm(live_faiss):
+    live = live_faiss
+    folder = live.root / "storm"
+    folder.mkdir()
+    for i in range(30):
+        (folder / f"n{i}.md").write_text(
+            f"Storm note {i}: wind speed {i * 7} knots from the {['north', 'south'][i % 2]}.\n"
+        )
+    live.settle(lambda: sum(p.startswith("storm/") for p in live.files()) == 30, "storm files indexed")
+    before = live.embedded()
+    for _round in range(10):
+        for i in range(30):
+            os.rename(folder / f"n{i}.md", folder / f"m{i}.md")
+        for i in range(30):
+            os.rename(folder / f"m{i}.md", folder / f"n{i}.md")
+    for i in range(0, 30, 3):
+        os.rename(folder / f"n{i}.md", folder / f"renamed{i}.md")
+    expected = {f"storm/{'renamed' if i % 3 == 0 else 'n'}{i}.md" for i in range(30)}
+    live.settle(lambda: {p for p in live.files() if p.startswith("storm/")} == expected, "storm converged")
+    assert live.embedded() == before, "renames re-embedded chunks"
+    status = live.col.status()
+    assert status["points"] == status["chunks"]
+
+
+def test_bad_file_is_reported_and_others_indexed(live_faiss):
+    live = live_faiss
+    (live.root / "broken.pdf").write_bytes(b"%PDF-1.7 this is not really a pdf")
+    (live.root / "fine.md").write_text("Penguins huddle together to survive the Antarctic winter.\n")
+    live.settle(lambda: "fine.md" in live.files() and str(live.root / "broken.pdf") in live.watcher.errors)
+    assert live.top("birds huddling in the Antarctic cold") == "fine.md"
+    status = read_status(live.col.settings.data_dir, live.col.name)
+    assert status is not None and str(live.root / "broken.pdf") in status["errors"]
+    (live.root / "broken.pdf").unlink()
+    live.settle(lambda: str(live.root / "broken.pdf") not in live.watcher.errors, "error cleared after delete")
+
+
+class FlakyStore:
+    """The real store behind a switch that makes it unreachable (StoreUnavailableError), like a server down."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr) or name in ("search", "close", "collection_meta"):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise StoreUnavailableError("cannot reach the store (switched off by the test)")
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def test_store_unreachable_then_restored_loses_nothing(live_faiss):
+    live = live_faiss
+    flaky = FlakyStore(live.col.store)
+    live.col._store = flaky  # the facade's lazily built store, replaced by the switchable wrapper
+    flaky.down = True
+    (live.root / "comet.md").write_text("Halley's comet returns every 76 years.\n")
+    (live.root / "astronomy" / "planets.txt").unlink()
+    data_dir = live.col.settings.data_dir
+    until(lambda: str(live.root / "comet.md") in load_queue(data_dir, live.col.name), what="queue persisted")
+    until(lambda: (read_status(data_dir, live.col.name) or {}).get("state") == "waiting to retry")
+    assert "comet.md" not in live.files()
+    flaky.down = False
+    live.settle(lambda: "comet.md" in live.files() and "astronomy/planets.txt" not in live.files(), "applied")
+    assert live.top("a comet that returns every 76 years") == "comet.md"
+    assert load_queue(data_dir, live.col.name) == []

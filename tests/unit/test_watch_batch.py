@@ -1,0 +1,176 @@
+"""The batching rules of the watcher (indexer.watch_batch) on a fake clock and fake stat data."""
+
+from __future__ import annotations
+
+import pytest
+
+from indexer.watch_batch import Batch, BatchTiming, ChangeBatcher, What, drop_nested, is_transient
+
+T = BatchTiming(gather=0.03, max_gather=0.15, settle=0.3, grace=0.25, max_paths=6, fresh_lane=2)
+
+
+class FakeDisk:
+    def __init__(self) -> None:
+        self.stats: dict[str, tuple[int, int]] = {}
+
+    def __call__(self, path: str) -> tuple[int, int] | None:
+        return self.stats.get(path)
+
+
+@pytest.fixture
+def disk() -> FakeDisk:
+    return FakeDisk()
+
+
+@pytest.fixture
+def batcher(disk: FakeDisk) -> ChangeBatcher:
+    return ChangeBatcher(T, stat=disk)
+
+
+def paths(batch: Batch | None) -> list[str]:
+    assert batch is not None
+    return list(batch.paths)
+
+
+def test_a_closed_file_leaves_after_the_gather_pause_not_a_debounce(batcher):
+    batcher.note("/r/a.md", What.WRITE, 10.0)
+    batcher.note("/r/a.md", What.CLOSED, 10.001)
+    assert batcher.take(10.01) is None  # events may still be coming (an editor's save is several)
+    assert batcher.next_due(10.01) == pytest.approx(10.031)
+    batch = batcher.take(10.031)
+    assert paths(batch) == ["/r/a.md"] and batch.first_seen["/r/a.md"] == 10.0
+    assert len(batcher) == 0 and batcher.take(20.0) is None and batcher.next_due(20.0) is None
+
+
+def test_a_steady_stream_of_events_cannot_hold_a_ready_path_back(batcher):
+    batcher.note("/r/a.md", What.CLOSED, 0.0)
+    now = 0.0
+    while batcher.take(now) is None:
+        now += 0.01
+        batcher.note(f"/r/other{int(now * 100)}.md", What.WRITE, now)  # never closed: not ready
+        assert now < 1.0
+    assert now == pytest.approx(T.max_gather, abs=0.011)
+
+
+def test_an_unclosed_write_waits_until_size_and_mtime_hold_still(batcher, disk):
+    disk.stats["/r/big.log"] = (100, 1)
+    batcher.note("/r/big.log", What.WRITE, 0.0)
+    assert batcher.take(0.29) is None
+    disk.stats["/r/big.log"] = (200, 2)  # still growing at the settle check
+    assert batcher.take(0.31) is None
+    assert batcher.next_due(0.31) == pytest.approx(0.61)
+    assert batcher.take(0.6) is None
+    assert paths(batcher.take(0.62)) == ["/r/big.log"]  # unchanged for a whole settle period
+
+
+def test_a_close_makes_a_settling_file_ready_at_once(batcher, disk):
+    disk.stats["/r/f.md"] = (1, 1)
+    batcher.note("/r/f.md", What.WRITE, 0.0)
+    disk.stats["/r/f.md"] = (5, 2)
+    batcher.note("/r/f.md", What.CLOSED, 0.01)
+    assert paths(batcher.take(0.05)) == ["/r/f.md"]
+
+
+def test_a_vanished_file_waits_the_grace_and_a_reappearance_cancels_the_delete(batcher):
+    # vim: rename the original aside, write the new one, delete the backup
+    batcher.note("/r/notes.md", What.GONE, 0.0)
+    batcher.note("/r/notes.md~", What.CLOSED, 0.0)
+    assert batcher.take(0.1) is None
+    batcher.note("/r/notes.md", What.WRITE, 0.12)
+    batcher.note("/r/notes.md", What.CLOSED, 0.13)
+    batcher.note("/r/notes.md~", What.GONE, 0.14)
+    batch = batcher.take(0.2)
+    assert paths(batch) == ["/r/notes.md"]  # a change, never a delete; first seen at the rename
+    assert batch.first_seen["/r/notes.md"] == 0.0
+    assert batcher.take(0.38) is None
+    assert paths(batcher.take(0.4)) == ["/r/notes.md~"]  # the backup's deletion is a no-op sync
+
+
+def test_a_real_delete_goes_out_after_the_grace(batcher):
+    batcher.note("/r/gone.md", What.GONE, 1.0)
+    assert batcher.take(1.2) is None
+    assert paths(batcher.take(1.26)) == ["/r/gone.md"]
+
+
+@pytest.mark.parametrize("name", ["a.md~", ".a.md.swp", "4913", "#a.md#", ".#a.md", "a.tmp", "a.md___jb_tmp___"])
+def test_editor_temp_names_are_transient(name):
+    assert is_transient(name)
+
+
+@pytest.mark.parametrize("name", ["a.md", "notes.txt", "tmp.md", "4914", "swap.py"])
+def test_ordinary_names_are_not_transient(name):
+    assert not is_transient(name)
+
+
+def test_atomic_save_is_one_batch_with_only_the_target_ready(batcher):
+    batcher.note("/r/doc.md.tmp", What.WRITE, 0.0)
+    batcher.note("/r/doc.md.tmp", What.CLOSED, 0.001)
+    batcher.note("/r/doc.md.tmp", What.GONE, 0.002)  # moved over the target
+    batcher.note("/r/doc.md", What.CLOSED, 0.002)
+    assert paths(batcher.take(0.05)) == ["/r/doc.md"]
+    assert paths(batcher.take(0.3)) == ["/r/doc.md.tmp"]
+
+
+def test_folders_cover_the_paths_under_them(batcher):
+    batcher.note("/r/new", What.FOLDER, 0.0)
+    batcher.note("/r/new/a.md", What.CLOSED, 0.0)
+    batcher.note("/r/new/sub/b.md", What.CLOSED, 0.01)
+    batcher.note("/r/newer.md", What.CLOSED, 0.01)  # a prefix of the name, not of the path
+    batch = batcher.take(0.05)
+    assert paths(batch) == ["/r/new", "/r/newer.md"]
+    assert batch.first_seen == {"/r/new": 0.0, "/r/newer.md": 0.01}
+    assert len(batcher) == 0
+
+
+def test_a_folder_moved_out_is_one_prefix_delete(batcher):
+    batcher.note("/r/tree", What.GONE, 0.0)
+    batcher.note("/r/tree/x.md", What.GONE, 0.0)
+    assert paths(batcher.take(0.3)) == ["/r/tree"]
+
+
+def test_a_folder_moved_within_the_root_syncs_both_ends(batcher):
+    batcher.note("/r/old", What.GONE, 0.0)
+    batcher.note("/r/new", What.FOLDER, 0.0)
+    batcher.note("/r/new/a.md", What.CLOSED, 0.0)  # watchdog's synthetic sub-move events
+    batcher.note("/r/old/a.md", What.GONE, 0.0)
+    assert paths(batcher.take(0.05)) == ["/r/new"]  # the new place first: vectors are reused from the old
+    assert paths(batcher.take(0.3)) == ["/r/old"]
+
+
+def test_an_ignore_file_edit_syncs_its_folder(batcher):
+    batcher.note("/r/docs/.gitignore", What.CLOSED, 0.0)
+    batcher.note("/r/docs/a.md", What.CLOSED, 0.0)
+    batcher.note("/r/.indexerignore", What.CLOSED, 0.0)
+    assert paths(batcher.take(0.05)) == ["/r"]
+
+
+def test_bursts_leave_in_capped_batches_with_a_fresh_lane(batcher):
+    for i in range(20):
+        batcher.note(f"/r/bulk{i:02d}.md", What.CLOSED, i * 0.001)
+    batcher.note("/r/edit.md", What.CLOSED, 0.5)
+    batch = batcher.take(0.6)
+    assert len(batch) == T.max_paths
+    assert "/r/edit.md" in batch.paths and "/r/bulk00.md" in batch.paths  # newest edit rides along
+    assert "/r/bulk19.md" in batch.paths  # the lane holds the two newest
+    assert len(batcher) == 21 - T.max_paths
+    assert paths(batcher.take(0.6, max_paths=1)) == ["/r/bulk04.md"]  # narrowed: oldest first
+
+
+def test_requeue_keeps_the_first_seen_time_and_is_ready_at_once(batcher):
+    batcher.note("/r/a.md", What.CLOSED, 1.0)
+    batch = batcher.take(1.1)
+    batcher.note("/r/a.md", What.CLOSED, 2.0)  # changed again while the failed batch ran
+    batcher.requeue(batch, 3.0)
+    again = batcher.take(3.0)
+    assert paths(again) == ["/r/a.md"] and again.first_seen["/r/a.md"] == 1.0
+
+
+def test_take_all_returns_everything_ready_or_not(batcher, disk):
+    disk.stats["/r/w.md"] = (1, 1)
+    batcher.note("/r/w.md", What.WRITE, 0.0)
+    batcher.note("/r/g.md", What.GONE, 0.0)
+    assert paths(batcher.take_all()) == ["/r/g.md", "/r/w.md"] and len(batcher) == 0
+
+
+def test_drop_nested():
+    assert drop_nested(["/a", "/a/b", "/ab", "/c/d", "/c"]) == {"/a", "/ab", "/c"}

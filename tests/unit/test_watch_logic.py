@@ -1,0 +1,231 @@
+"""The watcher's own logic with a fake collection (real folders, real watchdog): queue persistence, retries,
+narrowing a failing batch down to the bad path, the inotify-limit fallback, the status file and the lock."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from indexer.errors import InputError, StoreUnavailableError
+from indexer.pipeline import IndexReport
+from indexer.watch import Watcher, WatchError, WatchOptions, translate
+from indexer.watch_batch import BatchTiming, What
+from indexer.watch_state import load_queue, queue_path, read_status
+
+FAST = WatchOptions(rescan_seconds=0, timing=BatchTiming(gather=0.01, max_gather=0.05, settle=0.1, grace=0.1))
+
+
+@dataclass
+class FakeSettings:
+    data_dir: Path
+
+
+@dataclass
+class FakeState:
+    root_list: list[str]
+
+    def roots(self, name: str) -> list[str]:
+        return list(self.root_list)
+
+
+@dataclass
+class FakeCollection:
+    """Records sync_paths calls; raises what ``fail`` says for the paths it names."""
+
+    data_dir: Path
+    root: Path
+    name: str = "fake"
+    record: object = True
+    down: bool = False
+    bad: set[str] = field(default_factory=set)
+    synced: list[list[str]] = field(default_factory=list)
+    reconciles: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.settings = FakeSettings(self.data_dir)
+        self.state = FakeState([str(self.root)])
+
+    def sync(self, progress: Any = None) -> IndexReport:
+        if self.down:
+            raise StoreUnavailableError("cannot reach the store (test)")
+        self.reconciles += 1
+        return IndexReport()
+
+    def sync_paths(self, paths: list[str]) -> IndexReport:
+        if self.down:
+            raise StoreUnavailableError("cannot reach the store (test)")
+        if any(p in self.bad for p in paths):
+            raise InputError("this path breaks the batch (test)")
+        with self.lock:
+            self.synced.append(list(paths))
+        report = IndexReport()
+        report.failed = [(p, "unreadable (test)") for p in paths if p.endswith(".bad")]
+        return report
+
+    def all_synced(self) -> set[str]:
+        with self.lock:
+            return {p for batch in self.synced for p in batch}
+
+
+def until(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeCollection:
+    root = tmp_path / "root"
+    root.mkdir()
+    return FakeCollection(tmp_path / "data", root)
+
+
+def test_events_become_sync_paths_calls(fake):
+    with Watcher(fake, options=FAST) as watcher:
+        assert watcher.wait_idle(20) and fake.reconciles == 1
+        (fake.root / "a.md").write_text("hello")
+        (fake.root / "sub").mkdir()
+        (fake.root / "sub" / "b.md").write_text("world")
+        (fake.root / ".hidden.md").write_text("not watched")
+        until(lambda: {str(fake.root / "a.md"), str(fake.root / "sub")} <= fake.all_synced())
+    assert str(fake.root / ".hidden.md") not in fake.all_synced()
+    status = read_status(fake.data_dir, "fake")
+    assert status is not None and status["running"] is False and status["state"] == "stopped"
+    assert status["batches"] >= 1 and status["freshness"]["samples"] >= 2
+
+
+def test_an_unreachable_store_keeps_changes_queued_and_persisted_then_applies_them(fake):
+    with Watcher(fake, options=FAST) as watcher:
+        assert watcher.wait_idle(20)
+        fake.down = True
+        (fake.root / "a.md").write_text("queued while the store is down")
+        until(lambda: str(fake.root / "a.md") in load_queue(fake.data_dir, "fake"))
+        until(lambda: (read_status(fake.data_dir, "fake") or {}).get("state") == "waiting to retry")
+        assert "cannot reach the store" in (read_status(fake.data_dir, "fake") or {}).get("last_error", "")
+        fake.down = False
+        until(lambda: str(fake.root / "a.md") in fake.all_synced())
+        until(lambda: load_queue(fake.data_dir, "fake") == [])
+
+
+def test_a_restart_applies_the_queue_a_stopped_watcher_left(fake):
+    fake.down = True
+    watcher = Watcher(fake, options=FAST)
+    watcher.start()
+    until(lambda: (read_status(fake.data_dir, "fake") or {}).get("state") == "waiting to retry")
+    (fake.root / "a.md").write_text("changed while down")
+    until(lambda: str(fake.root / "a.md") in load_queue(fake.data_dir, "fake"))
+    watcher.stop()
+    assert load_queue(fake.data_dir, "fake") == [str(fake.root / "a.md")]
+    status = read_status(fake.data_dir, "fake")
+    assert status is not None and status["queued"] == 1 and not status["running"]
+
+    fake.down = False
+    with Watcher(fake, options=FAST) as again:
+        until(lambda: str(fake.root / "a.md") in fake.all_synced())
+        assert again.wait_idle(20)
+    assert not queue_path(fake.data_dir, "fake").exists()
+
+
+def test_a_path_that_breaks_its_batch_is_narrowed_down_reported_and_skipped(fake):
+    fake.bad.add(str(fake.root / "poison.md"))
+    with Watcher(fake, options=FAST) as watcher:
+        assert watcher.wait_idle(20)
+        for name in ("one.md", "poison.md", "two.md"):
+            (fake.root / name).write_text(name)
+        until(lambda: {str(fake.root / "one.md"), str(fake.root / "two.md")} <= fake.all_synced(), timeout=30)
+        until(lambda: str(fake.root / "poison.md") in watcher.errors, timeout=30)
+        assert "breaks the batch" in watcher.errors[str(fake.root / "poison.md")]
+        assert watcher.wait_idle(20)
+    assert str(fake.root / "poison.md") not in fake.all_synced()
+
+
+def test_failed_files_of_a_report_are_listed_until_they_index(fake):
+    with Watcher(fake, options=FAST) as watcher:
+        assert watcher.wait_idle(20)
+        (fake.root / "x.bad").write_text("?")
+        until(lambda: str(fake.root / "x.bad") in watcher.errors)
+        until(lambda: str(fake.root / "x.bad") in (read_status(fake.data_dir, "fake") or {}).get("errors", {}))
+
+
+def test_inotify_limit_falls_back_to_polling_and_names_the_sysctl(fake, caplog):
+    from watchdog.observers import Observer
+
+    class LimitedObserver(Observer):  # type: ignore[misc,valid-type]
+        def schedule(self, *args: Any, **kwargs: Any) -> Any:
+            raise OSError(errno.ENOSPC, "inotify watch limit reached")
+
+    options = WatchOptions(rescan_seconds=0, poll_seconds=0.1, timing=FAST.timing)
+    with (
+        caplog.at_level(logging.WARNING, logger="indexer.watch"),
+        Watcher(fake, options=options, observer_factory=LimitedObserver) as watcher,
+    ):
+        assert watcher.polled_roots == [str(fake.root)]
+        assert watcher.wait_idle(20)
+        (fake.root / "polled.md").write_text("found by polling")
+        until(lambda: str(fake.root / "polled.md") in fake.all_synced())
+    assert "fs.inotify.max_user_watches" in caplog.text
+
+
+def test_polling_mode_sees_changes(fake):
+    options = WatchOptions(polling=True, poll_seconds=0.1, rescan_seconds=0, timing=FAST.timing)
+    with Watcher(fake, options=options) as watcher:
+        assert watcher.polled_roots == [str(fake.root)]
+        assert watcher.wait_idle(20)
+        (fake.root / "p.md").write_text("polled")
+        until(lambda: str(fake.root / "p.md") in fake.all_synced())
+
+
+def test_periodic_rescans_run(fake):
+    options = WatchOptions(rescan_seconds=0.2, timing=FAST.timing)
+    with Watcher(fake, options=options):
+        until(lambda: fake.reconciles >= 3)
+
+
+def test_one_watcher_per_collection(fake):
+    with Watcher(fake, options=FAST), pytest.raises(WatchError, match="already runs"):
+        Watcher(fake, options=FAST).start()
+
+
+def test_the_data_dir_inside_a_root_is_not_watched(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    fake = FakeCollection(root / "indexer-data", root)
+    with Watcher(fake, options=FAST) as watcher:
+        assert watcher.wait_idle(20)
+        (root / "a.md").write_text("x")
+        until(lambda: str(root / "a.md") in fake.all_synced())
+        assert watcher.wait_idle(20)
+    assert not any(p.startswith(str(root / "indexer-data")) for p in fake.all_synced())
+
+
+def test_translate_watchdog_events():
+    from watchdog import events as ev
+
+    assert translate(ev.FileCreatedEvent("/r/a")) == [("/r/a", What.WRITE)]
+    assert translate(ev.FileClosedEvent("/r/a")) == [("/r/a", What.CLOSED)]
+    assert translate(ev.FileMovedEvent("/r/a.tmp", "/r/a")) == [("/r/a.tmp", What.GONE), ("/r/a", What.CLOSED)]
+    assert translate(ev.DirMovedEvent("/r/d", "/r/e")) == [("/r/d", What.GONE), ("/r/e", What.FOLDER)]
+    assert translate(ev.DirDeletedEvent("/r/d")) == [("/r/d", What.GONE)]
+    assert translate(ev.DirModifiedEvent("/r")) == []
+    assert translate(ev.FileOpenedEvent("/r/a")) == []
+
+
+def test_stop_is_prompt_and_idempotent(fake):
+    watcher = Watcher(fake, options=FAST)
+    watcher.start()
+    assert watcher.wait_idle(20)
+    watcher.stop()
+    watcher.stop()
+    assert not watcher.running
+    assert os.path.exists(fake.data_dir / "watch" / "fake.status.json")
