@@ -258,6 +258,7 @@ class Collection:
             "normalization": normalization_name(rec.normalization),
             "roots": self.state.roots(self.name),
             "reranker": self.settings.rerank_model,
+            "watcher": _watcher_status(self.settings, self.name),
         }
 
     def drop(self) -> None:
@@ -353,6 +354,12 @@ def _meta(rec: CollectionRecord) -> dict[str, str]:
         "indexer.normalization": normalization_name(rec.normalization),
         "indexer.metric": rec.metric,
     }
+
+
+def _watcher_status(settings: Settings, name: str) -> dict[str, Any] | None:
+    from indexer.watch_state import read_status
+
+    return read_status(settings.data_dir, name)
 
 
 def _resolve_model(spec: str) -> Path:

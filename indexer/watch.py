@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import inspect
 import logging
 import os
 import signal
@@ -272,11 +273,20 @@ class Watcher:
                 raise InputError(f"{path} is not an existing folder; pass folders to watch")
         return self._add_paths
 
+    def _watchable(self, roots: list[str]) -> list[str]:
+        present = [r for r in roots if os.path.isdir(r)]
+        for root in roots:
+            if root not in present:
+                logger.warning("root %s is unavailable (unmounted or deleted): not watched; its points are kept", root)
+        if not present:
+            raise WatchError("no root of the collection is available to watch; mount or restore them")
+        return present
+
     def _start_observers(self) -> None:
         handler = _make_handler(self)
         native = None
         polling = None
-        for root in self.roots:
+        for root in self._watchable(self.roots):
             if not self.options.polling:
                 try:
                     if native is None:
@@ -445,6 +455,11 @@ class Watcher:
         self._persist_queue()
         try:
             report = self._sync(list(batch.paths))
+        except _Stopping:
+            self._requeue(batch)  # stopped between two file batches (crash-safe): persisted for the next start
+            with self._cond:
+                self._in_flight = None
+            return
         except Exception as exc:
             with self._cond:
                 self._in_flight = None
@@ -458,7 +473,9 @@ class Watcher:
     def _sync(self, paths: list[str]) -> IndexReport:
         sync_paths = getattr(self.collection, "sync_paths", None)
         if sync_paths is not None:
-            report: IndexReport = sync_paths(paths)
+            stop = _StopCheck(self._stopping)
+            takes_progress = "progress" in inspect.signature(sync_paths).parameters
+            report: IndexReport = sync_paths(paths, progress=stop) if takes_progress else sync_paths(paths)
             return report
         report = self.collection.sync()  # until the facade has sync_paths
         return report
