@@ -251,6 +251,11 @@ def watch(
     raise typer.Exit(code)
 
 
+from indexer import ops_cli  # noqa: E402  (migrate, backup, restore, reindex: logic in their own modules)
+
+ops_cli.register(app)
+
+
 def main() -> None:
     app()
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from indexer import migrations
 from indexer.errors import StateError
 from indexer.migrations import MIGRATIONS
 
@@ -86,34 +87,13 @@ class StateStore:
         self._db.close()
 
     def _migrate(self) -> None:
-        db = self._db
-        db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
-        applied = {row[0] for row in db.execute("SELECT name FROM schema_migrations")}
-        known = {m.__name__ for m in MIGRATIONS}
-        unknown = applied - known
-        if unknown:
+        try:
+            migrations.upgrade(self._db, MIGRATIONS)
+        except migrations.NewerStateError as exc:
             raise StateError(
-                f"the state database {self.path} was written by a newer indexer (migrations {sorted(unknown)}); "
+                f"the state database {self.path} was written by a newer indexer (migrations {exc}); "
                 "upgrade indexer or use another INDEXER_DATA_DIR"
-            )
-        for migration in MIGRATIONS:
-            if migration.__name__ in applied:
-                continue
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                # Another process may have applied it while we waited for the write lock.
-                if db.execute("SELECT 1 FROM schema_migrations WHERE name=?", (migration.__name__,)).fetchone():
-                    db.execute("COMMIT")
-                    continue
-                migration(db)
-                db.execute(
-                    "INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)", (migration.__name__, time.time())
-                )
-                db.execute("COMMIT")
-                logger.info("applied migration %s", migration.__name__)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            ) from exc
 
     def applied_migrations(self) -> list[str]:
         return [r[0] for r in self._db.execute("SELECT name FROM schema_migrations ORDER BY name")]

@@ -1,27 +1,66 @@
 """Schema migrations of the SQLite state store, shipped in the wheel as ``indexer.migrations``.
 
-Each migration is a named function taking a connection. ``indexer.state`` applies the ones not yet recorded in
-``schema_migrations``, each together with its record in one transaction, in the order of ``MIGRATIONS``.
-Never edit a released migration: add a new one.
+Each migration is a named function taking a connection, listed in ``MIGRATIONS`` in the order they apply.
+:func:`upgrade` applies the ones not yet recorded in ``schema_migrations``, each together with its record in
+one ``BEGIN IMMEDIATE`` transaction: a failing migration leaves neither schema changes nor its record.
+Statements run one by one through :func:`run_script`, which splits a script with SQLite's own
+``sqlite3.complete_statement`` (``;`` inside string literals, comments and trigger bodies stay put);
+``executescript`` is never used, because it commits the open transaction first.
+
+Never edit a released migration: add a new one (``m0003_...``) at the end of ``MIGRATIONS``.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import sqlite3
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+Migration = Callable[[sqlite3.Connection], None]
 
 
-def _execute_all(db: sqlite3.Connection, script: str) -> None:
-    """Run ``;``-separated DDL inside the caller's transaction (``executescript`` would commit first)."""
-    for statement in script.split(";"):
-        lines = [line.split("--")[0] for line in statement.splitlines()]
-        if "".join(lines).strip():
-            db.execute("\n".join(lines))
+class NewerStateError(Exception):
+    """The database records migrations this code does not know (translated to StateError by the caller)."""
 
 
+def split_statements(script: str) -> Iterator[str]:
+    """The complete SQL statements of ``script``, in order, as SQLite itself delimits them."""
+    pending = ""
+    for piece in script.split(";"):
+        pending = f"{pending}{piece};"
+        if sqlite3.complete_statement(pending):
+            if _has_code(pending):
+                yield pending.strip()
+            pending = ""
+    if _has_code(pending[:-1]):
+        raise ValueError(f"incomplete SQL statement at the end of a migration script: {pending[:-1].strip()[:80]!r}")
+
+
+def _has_code(text: str) -> bool:
+    """False for text that is only whitespace, ``;`` and comments."""
+    for line in text.splitlines():
+        code = line.split("--", 1)[0].strip().strip(";").strip()
+        if code and not code.startswith("/*"):
+            return True
+    return False
+
+
+def run_script(db: sqlite3.Connection, script: str) -> None:
+    """Execute every statement of ``script`` inside the caller's transaction."""
+    for statement in split_statements(script):
+        db.execute(statement)
+
+
+# -- the migrations --------------------------------------------------------------------------------------------
 def m0001_initial(db: sqlite3.Connection) -> None:
     """Collections, their roots, indexed files, their chunks, pending write intents and the vector cache."""
-    _execute_all(
+    run_script(
         db,
         """
         CREATE TABLE collections (
@@ -85,4 +124,99 @@ def m0001_initial(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m0001_initial]
+def m0002_relative_store_paths(db: sqlite3.Connection) -> None:
+    """Store locations inside the data directory become relative to it (0.1 recorded absolute paths).
+
+    0.1 put every embedded store at ``<data dir>/faiss/<name>`` or ``<data dir>/qdrant/<name>``. Such a path is
+    rewritten to ``faiss/<name>`` (resolved against the data directory on open) when it lies in this data
+    directory, or when it no longer exists but the same layout exists here: the directory was moved or copied.
+    Any other path (a store the user placed elsewhere) is left as it is.
+    """
+    data_dir = _data_dir(db)
+    for name, raw in db.execute("SELECT name, store_options FROM collections").fetchall():
+        options = json.loads(raw)
+        path = options.get("path")
+        if not isinstance(path, str) or not Path(path).is_absolute():
+            continue
+        p = Path(path)
+        relative = Path(p.parent.name) / p.name
+        if p.parent.name not in ("faiss", "qdrant") or data_dir is None:
+            continue
+        moved = not p.exists() and (data_dir / relative).exists()
+        if p.parent.parent == data_dir or moved:
+            options["path"] = str(relative)
+            db.execute(
+                "UPDATE collections SET store_options=? WHERE name=?", (json.dumps(options, sort_keys=True), name)
+            )
+
+
+def _data_dir(db: sqlite3.Connection) -> Path | None:
+    """The folder of the main database file (None for an in-memory database)."""
+    for _seq, schema, filename in db.execute("PRAGMA database_list"):
+        if schema == "main":
+            return Path(filename).parent if filename else None
+    return None
+
+
+MIGRATIONS: list[Migration] = [m0001_initial]
+
+
+# -- the runner ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MigrationPlan:
+    applied: tuple[str, ...]  # recorded in the database, in the order they were applied
+    pending: tuple[str, ...]  # known here, not applied yet, in the order they will apply
+    unknown: tuple[str, ...]  # recorded but not known here: the database is newer than this code
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"applied": list(self.applied), "pending": list(self.pending), "unknown": list(self.unknown)}
+
+
+def _ensure_table(db: sqlite3.Connection) -> None:
+    db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+
+
+def plan(db: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> MigrationPlan:
+    """What :func:`upgrade` would do, without changing anything (a missing table means nothing applied)."""
+    exists = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_migrations'").fetchone()
+    rows = db.execute("SELECT name FROM schema_migrations ORDER BY applied_at, name").fetchall() if exists else []
+    applied = tuple(r[0] for r in rows)
+    known = [m.__name__ for m in migrations]
+    return MigrationPlan(
+        applied=applied,
+        pending=tuple(n for n in known if n not in applied),
+        unknown=tuple(sorted(set(applied) - set(known))),
+    )
+
+
+def upgrade(db: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
+    """Apply the pending migrations (``db`` in autocommit mode); returns the names applied by this call.
+
+    Raises :class:`NewerStateError` before touching anything when the database knows migrations this code
+    does not.
+    """
+    _ensure_table(db)
+    current = plan(db, migrations)
+    if current.unknown:
+        raise NewerStateError(", ".join(current.unknown))
+    done = []
+    for migration in migrations:
+        if migration.__name__ not in current.pending:
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have applied it while we waited for the write lock.
+            if db.execute("SELECT 1 FROM schema_migrations WHERE name=?", (migration.__name__,)).fetchone():
+                db.execute("COMMIT")
+                continue
+            migration(db)
+            db.execute(
+                "INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)", (migration.__name__, time.time())
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        logger.info("applied migration %s", migration.__name__)
+        done.append(migration.__name__)
+    return done
