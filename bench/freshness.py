@@ -161,6 +161,7 @@ def main() -> int:
             figures["edits_during_burst"] = len(during)
             figures["burst_indexed_seconds"] = round(burst_done, 1)
             figures["watcher_freshness"] = status.get("freshness")
+            figures["watcher_batches"] = status.get("batches")
             print("during burst:", figures["during_burst"], f"(burst fully indexed in {burst_done:.1f}s)", flush=True)
         finally:
             watcher.terminate()

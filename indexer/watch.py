@@ -149,6 +149,7 @@ class Watcher:
         self._retry_at = 0.0
         self._failures_in_row = 0
         self._narrow = False
+        self._wake_at = float("-inf")  # while the worker sleeps: when it plans to wake (events due sooner notify)
         self._next_rescan = float("inf")
         self._reconciled = False
         self.errors: dict[str, str] = {}
@@ -345,11 +346,11 @@ class Watcher:
         if not self._wanted(path):
             return
         with self._cond:
-            was_empty = not len(self._batcher)
-            self._batcher.note(path, what, self._clock())
+            now = self._clock()
+            self._batcher.note(path, what, now)
             self._idle.clear()
-            if was_empty:
-                self._cond.notify_all()
+            if now + self._batcher.delay_of(path, what) < self._wake_at:
+                self._cond.notify_all()  # the worker sleeps past the moment this change is due
 
     def _wanted(self, path: str) -> bool:
         """Cheap pre-filter: inside a watched root, outside the data dir, no hidden part (except ignore files)."""
@@ -387,7 +388,9 @@ class Watcher:
                                 self._state = "idle"
                                 self._write_status()
                         wake = min(self._next_rescan, due if due is not None else now + 1.0, now + 1.0)
+                        self._wake_at = wake
                         self._cond.wait(max(0.001, wake - now))
+                        self._wake_at = float("-inf")
                         continue
                     self._in_flight = batch
                 self._process(batch)
@@ -433,6 +436,8 @@ class Watcher:
             self._retry_later(f"reconciliation scan failed: {exc}")
             return
         self._succeeded()
+        if not self._reconciled:
+            self._warm_up()
         self._reconciled = True
         if self.options.rescan_seconds > 0:
             self._next_rescan = self._clock() + self.options.rescan_seconds
@@ -449,6 +454,13 @@ class Watcher:
         )
         self._state = "syncing"
         self._write_status()
+
+    def _warm_up(self) -> None:
+        """One query through the model, so the first change after start does not pay for the first model call."""
+        try:
+            self.collection.search("warm up", k=1, rerank=False)
+        except Exception as exc:  # only an optimisation
+            logger.debug("warm-up query failed: %s", exc)
 
     def _process(self, batch: Batch) -> None:
         self._state = "syncing"
@@ -527,7 +539,8 @@ class Watcher:
 
     def _finish_batch(self, batch: Batch, report: IndexReport) -> None:
         now = self._clock()
-        ages = [now - batch.first_seen.get(p, now) for p in batch.paths]
+        # Freshness counts file changes (a folder pass mostly re-checks files already synced one by one).
+        ages = [now - batch.first_seen.get(p, now) for p in batch.paths if not os.path.isdir(p)]
         for age in ages:
             self.freshness.add(age)
         self._record_failures(report, batch.paths)

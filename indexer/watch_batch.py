@@ -14,7 +14,9 @@ Rules (each one answers a pitfall of watching folders, see docs/watch.md):
 - **Editor temp files** (``*~``, ``*.swp``, ``4913``, ``#x#``, ``*.tmp`` ...) also wait ``grace``: most are gone
   by then and cost nothing; one that stays is indexed like any other file.
 - **Prefixes.** A ready folder (created, moved in, deleted, moved out) is synced as a whole: paths under it in
-  the same batch are dropped. An ignore-file edit syncs its folder, so newly ignored files lose their points and
+  the same batch are dropped. A folder that appeared waits while single files are ready (watchdog reports the
+  files of a new or moved-in folder one by one): they go in capped batches, and the folder pass that follows
+  (for anything the events missed) finds them unchanged. An ignore-file edit syncs its folder, so newly ignored files lose their points and
   newly included ones are indexed.
 - **Coalescing.** Events for a pending path merge into one entry that keeps the time of its first unsynced
   change (for the freshness figure). While a batch runs, new events collect into the next one.
@@ -108,7 +110,7 @@ class BatchTiming:
     max_gather: float = 0.15
     settle: float = 0.3
     grace: float = 0.25
-    max_paths: int = 128
+    max_paths: int = 64
     fresh_lane: int = 8
 
 
@@ -150,6 +152,15 @@ class ChangeBatcher:
             return  # a folder sync covers whatever else happens to it
         entry.what = what
         entry.stat = stat
+
+    def delay_of(self, path: str, what: What) -> float:
+        """How long after its event a change of this kind is ready at the earliest (for waking the worker)."""
+        t = self.timing
+        if what is What.GONE or is_transient(os.path.basename(path)):
+            return t.grace
+        if what is What.WRITE:
+            return t.settle
+        return t.gather
 
     def requeue(self, batch: Batch, now: float) -> None:
         """Put a batch that could not be synced back (ready at once, keeping its first-seen times)."""
@@ -212,6 +223,9 @@ class ChangeBatcher:
         return _fold(entries)
 
     def _choose(self, ready: list[_Entry], limit: int) -> list[_Entry]:
+        files = [e for e in ready if e.what is not What.FOLDER]
+        if files:  # a folder sync can be huge: its files go first in capped batches, the folder pass last
+            ready = files
         if len(ready) <= limit:
             return ready
         by_age = sorted(ready, key=lambda e: e.first_seen)

@@ -116,10 +116,12 @@ def test_folders_cover_the_paths_under_them(batcher):
     batcher.note("/r/new/a.md", What.CLOSED, 0.0)
     batcher.note("/r/new/sub/b.md", What.CLOSED, 0.01)
     batcher.note("/r/newer.md", What.CLOSED, 0.01)  # a prefix of the name, not of the path
-    batch = batcher.take(0.05)
-    assert paths(batch) == ["/r/new", "/r/newer.md"]
-    assert batch.first_seen == {"/r/new": 0.0, "/r/newer.md": 0.01}
-    assert len(batcher) == 0
+    assert paths(batcher.take(0.05)) == ["/r/new/a.md", "/r/new/sub/b.md", "/r/newer.md"]  # files first
+    assert paths(batcher.take(0.05)) == ["/r/new"]  # then the folder pass
+    batcher.note("/r/new2", What.FOLDER, 1.0)
+    batcher.note("/r/new2/c.md", What.WRITE, 1.0)  # not ready yet (settling): the folder goes, covering it
+    batch = batcher.take(1.05)
+    assert paths(batch) == ["/r/new2"] and batch.first_seen == {"/r/new2": 1.0}
 
 
 def test_a_folder_moved_out_is_one_prefix_delete(batcher):
@@ -133,7 +135,8 @@ def test_a_folder_moved_within_the_root_syncs_both_ends(batcher):
     batcher.note("/r/new", What.FOLDER, 0.0)
     batcher.note("/r/new/a.md", What.CLOSED, 0.0)  # watchdog's synthetic sub-move events
     batcher.note("/r/old/a.md", What.GONE, 0.0)
-    assert paths(batcher.take(0.05)) == ["/r/new"]  # the new place first: vectors are reused from the old
+    assert paths(batcher.take(0.05)) == ["/r/new/a.md"]  # the new place first: vectors are reused from the old
+    assert paths(batcher.take(0.05)) == ["/r/new"]
     assert paths(batcher.take(0.3)) == ["/r/old"]
 
 
