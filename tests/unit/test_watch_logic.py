@@ -102,7 +102,7 @@ def test_events_become_sync_paths_calls(fake):
     assert str(fake.root / ".hidden.md") not in fake.all_synced()
     status = read_status(fake.data_dir, "fake")
     assert status is not None and status["running"] is False and status["state"] == "stopped"
-    assert status["batches"] >= 1 and status["freshness"]["samples"] >= 2
+    assert status["batches"] >= 1 and status["freshness"]["samples"] >= 1
 
 
 def test_an_unreachable_store_keeps_changes_queued_and_persisted_then_applies_them(fake):
