@@ -179,6 +179,10 @@ def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt) -> N
         out.print_json(json.dumps(info))
         return
     table = Table(show_header=False)
+    if "watcher" in info:
+        from indexer.watch_state import describe
+
+        info["watcher"] = describe(info["watcher"])
     for key, value in info.items():
         table.add_row(key, ", ".join(value) if isinstance(value, list) else str(value))
     out.print(table)

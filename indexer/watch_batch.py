@@ -16,8 +16,8 @@ Rules (each one answers a pitfall of watching folders, see docs/watch.md):
 - **Prefixes.** A ready folder (created, moved in, deleted, moved out) is synced as a whole: paths under it in
   the same batch are dropped. A folder that appeared waits while single files are ready (watchdog reports the
   files of a new or moved-in folder one by one): they go in capped batches, and the folder pass that follows
-  (for anything the events missed) finds them unchanged. An ignore-file edit syncs its folder, so newly ignored files lose their points and
-  newly included ones are indexed.
+  (for anything the events missed) finds them unchanged. An ignore-file edit syncs its folder, so newly
+  ignored files lose their points and newly included ones are indexed.
 - **Coalescing.** Events for a pending path merge into one entry that keeps the time of its first unsynced
   change (for the freshness figure). While a batch runs, new events collect into the next one.
 - **Freshness first.** A batch holds at most ``max_paths`` paths: the ``fresh_lane`` most recently changed ready

@@ -150,3 +150,22 @@ def read_status(data_dir: str | os.PathLike[str], collection: str) -> dict[str, 
         data["queued"] = len(queued)
         data["queued_paths"] = queued[:STATUS_PATHS_SHOWN]
     return data
+
+
+def describe(status: dict[str, Any] | None) -> str:
+    """One line for `indexer status`: running or not, state, queue, errors and freshness."""
+    if not status:
+        return "not running (never started; `indexer watch`)"
+    fresh = status.get("freshness") or {}
+    parts = [
+        f"running (pid {status.get('pid')}), {status.get('state')}" if status.get("running") else "not running",
+        f"{status.get('queued', 0)} queued",
+        f"{len(status.get('errors') or {})} files with errors",
+    ]
+    if fresh.get("samples"):
+        parts.append(
+            f"change->searchable last {fresh['last_ms']} ms, p50 {fresh['p50_ms']} ms, p95 {fresh['p95_ms']} ms"
+        )
+    if status.get("polled_roots"):
+        parts.append("polling " + ", ".join(status["polled_roots"]))
+    return "; ".join(parts)

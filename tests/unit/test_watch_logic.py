@@ -229,3 +229,24 @@ def test_stop_is_prompt_and_idempotent(fake):
     watcher.stop()
     assert not watcher.running
     assert os.path.exists(fake.data_dir / "watch" / "fake.status.json")
+
+
+def test_describe_status_for_the_cli():
+    from indexer.watch_state import describe
+
+    assert "never started" in describe(None)
+    line = describe(
+        {
+            "running": True,
+            "pid": 42,
+            "state": "idle",
+            "queued": 3,
+            "errors": {"/r/x.pdf": "corrupt"},
+            "freshness": {"samples": 5, "last_ms": 120.0, "p50_ms": 150.0, "p95_ms": 300.0},
+            "polled_roots": ["/mnt/nfs"],
+        }
+    )
+    assert line == (
+        "running (pid 42), idle; 3 queued; 1 files with errors; change->searchable last 120.0 ms, p50 150.0 ms, "
+        "p95 300.0 ms; polling /mnt/nfs"
+    )
