@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from indexer import plugins
 from indexer.collection import Collection, list_collections, open_collection
 from indexer.errors import IndexerError
 from indexer.pipeline import IndexReport
@@ -29,6 +30,9 @@ try:  # the models sub-app lives with the model code
     app.add_typer(models_app, name="models", help="Build, list and locate embedding models.")
 except ImportError:  # pragma: no cover - only while the models package is incomplete
     pass
+
+for _name, _sub in plugins.load_all("indexer.commands").items():  # plugin sub-commands, e.g. `indexer qdrant`
+    app.add_typer(_sub, name=_name)
 
 CollectionOpt = typer.Option(None, "--collection", "-c", help="collection name (default: 'default')")
 JsonOpt = typer.Option(False, "--json", help="machine-readable output on stdout")

@@ -1,0 +1,534 @@
+"""Attach to an existing Qdrant collection: inspect it, search it (with reranking), index files into it.
+
+::
+
+    from plugins.qdrant_attach import attach
+
+    with attach("docs", url="http://localhost:6333") as col:       # or path="/data/qdrant" (embedded)
+        print(col.report.to_dict())                                 # vectors, indexes, layout, ...
+        result = col.search("rotate keys", k=5, filter={"must": [{"key": "metadata.team", "match": {"value": "ops"}}]})
+        col.index(["~/notes"])                                      # our files, as points in their layout
+        col.forget("~/notes")                                       # removes only our points
+
+Searching reads and never writes. Indexing records the attachment in our state store as a collection named
+``qdrant.<collection>`` (``as_name`` overrides) whose store is ``qdrant_attach``, and then goes through the
+ordinary facade (:class:`indexer.collection.Collection`), so ``indexer search -c qdrant.docs``, ``status`` and
+``forget`` work on it too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
+from indexer.collection import open_collection, open_state
+from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
+from indexer.normalization import normalization_name
+from indexer.pipeline import IndexReport, Progress
+from indexer.ports import Embedder, Reranker
+from indexer.settings import Settings, load_settings
+from indexer.state import CollectionRecord
+from plugins.qdrant_attach.compat import ModelProbe, VectorChoice, choose_vector, probe_model
+from plugins.qdrant_attach.connect import call, open_client
+from plugins.qdrant_attach.inspection import DEFAULT_SAMPLE, CollectionReport, inspect_collection
+from plugins.qdrant_attach.layout import Layout, with_overrides
+
+logger = logging.getLogger(__name__)
+
+STORE_NAME = "qdrant_attach"
+MAX_QUERY_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class AttachedHit:
+    """A hit in the collection's own terms: its point id, text, metadata and payload, plus our scores.
+
+    ``score`` is Qdrant's score for the chosen vector (a similarity for Cosine/Dot; a distance, lower is closer,
+    for Euclid/Manhattan); ``rerank_score`` is the reranker's (higher is more relevant)."""
+
+    id: str | int
+    score: float
+    rerank_score: float | None
+    text: str
+    metadata: Mapping[str, Any]
+    source: str | None
+    ours: bool
+    payload: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "score": self.score,
+            "rerank_score": self.rerank_score,
+            "text": self.text,
+            "metadata": dict(self.metadata),
+            "source": self.source,
+            "ours": self.ours,
+            "payload": dict(self.payload),
+        }
+
+
+@dataclass(frozen=True)
+class AttachedResult:
+    hits: tuple[AttachedHit, ...]
+    vector: str
+    reranked: bool
+    note: str
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hits": [h.to_dict() for h in self.hits],
+            "vector": self.vector,
+            "reranked": self.reranked,
+            "note": self.note,
+            "timings_ms": dict(self.timings_ms),
+        }
+
+
+def attach(
+    collection: str,
+    *,
+    url: str | None = None,
+    path: str | Path | None = None,
+    api_key: str | None = None,
+    vector: str | None = None,
+    add_vector: str | None = None,
+    layout: str | None = None,
+    text_field: str | None = None,
+    metadata_field: str | None = None,
+    source_field: str | None = None,
+    as_name: str | None = None,
+    sample: int = DEFAULT_SAMPLE,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
+) -> AttachedCollection:
+    """Attach to ``collection`` on a server (``url``, ``api_key``) or in an embedded folder (``path``).
+
+    Only reads happen here. ``vector`` picks the dense vector (default: the one our model fits; "" is the unnamed
+    vector); ``add_vector`` names a vector to create for our model on first index, when the collection uses named
+    vectors and has none that fits (Qdrant >= 1.18). ``layout``/``*_field`` override the detected payload layout.
+    Without ``url`` and ``path``, the ``qdrant_url`` setting is used."""
+    settings = settings or load_settings()
+    if url is None and path is None:
+        url = settings.qdrant_url
+        if url is None:
+            raise ConfigError("pass url= (a Qdrant server) or path= (an embedded Qdrant folder), or set qdrant_url")
+    api_key = api_key if api_key is not None else settings.qdrant_api_key
+    where = url if url is not None else str(Path(str(path)).expanduser().resolve())
+    client = open_client(url, where if path is not None else None, api_key)
+    try:
+        report, _ = inspect_collection(client, collection, where, sample)
+        chosen = with_overrides(
+            report.layout, kind=layout, text_field=text_field, metadata_field=metadata_field, source_field=source_field
+        )
+    except BaseException:
+        client.close()
+        raise
+    return AttachedCollection(
+        settings=settings,
+        client=client,
+        url=url,
+        path=where if path is not None else None,
+        api_key=api_key,
+        report=report,
+        layout=chosen,
+        vector=vector,
+        add_vector=add_vector,
+        name=as_name or default_name(report.name),
+        embedder=embedder,
+        reranker=reranker,
+    )
+
+
+def default_name(collection: str) -> str:
+    """Our name for an attachment: ``qdrant.<collection>`` with characters our names refuse replaced by '_'."""
+    return "qdrant." + "".join(c if c.isalnum() or c in "-_." else "_" for c in collection)
+
+
+class AttachedCollection:
+    """An attached Qdrant collection. Close it (or use ``with``) when done."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        client: QdrantClient,
+        url: str | None,
+        path: str | None,
+        api_key: str | None,
+        report: CollectionReport,
+        layout: Layout,
+        vector: str | None,
+        add_vector: str | None,
+        name: str,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.settings = settings
+        self.url, self.path, self._api_key = url, path, api_key
+        self.where = url or str(path)
+        self._client: QdrantClient | None = client
+        self.report = report
+        self.layout = layout
+        self.name = name
+        self._requested = vector
+        self._add_vector = add_vector
+        self._embedder = embedder
+        self._owns_embedder = embedder is None
+        self._reranker = reranker
+        self._owns_reranker = reranker is None
+        self._choice: VectorChoice | None = None
+        self._probe: ModelProbe | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def __enter__(self) -> AttachedCollection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._release_client()
+        for part, owned in ((self._embedder, self._owns_embedder), (self._reranker, self._owns_reranker)):
+            closer = getattr(part, "close", None)
+            if owned and closer is not None:
+                closer()
+        self._embedder = self._reranker = None
+
+    @property
+    def client(self) -> QdrantClient:
+        if self._client is None:
+            self._client = open_client(self.url, self.path, self._api_key)
+        return self._client
+
+    def _release_client(self) -> None:
+        """Embedded Qdrant allows one client per folder: let go before the facade opens its own."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # -- parts ---------------------------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from indexer.embedder import LlamaEmbedder
+            from indexer.models import resolve_model
+
+            path = resolve_model(self.settings.embed_model)
+            self._embedder = LlamaEmbedder(str(path), n_threads=self.settings.threads)
+        return self._embedder
+
+    @property
+    def reranker(self) -> Reranker | None:
+        if self._reranker is None and self.settings.rerank_model:
+            from indexer.embedder import LlamaReranker
+            from indexer.models import resolve_model
+
+            self._reranker = LlamaReranker(
+                str(resolve_model(self.settings.rerank_model)),
+                max_tokens=self.settings.rerank_max_tokens,
+                n_threads=self.settings.threads,
+            )
+        return self._reranker
+
+    # -- compatibility -------------------------------------------------------------------------------------
+    @property
+    def choice(self) -> VectorChoice:
+        """The vector slot our model uses, checked against size, distance and datatype (raises when none fits)."""
+        if self._choice is None:
+            emb = self.embedder
+            requested = self._requested
+            if requested is None and self._add_vector is not None and self.report.vector(self._add_vector):
+                requested = self._add_vector
+            self._choice = choose_vector(
+                self.report,
+                dimensions=emb.dimensions,
+                similarity=emb.similarity,
+                model=emb.model_id,
+                requested=requested,
+            )
+        return self._choice
+
+    def probe(self) -> ModelProbe:
+        """Whether the vectors already in our slot were made by our model (compares a few of them)."""
+        if self._probe is None:
+            self._probe = probe_model(self.client, self.where, self.report, self.layout, self.choice, self.embedder)
+        return self._probe
+
+    def check(self) -> dict[str, Any]:
+        """The compatibility verdict as data (what `indexer qdrant inspect` prints)."""
+        emb = self.embedder
+        out: dict[str, Any] = {"model": emb.model_id, "dimensions": emb.dimensions, "similarity": emb.similarity}
+        try:
+            out["vector"] = self.choice.to_dict()
+        except (ConfigError, CollectionMismatchError) as exc:
+            out["vector"] = None
+            out["problem"] = str(exc)
+            return out
+        out["probe"] = self.probe().to_dict()
+        return out
+
+    # -- search --------------------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        candidates: int | None = None,
+        filter: qm.Filter | Mapping[str, Any] | None = None,
+        rerank: bool | None = None,
+    ) -> AttachedResult:
+        """Embed ``query``, query the chosen vector with ``filter`` (a Qdrant filter, passed through unchanged),
+        rerank the candidates when a reranker is configured (or ``rerank=True``), return the top ``k``."""
+        s = self.settings
+        query = query.strip()
+        if not query:
+            raise InputError("the query is empty; pass some words to search for")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InputError(f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+        k = s.top_k if k is None else k
+        candidates = s.candidates if candidates is None else candidates
+        if not 1 <= k <= s.max_top_k:
+            raise InputError(f"k={k} is out of range; use 1..{s.max_top_k} (max_top_k setting)")
+        if not 1 <= candidates <= s.max_candidates:
+            raise InputError(f"candidates={candidates} is out of range; use 1..{s.max_candidates} (max_candidates)")
+        reranker = self.reranker if rerank is not False else None
+        if rerank and reranker is None:
+            raise InputError("rerank was requested but no reranker model is configured (set rerank_model)")
+        limit = max(candidates, k) if reranker is not None else k
+        qfilter = as_filter(filter)
+        choice = self.choice
+        emb = self.embedder
+
+        t0 = time.perf_counter()
+        if emb.count_tokens(query) > emb.max_tokens:
+            raise InputError(f"the query is longer than the model's {emb.max_tokens} tokens; shorten it")
+        vector = emb.embed_batch([query], choice.normalization)[0]
+        t1 = time.perf_counter()
+        response = call(
+            self.where,
+            "search",
+            lambda: self.client.query_points(
+                self.report.name,
+                query=vector.tolist(),
+                using=choice.using,
+                query_filter=qfilter,
+                limit=limit,
+                with_payload=True,
+            ),
+        )
+        t2 = time.perf_counter()
+        points = list(response.points)
+        timings = {"embed": (t1 - t0) * 1000, "search": (t2 - t1) * 1000}
+        rerank_scores: list[float | None] = [None] * len(points)
+        if reranker is not None and points:
+            scores = reranker.rerank(query, [self.layout.text(p.payload or {}) for p in points])
+            order = sorted(range(len(points)), key=lambda i: scores[i], reverse=True)
+            points = [points[i] for i in order]
+            rerank_scores = [scores[i] for i in order]
+            timings["rerank"] = (time.perf_counter() - t2) * 1000
+            note = f"reranked {len(order)} candidates with {reranker.model_id}"
+        else:
+            why = "disabled for this query" if self.settings.rerank_model else "no reranker model configured"
+            note = f"no rerank stage ran: {why}"
+        timings["total"] = (time.perf_counter() - t0) * 1000
+        hits = tuple(self._hit(p, r) for p, r in zip(points[:k], rerank_scores[:k], strict=True))
+        return AttachedResult(hits, choice.name, reranker is not None and bool(points), note, timings)
+
+    def _hit(self, point: qm.ScoredPoint, rerank_score: float | None) -> AttachedHit:
+        payload = dict(point.payload or {})
+        return AttachedHit(
+            id=point.id if isinstance(point.id, int) else str(point.id),
+            score=float(point.score),
+            rerank_score=None if rerank_score is None else float(rerank_score),
+            text=self.layout.text(payload),
+            metadata=self.layout.metadata(payload),
+            source=self.layout.source(payload),
+            ours=self.layout.is_ours(payload),
+            payload=payload,
+        )
+
+    # -- index ---------------------------------------------------------------------------------------------
+    def index(
+        self, paths: Sequence[str | Path], progress: Progress | None = None, *, allow_other_model: bool = False
+    ) -> IndexReport:
+        """Index files into the collection as points in its own layout (our vector slot only)."""
+        self.register(allow_other_model=allow_other_model)
+        self._release_client()
+        with open_collection(self.name, settings=self.settings) as col:
+            return col.index(paths, progress=progress)
+
+    def forget(self, path: str | Path) -> IndexReport:
+        """Remove a root we indexed and every point of its files (ours only)."""
+        self._require_record()
+        self._release_client()
+        with open_collection(self.name, settings=self.settings) as col:
+            return col.forget(path)
+
+    def detach(self) -> int:
+        """Delete every point we wrote (found by our marker) and forget the attachment; returns points deleted."""
+        from plugins.qdrant_attach.store import AttachedStore
+
+        store = AttachedStore(client=self.client, **self._store_options(None, ""))
+        before = int(call(self.where, "count our points", lambda: self.client.count(
+            self.report.name, store.ours_filter(), exact=True)).count)
+        store.drop(self.name)
+        state = open_state(self.settings)
+        try:
+            if state.get_collection(self.name) is not None:
+                state.drop_collection(self.name)
+        finally:
+            state.close()
+        return before
+
+    def register(self, *, allow_other_model: bool = False) -> CollectionRecord:
+        """Check compatibility and record the attachment in our state store (idempotent)."""
+        existing = self._record()
+        if existing is not None:
+            self._check_record(existing)
+            return existing
+        self._maybe_add_vector()
+        choice = self.choice
+        probe = self.probe()
+        if probe.verdict == "other" and not allow_other_model:
+            raise CollectionMismatchError(
+                f"the vectors in {choice.label} of {self.report.name!r} were made by another model than "
+                f"{self.embedder.model_id} (mean cosine {probe.agreement} over {probe.compared} of their texts): our "
+                "points would not be comparable with theirs. Use their model (--model), another vector, or pass "
+                "--allow-other-model if you know better"
+            )
+        emb = self.embedder
+        rec = CollectionRecord(
+            name=self.name,
+            store=STORE_NAME,
+            store_options=self._store_options(choice, emb.model_id),
+            metric=choice.metric,
+            model_id=emb.model_id,
+            model_path=self._model_path(),
+            normalization=choice.normalization,
+            dimensions=emb.dimensions,
+        )
+        state = open_state(self.settings)
+        try:
+            state.create_collection(rec)
+        finally:
+            state.close()
+        logger.info("attached %s (%s, vector %s) as %s", self.report.name, self.where, choice.label, self.name)
+        return rec
+
+    def _model_path(self) -> str:
+        path = getattr(self.embedder, "model_path", None)
+        if path:
+            return str(path)
+        from indexer.models import resolve_model
+
+        return str(resolve_model(self.settings.embed_model))
+
+    def _store_options(self, choice: VectorChoice | None, model_id: str) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "collection": self.report.name,
+            "vector": choice.name if choice else "",
+            "layout": self.layout.to_dict(),
+            "marker": self.name,
+        }
+        if self.url is not None:
+            options["url"] = self.url
+        else:
+            options["qdrant_path"] = self.path
+        if choice is not None:
+            options["meta"] = {
+                "indexer.model_id": model_id,
+                "indexer.normalization": normalization_name(choice.normalization),
+                "indexer.metric": choice.metric,
+                "dimensions": str(choice.size),
+            }
+        return options
+
+    def _record(self) -> CollectionRecord | None:
+        state = open_state(self.settings)
+        try:
+            return state.get_collection(self.name)
+        finally:
+            state.close()
+
+    def _require_record(self) -> CollectionRecord:
+        rec = self._record()
+        if rec is None:
+            raise InputError(f"nothing was indexed into {self.report.name!r} as {self.name!r}; index files first")
+        self._check_record(rec)
+        return rec
+
+    def _check_record(self, rec: CollectionRecord) -> None:
+        opts = rec.store_options
+        where = opts.get("url") or opts.get("qdrant_path")
+        if rec.store != STORE_NAME or opts.get("collection") != self.report.name or where != self.where:
+            raise ConfigError(
+                f"the name {self.name!r} is already used by {rec.store} collection "
+                f"{opts.get('collection', rec.name)!r} at {where or 'our data directory'}; attach under another "
+                "name (--as NAME)"
+            )
+        layout = Layout.from_dict(opts["layout"])
+        if (layout.kind, layout.text_field, layout.metadata_field) != (
+            self.layout.kind,
+            self.layout.text_field,
+            self.layout.metadata_field,
+        ):
+            logger.warning("using the layout recorded at attach time (%s), not %s", layout.kind, self.layout.kind)
+            self.layout = layout
+
+    def _maybe_add_vector(self) -> None:
+        name = self._add_vector
+        if name is None or self.report.vector(name) is not None or self._requested is not None:
+            return
+        if not self.report.named_vectors:
+            raise ConfigError(
+                f"collection {self.report.name!r} has one unnamed vector; adding a named vector would turn its "
+                "configuration into named vectors, which clients written for it may reject. Refused: use a model "
+                "that fits its vector, or a collection of our own"
+            )
+        if not hasattr(self.client, "create_vector_name"):
+            raise ConfigError("adding a named vector needs qdrant-client >= 1.18 (pip install -U qdrant-client)")
+        emb = self.embedder
+        metric = self.settings.metric
+        distance = {"cosine": qm.Distance.COSINE, "dot": qm.Distance.DOT, "euclid": qm.Distance.EUCLID}.get(metric)
+        if distance is None:
+            raise ConfigError(f"metric {metric!r} cannot be used for an added vector; use cosine, dot or euclid")
+        config = qm.DenseVectorNameConfig(dense=qm.DenseVectorConfig(size=emb.dimensions, distance=distance))
+        try:
+            call(
+                self.where,
+                f"add vector {name!r}",
+                lambda: self.client.create_vector_name(self.report.name, name, config),
+            )
+        except StoreError as exc:
+            raise StoreError(f"{exc}; adding a named vector needs Qdrant server >= 1.18") from exc
+        logger.info("added named vector %r (%d dims, %s) to %s", name, emb.dimensions, metric, self.report.name)
+        self.report, _ = inspect_collection(self.client, self.report.name, self.where, self.report.sample_size or 1)
+        self._requested = name
+        self._choice = self._probe = None
+
+
+def as_filter(value: qm.Filter | Mapping[str, Any] | None) -> qm.Filter | None:
+    """A Qdrant filter as given (a models.Filter, or its JSON form as a dict), validated but not changed."""
+    if value is None or isinstance(value, qm.Filter):
+        return value
+    if not isinstance(value, Mapping):
+        raise InputError(f"a Qdrant filter is a dict or qdrant_client.models.Filter, not {type(value).__name__}")
+    try:
+        return qm.Filter.model_validate(dict(value))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise InputError(
+            f"invalid Qdrant filter at {where or 'top level'}: {first.get('msg')}; see Qdrant's filter documentation"
+        ) from exc

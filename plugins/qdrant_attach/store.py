@@ -1,0 +1,282 @@
+"""AttachedStore: the VectorStore port over a collection someone else created (entry point ``qdrant_attach``).
+
+It writes our chunks as points in *their* payload layout, into one vector slot, and touches nothing else:
+
+- never creates, drops or reconfigures the collection (``ensure_collection`` only checks; ``drop`` deletes our
+  points, found by our marker field);
+- upserts refuse ids that already belong to a foreign point; deletes skip ids that are not ours;
+- ``count`` and ``list_ids`` see our points only; ``search`` sees every point (theirs too) in the chosen vector.
+
+The ``collection`` argument of the port methods is our attachment's name; the Qdrant collection is fixed at
+construction. Store options (recorded in the state store by :func:`plugins.qdrant_attach.attach`) never hold the
+API key: it comes from ``api_key`` or the ``qdrant_api_key`` setting (``INDEXER_QDRANT_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
+from indexer.errors import CollectionMismatchError, StoreError
+from indexer.store_support import canonical_id, prepare_vector
+from indexer.types import Filter, Hit, Metric, Point
+from plugins.qdrant_attach.connect import call, open_client
+from plugins.qdrant_attach.inspection import dense_vectors
+from plugins.qdrant_attach.layout import Layout
+
+logger = logging.getLogger(__name__)
+
+BATCH = 256
+PAGE = 1024
+# What of our pipeline's payload goes into the foreign payload's metadata (besides the source path).
+_META_KEYS = ("rel_path", "file_type", "chunk_index", "start_line", "end_line", "page", "heading")
+
+
+class AttachedStore:
+    name = "qdrant_attach"
+
+    def __init__(
+        self,
+        *,
+        collection: str,
+        vector: str,
+        layout: Mapping[str, Any],
+        marker: str,
+        metric: Metric | str = Metric.COSINE,
+        url: str | None = None,
+        qdrant_path: str | None = None,
+        api_key: str | None = None,
+        meta: Mapping[str, str] | None = None,
+        client: QdrantClient | None = None,
+        **_ignored: Any,
+    ) -> None:
+        self.metric = Metric(metric)
+        self.collection = collection
+        self.vector = vector
+        self.layout = Layout.from_dict(layout)
+        self.marker = marker
+        self.meta = dict(meta or {})
+        self.where = url or str(qdrant_path)
+        self._owns_client = client is None
+        if client is None:
+            if url is not None and api_key is None:
+                api_key = os.environ.get("INDEXER_QDRANT_API_KEY") or _settings_api_key()
+            client = open_client(url, Path(qdrant_path) if qdrant_path else None, api_key)
+        self.client = client
+        self._checked = False
+
+    # -- checks -------------------------------------------------------------------------------------------
+    def _check(self) -> None:
+        """The collection still has our vector slot, same size and distance as when we attached."""
+        if self._checked:
+            return
+        if not call(self.where, "check a collection", lambda: self.client.collection_exists(self.collection)):
+            raise StoreError(
+                f"Qdrant collection {self.collection!r} is gone from {self.where}; indexer never creates collections "
+                "it attached to: restore it, or detach (`indexer qdrant detach`)"
+            )
+        info = call(self.where, "read the collection", lambda: self.client.get_collection(self.collection))
+        _, dense = dense_vectors(info)
+        vec = next((v for v in dense if v.name == self.vector), None)
+        dims = self.meta.get("dimensions")
+        if vec is None or (dims is not None and str(vec.size) != dims) or vec.distance != self.metric.value:
+            found = f"{vec.size} dims, {vec.distance}" if vec else "missing"
+            raise CollectionMismatchError(
+                f"vector {self.vector or '(unnamed)'} of Qdrant collection {self.collection!r} changed since it was "
+                f"attached ({found}; attached as {dims} dims, {self.metric.value}); detach and attach again"
+            )
+        self._checked = True
+
+    def ensure_collection(self, collection: str, dimensions: int, meta: Mapping[str, str]) -> None:
+        self._check()
+        want = self.meta.get("dimensions")
+        if want is not None and int(want) != dimensions:
+            raise CollectionMismatchError(
+                f"the model makes {dimensions}-dimensional vectors but vector {self.vector or '(unnamed)'} of "
+                f"{self.collection!r} holds {want}; use the model the attachment was made with"
+            )
+
+    def collection_meta(self, collection: str) -> dict[str, str] | None:
+        self._check()
+        return {**self.meta, "metric": self.metric.value}
+
+    # -- writes -------------------------------------------------------------------------------------------
+    def upsert(self, collection: str, points: Sequence[Point]) -> None:
+        if not points:
+            return
+        self._check()
+        dims = int(self.meta.get("dimensions", 0)) or len(np.asarray(points[0].vector).reshape(-1))
+        latest = {canonical_id(p.id): p for p in points}
+        self._refuse_foreign(list(latest))
+        structs = []
+        for uid, p in latest.items():
+            vec = prepare_vector(p.vector, dims, self.metric, f"point {uid}", f"Qdrant collection {self.collection!r}")
+            text = str(p.payload.get("text", ""))
+            payload = self.layout.build(uid, text, _metadata(self.layout, p.payload), self.marker)
+            vector: Any = {self.vector: vec.tolist()} if self.vector else vec.tolist()
+            structs.append(qm.PointStruct(id=uid, vector=vector, payload=payload))
+        for start in range(0, len(structs), BATCH):
+            batch = structs[start : start + BATCH]
+            call(self.where, "upsert points", partial(self.client.upsert, self.collection, batch, wait=True))
+
+    def _refuse_foreign(self, ids: list[str]) -> None:
+        """Our uuid5 ids never collide with theirs in practice; this proves it before every write."""
+        for start in range(0, len(ids), PAGE):
+            part: list[qm.ExtendedPointId] = list(ids[start : start + PAGE])
+            found = call(self.where, "check point ids", partial(self._retrieve, part))
+            foreign = [str(r.id) for r in found if not self.layout.is_ours(r.payload or {}, self.marker)]
+            if foreign:
+                raise StoreError(
+                    f"point id(s) {', '.join(foreign[:3])} of {self.collection!r} belong to points indexer did not "
+                    "write; nothing was written (rename the attachment with --as to change our id space)"
+                )
+
+    def _retrieve(self, ids: list[qm.ExtendedPointId]) -> list[qm.Record]:
+        return self.client.retrieve(self.collection, ids, with_payload=True, with_vectors=False)
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        self._check()
+        unique = sorted({canonical_id(i) for i in ids})
+        for start in range(0, len(unique), PAGE):
+            part: list[qm.ExtendedPointId] = list(unique[start : start + PAGE])
+            found = call(self.where, "read points", partial(self._retrieve, part))
+            ours: list[qm.ExtendedPointId] = [r.id for r in found if self.layout.is_ours(r.payload or {}, self.marker)]
+            if len(ours) < len(found):
+                logger.warning("not deleting %d point(s) that indexer did not write", len(found) - len(ours))
+            if ours:
+                call(
+                    self.where,
+                    "delete points",
+                    partial(self.client.delete, self.collection, qm.PointIdsList(points=ours), wait=True),
+                )
+
+    def drop(self, collection: str) -> None:
+        """Delete our points only; the collection, its config and everyone else's points stay."""
+        if not call(self.where, "check a collection", lambda: self.client.collection_exists(self.collection)):
+            return
+        call(
+            self.where,
+            "delete our points",
+            partial(self.client.delete, self.collection, qm.FilterSelector(filter=self.ours_filter()), wait=True),
+        )
+
+    # -- reads --------------------------------------------------------------------------------------------
+    def ours_filter(self) -> qm.Filter:
+        return qm.Filter(must=[qm.FieldCondition(key=self.layout.marker_key, match=qm.MatchValue(value=self.marker))])
+
+    def search(self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None) -> list[Hit]:
+        """Nearest points of the whole collection (theirs and ours), in our payload terms (path, text, lines)."""
+        if limit <= 0:
+            return []
+        self._check()
+        dims = int(self.meta.get("dimensions", 0)) or len(np.asarray(vector).reshape(-1))
+        query = prepare_vector(vector, dims, self.metric, "query vector", f"Qdrant collection {self.collection!r}")
+        fetch = limit * 4 if where is not None else limit
+        response = call(
+            self.where,
+            "search",
+            lambda: self.client.query_points(
+                self.collection, query=query.tolist(), using=self.vector or None, limit=fetch, with_payload=True
+            ),
+        )
+        negate = self.metric in (Metric.EUCLID, Metric.MANHATTAN)
+        hits = []
+        for p in response.points:
+            payload = _ours_terms(self.layout, dict(p.payload or {}))
+            if where is not None and not _matches(payload, where):
+                continue
+            hits.append(Hit(id=str(p.id), score=-float(p.score) if negate else float(p.score), payload=payload))
+        return hits[:limit]
+
+    def count(self, collection: str) -> int:
+        self._check()
+        flt = self.ours_filter()
+        return int(call(self.where, "count points", lambda: self.client.count(self.collection, flt, exact=True)).count)
+
+    def list_ids(self, collection: str) -> set[str]:
+        self._check()
+        out: set[str] = set()
+        offset: Any = None
+        while True:
+            records, offset = call(
+                self.where,
+                "list our points",
+                partial(
+                    self.client.scroll,
+                    self.collection,
+                    scroll_filter=self.ours_filter(),
+                    limit=PAGE,
+                    offset=offset,
+                    with_payload=False,
+                    with_vectors=False,
+                ),
+            )
+            out.update(str(r.id) for r in records)
+            if offset is None:
+                return out
+
+    def close(self) -> None:
+        if self._owns_client:
+            try:
+                self.client.close()
+            except Exception as exc:  # closing must not mask the caller's own error
+                logger.warning("closing Qdrant client for %s: %s", self.where, exc)
+
+
+def _settings_api_key() -> str | None:
+    from indexer.settings import load_settings
+
+    return load_settings().qdrant_api_key
+
+
+def _metadata(layout: Layout, ours: Mapping[str, Any]) -> dict[str, Any]:
+    """Our pipeline payload -> flat metadata for their layout: the source path under their key, and our lines."""
+    meta: dict[str, Any] = {layout.source_key(): ours.get("path")}
+    for key in _META_KEYS:
+        value = ours.get(key)
+        if key == "heading":
+            value = " > ".join(value) if value else None
+        if value is not None:
+            meta[key] = value
+    return meta
+
+
+def _ours_terms(layout: Layout, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A foreign payload in the terms our query path reads (path, text, start_line, ...)."""
+    meta = layout.metadata(payload)
+    source = layout.source(payload) or ""
+    heading = meta.get("heading")
+    return {
+        "path": source,
+        "rel_path": meta.get("rel_path", source),
+        "file_type": meta.get("file_type") or os.path.splitext(source)[1].lstrip(".").lower(),
+        "text": layout.text(payload),
+        "start_line": _int(meta.get("start_line")),
+        "end_line": _int(meta.get("end_line")),
+        "page": meta.get("page") if isinstance(meta.get("page"), int) else None,
+        "heading": [h for h in heading.split(" > ") if h] if isinstance(heading, str) else [],
+        "metadata": meta,
+    }
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _matches(payload: Mapping[str, Any], where: Filter) -> bool:
+    path = str(payload.get("path", ""))
+    if where.path_prefix is not None:
+        prefix = where.path_prefix.rstrip("/") or "/"
+        if not (path == prefix or path.startswith(prefix.rstrip("/") + "/")):
+            return False
+    return not where.file_types or str(payload.get("file_type", "")) in where.file_types
