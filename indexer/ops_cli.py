@@ -60,9 +60,54 @@ def migrate(
         err.print("up to date", highlight=False)
 
 
+_COLLECTION = typer.Option(None, "--collection", "-c", help="Collection name (default: 'default').")
+
+
+def backup(
+    path: Path = typer.Argument(..., metavar="PATH", help="New (or empty) folder to write the backup into."),
+    collection: str | None = _COLLECTION,
+    as_json: bool = _JSON,
+) -> None:
+    """Write a consistent snapshot of a collection (state and vectors); indexing may go on meanwhile."""
+    from indexer.backup import backup as run
+
+    try:
+        report = run(load_settings(collection=collection), path)
+    except IndexerError as exc:
+        raise _fail(exc, as_json) from exc
+    if as_json:
+        out.print_json(json.dumps(report.to_dict()))
+    else:
+        err.print(
+            f"backed up {report.collection} ({report.store}: {report.files} files, {report.chunks} chunks, "
+            f"{report.points} points) to {report.path} in {report.seconds:.2f}s",
+            highlight=False,
+        )
+
+
+def restore(
+    path: Path = typer.Argument(..., metavar="PATH", help="A folder written by `indexer backup`."),
+    as_json: bool = _JSON,
+) -> None:
+    """Bring a backed-up collection back into this data directory (where it must not exist yet)."""
+    from indexer.backup import restore as run
+
+    try:
+        report = run(load_settings(), path)
+    except IndexerError as exc:
+        raise _fail(exc, as_json) from exc
+    if as_json:
+        out.print_json(json.dumps(report.to_dict()))
+    else:
+        err.print(
+            f"restored {report.collection} ({report.files} files, {report.points} points); "
+            "`indexer index` catches up with changes made since the backup",
+            highlight=False,
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add the operations commands to ``app``."""
     app.command()(migrate)
-
-
-__all__ = ["register", "Path"]
+    app.command()(backup)
+    app.command()(restore)
