@@ -378,6 +378,7 @@ def test_the_framework_reads_our_points_as_its_own(case_id, loc, cname, tmp_path
 
 def test_facade_and_cli_work_on_an_attachment(loc, cname, tmp_path, embedder):
     make_plain_unnamed(loc, cname, embedder)
+    before = dump(loc, cname)
     corpus = write_corpus(tmp_path / "corpus")
     from typer.testing import CliRunner
 
@@ -406,10 +407,34 @@ def test_facade_and_cli_work_on_an_attachment(loc, cname, tmp_path, embedder):
 
     bad = runner.invoke(app, ["qdrant", "search", cname, "x", *where, "--filter", "{not json"])
     assert bad.exit_code == 1 and "not valid JSON" in bad.output
-    gone = runner.invoke(app, ["qdrant", "detach", cname, *where, "--yes"])
-    assert gone.exit_code == 0, gone.output
-    assert len(dump(loc, cname)["points"]) == len(FOREIGN)
+    # `indexer drop` on the attachment deletes our points and our state, never their collection
+    dropped = runner.invoke(app, ["drop", attached_as, "--yes"])
+    assert dropped.exit_code == 0, dropped.output
+    assert dump(loc, cname) == before
     assert attached_as not in [r.name for r in indexer.list_collections()]
+    gone = runner.invoke(app, ["qdrant", "detach", cname, *where, "--yes"])
+    assert gone.exit_code == 0 and "deleted 0" in gone.output, gone.output
+
+
+def test_search_reranks_and_passes_filters(loc, cname, embedder, reranker_model_path):
+    make_plain_named(loc, cname, embedder)
+    settings = indexer.load_settings(rerank_model=str(reranker_model_path))
+    with attach(cname, **loc.kw(), embedder=embedder, settings=settings) as col:
+        res = col.search("ice flowing downhill carves valleys", k=3, candidates=4)
+        assert res.reranked and res.note.startswith("reranked 4 candidates") and res.vector == "mini"
+        scores = [h.rerank_score for h in res.hits]
+        assert len(scores) == 3 and all(s is not None for s in scores) and scores == sorted(scores, reverse=True)
+        assert res.hits[0].source == "/theirs/ice.md"
+        plain = col.search("ice flowing downhill carves valleys", k=3, rerank=False)
+        assert not plain.reranked and plain.hits[0].rerank_score is None
+        # Euclid: Qdrant's own score is a distance, lower is closer
+        assert [h.score for h in plain.hits] == sorted(h.score for h in plain.hits)
+        geo = qm.Filter(must=[qm.FieldCondition(key="topic", match=qm.MatchValue(value="geo"))])
+        assert {h.source for h in col.search("anything", filter=geo, k=10).hits} == {"/theirs/ice.md", "/theirs/lava.md"}
+        with pytest.raises(indexer.InputError, match="invalid Qdrant filter"):
+            col.search("x", filter={"must": [{"key": "topic", "match": {"bogus": 1}}]})
+        with pytest.raises(indexer.InputError, match="k=0"):
+            col.search("x", k=0)
 
 
 def test_dimension_mismatch_is_refused_before_anything(loc, cname, tmp_path, embedder):
