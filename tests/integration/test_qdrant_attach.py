@@ -430,7 +430,8 @@ def test_search_reranks_and_passes_filters(loc, cname, embedder, reranker_model_
         # Euclid: Qdrant's own score is a distance, lower is closer
         assert [h.score for h in plain.hits] == sorted(h.score for h in plain.hits)
         geo = qm.Filter(must=[qm.FieldCondition(key="topic", match=qm.MatchValue(value="geo"))])
-        assert {h.source for h in col.search("anything", filter=geo, k=10).hits} == {"/theirs/ice.md", "/theirs/lava.md"}
+        geo_hits = col.search("anything", filter=geo, k=10).hits
+        assert {h.source for h in geo_hits} == {"/theirs/ice.md", "/theirs/lava.md"}
         with pytest.raises(indexer.InputError, match="invalid Qdrant filter"):
             col.search("x", filter={"must": [{"key": "topic", "match": {"bogus": 1}}]})
         with pytest.raises(indexer.InputError, match="k=0"):
