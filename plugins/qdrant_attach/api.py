@@ -40,6 +40,7 @@ from plugins.qdrant_attach.compat import ModelProbe, VectorChoice, choose_vector
 from plugins.qdrant_attach.connect import call, open_client
 from plugins.qdrant_attach.inspection import DEFAULT_SAMPLE, CollectionReport, inspect_collection
 from plugins.qdrant_attach.layout import Layout, with_overrides
+from plugins.qdrant_attach.store import AttachedStore, remember_api_key
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +127,8 @@ def attach(
     api_key = api_key if api_key is not None else settings.qdrant_api_key
     where = url if url is not None else str(Path(str(path)).expanduser().resolve())
     client = open_client(url, where if path is not None else None, api_key)
+    if url is not None and api_key:
+        remember_api_key(url, api_key)
     try:
         report, _ = inspect_collection(client, collection, where, sample)
         chosen = with_overrides(
@@ -377,8 +380,6 @@ class AttachedCollection:
 
     def detach(self) -> int:
         """Delete every point we wrote (found by our marker) and forget the attachment; returns points deleted."""
-        from plugins.qdrant_attach.store import AttachedStore
-
         store = AttachedStore(client=self.client, **self._store_options(None, ""))
         before = int(call(self.where, "count our points", lambda: self.client.count(
             self.report.name, store.ours_filter(), exact=True)).count)
@@ -476,6 +477,13 @@ class AttachedCollection:
                 f"the name {self.name!r} is already used by {rec.store} collection "
                 f"{opts.get('collection', rec.name)!r} at {where or 'our data directory'}; attach under another "
                 "name (--as NAME)"
+            )
+        asked = self._requested if self._requested is not None else self._add_vector
+        if asked is not None and asked != opts.get("vector"):
+            raise ConfigError(
+                f"{self.name!r} writes into vector {opts.get('vector') or '(unnamed)'} of {self.report.name!r}; to use "
+                f"vector {asked or '(unnamed)'} instead, detach first (`indexer qdrant detach`) or attach under "
+                "another name (--as NAME)"
             )
         layout = Layout.from_dict(opts["layout"])
         if (layout.kind, layout.text_field, layout.metadata_field) != (

@@ -144,17 +144,11 @@ def search(
     except ValueError as exc:
         err.print(f"[red]error:[/red] --filter is not valid JSON: {exc}", highlight=False)
         raise typer.Exit(1) from exc
-    from indexer.errors import IndexerError
-
     with _attached(
         name, url, path, api_key=api_key, vector=vector, layout=layout, text_field=text_field,
         metadata_field=metadata_field, source_field=source_field, embed_model=model, rerank_model=rerank_model,
     ) as col:
-        try:
-            result = col.search(query, k=k, candidates=candidates, filter=qfilter, rerank=rerank)
-        except IndexerError as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False)
-            raise typer.Exit(1) from exc
+        result = col.search(query, k=k, candidates=candidates, filter=qfilter, rerank=rerank)
     if as_json:
         out.print_json(json.dumps(result.to_dict(), default=str))
         return
@@ -186,17 +180,11 @@ def index(
     as_json: bool = JsonOpt,
 ) -> None:
     """Index folders into an existing collection, as points in its own payload layout (theirs stay untouched)."""
-    from indexer.errors import IndexerError
-
     with _attached(
         name, url, path, api_key=api_key, vector=vector, add_vector=add_vector, layout=layout, text_field=text_field,
         metadata_field=metadata_field, source_field=source_field, as_name=as_name, embed_model=model,
     ) as col:
-        try:
-            report = col.index(paths, allow_other_model=allow_other_model)
-        except IndexerError as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False)
-            raise typer.Exit(1) from exc
+        report = col.index(paths, allow_other_model=allow_other_model)
         attached_as = col.name
     if as_json:
         out.print_json(json.dumps({"attachment": attached_as, **report.to_dict()}))
@@ -219,14 +207,8 @@ def forget(
     as_name: str | None = AsOpt,
 ) -> None:
     """Remove one of our roots and its points (theirs are never touched)."""
-    from indexer.errors import IndexerError
-
     with _attached(name, url, path, api_key=api_key, as_name=as_name) as col:
-        try:
-            report = col.forget(root)
-        except IndexerError as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False)
-            raise typer.Exit(1) from exc
+        report = col.forget(root)
     err.print(f"forgot {report.files_removed} files ({report.points_deleted} points)")
 
 
@@ -242,12 +224,6 @@ def detach(
     """Delete every point we wrote into the collection and forget the attachment. Theirs stay."""
     if not yes and not typer.confirm(f"Delete indexer's points from {name!r}?"):
         raise typer.Exit(1)
-    from indexer.errors import IndexerError
-
     with _attached(name, url, path, api_key=api_key, as_name=as_name) as col:
-        try:
-            n = col.detach()
-        except IndexerError as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False)
-            raise typer.Exit(1) from exc
+        n = col.detach()
     err.print(f"deleted {n} of our points from {name}; detached")

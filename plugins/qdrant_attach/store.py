@@ -9,7 +9,9 @@ It writes our chunks as points in *their* payload layout, into one vector slot, 
 
 The ``collection`` argument of the port methods is our attachment's name; the Qdrant collection is fixed at
 construction. Store options (recorded in the state store by :func:`plugins.qdrant_attach.attach`) never hold the
-API key: it comes from ``api_key`` or the ``qdrant_api_key`` setting (``INDEXER_QDRANT_API_KEY``).
+API key: it comes from ``api_key``, from a key given to :func:`plugins.qdrant_attach.attach` for the same URL
+earlier in this process (:func:`remember_api_key`, memory only), or from the ``qdrant_api_key`` setting
+(``INDEXER_QDRANT_API_KEY``).
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class AttachedStore:
         self._owns_client = client is None
         if client is None:
             if url is not None and api_key is None:
-                api_key = os.environ.get("INDEXER_QDRANT_API_KEY") or _settings_api_key()
+                api_key = _API_KEYS.get(url) or os.environ.get("INDEXER_QDRANT_API_KEY") or _settings_api_key()
             client = open_client(url, Path(qdrant_path) if qdrant_path else None, api_key)
         self.client = client
         self._checked = False
@@ -231,6 +233,14 @@ class AttachedStore:
                 self.client.close()
             except Exception as exc:  # closing must not mask the caller's own error
                 logger.warning("closing Qdrant client for %s: %s", self.where, exc)
+
+
+_API_KEYS: dict[str, str] = {}
+
+
+def remember_api_key(url: str, api_key: str) -> None:
+    """Let stores the facade opens for ``url`` in this process use ``api_key`` (never written anywhere)."""
+    _API_KEYS[url] = api_key
 
 
 def _settings_api_key() -> str | None:

@@ -506,3 +506,8 @@ def test_add_a_named_vector_for_our_model(loc, cname, tmp_path, embedder):
     with attach(cname, **loc.kw(), embedder=embedder) as col:
         assert col.choice.name == "minilm"
         assert col.search("tomato seedlings", k=1).hits[0].source.endswith("tomatoes.rst")
+    # the attachment writes into the slot recorded at attach time; asking for another one is refused
+    with attach(cname, **loc.kw(), embedder=embedder, vector="big") as col, pytest.raises(
+        ConfigError, match="writes into vector minilm"
+    ):
+        col.index([tmp_path / "corpus"])
