@@ -377,12 +377,23 @@ def _resolve_root(path: str | Path) -> str:
     return str(p.resolve())
 
 
+def qdrant_distribution(settings: Settings) -> dict[str, int | None]:
+    """Shards and replicas for collections a Qdrant server creates (settings ``qdrant_*``)."""
+    return {
+        "shard_number": settings.qdrant_shard_number,
+        "replication_factor": settings.qdrant_replication_factor,
+        "write_consistency_factor": settings.qdrant_write_consistency_factor,
+    }
+
+
 def _make_store(kind: str, options: dict[str, Any], metric: Metric, settings: Settings) -> VectorStore:
     store_cls = plugins.load("indexer.stores", kind)
     if kind == "faiss":
         return store_cls(Path(options["path"]), metric=metric, index=options.get("index", "flat"))
     if kind == "qdrant":
         if options.get("url"):
-            return store_cls(url=options["url"], api_key=settings.qdrant_api_key, metric=metric)
+            return store_cls(
+                url=options["url"], api_key=settings.qdrant_api_key, metric=metric, **qdrant_distribution(settings)
+            )
         return store_cls(path=Path(options["path"]), metric=metric)
     return store_cls(metric=metric, **options)

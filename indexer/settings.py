@@ -45,6 +45,13 @@ class Settings(BaseSettings):
     faiss_index: Literal["flat", "hnsw"] = "flat"
     qdrant_url: str | None = None
     qdrant_api_key: str | None = None
+    # Qdrant collections created by indexer on a server (distributed mode: docker/compose.cluster.yml); None
+    # leaves the server's default. Existing collections keep what they were created with.
+    qdrant_shard_number: int | None = Field(None, ge=1, description="shards of a new Qdrant collection")
+    qdrant_replication_factor: int | None = Field(None, ge=1, description="copies of each shard (cluster)")
+    qdrant_write_consistency_factor: int | None = Field(
+        None, ge=1, description="replicas that must confirm a write (at most the replication factor)"
+    )
     embed_model: str = "all-MiniLM-L6-v2"
     rerank_model: str | None = None
     # search

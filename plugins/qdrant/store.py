@@ -64,9 +64,27 @@ class QdrantStore:
         metric: Metric = Metric.COSINE,
         timeout: float = 10.0,
         retries: int = 5,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+        write_consistency_factor: int | None = None,
     ) -> None:
         if (url is None) == (path is None):
             raise ConfigError("QdrantStore needs exactly one of url (a Qdrant server) or path (embedded)")
+        if write_consistency_factor and write_consistency_factor > (replication_factor or 1):
+            raise ConfigError(
+                f"qdrant_write_consistency_factor={write_consistency_factor} exceeds qdrant_replication_factor="
+                f"{replication_factor or 1}: a write cannot wait for more replicas than exist; lower it"
+            )
+        # Applied when this store creates a collection (shards and replicas of a Qdrant cluster).
+        self.distribution = {
+            k: v
+            for k, v in (
+                ("shard_number", shard_number),
+                ("replication_factor", replication_factor),
+                ("write_consistency_factor", write_consistency_factor),
+            )
+            if v is not None
+        }
         self.metric: Metric = Metric(metric)
         self.url = url
         self.path = Path(path) if path is not None else None
@@ -141,6 +159,7 @@ class QdrantStore:
                         collection,
                         vectors_config=qm.VectorParams(size=dimensions, distance=_DISTANCE[self.metric]),
                         metadata=recorded,
+                        **self.distribution,
                     ),
                 )
             except StoreError:
