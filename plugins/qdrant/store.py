@@ -159,7 +159,9 @@ class QdrantStore:
                         collection,
                         vectors_config=qm.VectorParams(size=dimensions, distance=_DISTANCE[self.metric]),
                         metadata=recorded,
-                        **self.distribution,
+                        shard_number=self.distribution.get("shard_number"),
+                        replication_factor=self.distribution.get("replication_factor"),
+                        write_consistency_factor=self.distribution.get("write_consistency_factor"),
                     ),
                 )
             except StoreError:
