@@ -28,6 +28,7 @@ import indexer
 from indexer.chunking import TokenChunker
 from indexer.embedder import LlamaEmbedder
 from indexer.models import ensure_model
+from indexer.normalization import Normalization
 from plugins.filesystem import FilesystemSource
 
 RERANKER = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "models" / "test-reranker-q8_0.gguf"
@@ -87,7 +88,7 @@ def main() -> None:
     tokens = sum(embedder.count_tokens(t) for t in unique)
     t0 = time.perf_counter()
     for i in range(0, len(unique), 256):
-        embedder.embed_batch(unique[i : i + 256], 2)
+        embedder.embed_batch(unique[i : i + 256], Normalization.L2)
     embed_only = time.perf_counter() - t0
     embedder.close()
     results["chunks"] = len(unique)

@@ -19,8 +19,11 @@ from indexer.errors import InputError, ModelError
 from indexer.llama_embedding import (
     LLAMA_POOLING_TYPE_NONE,
     LLAMA_POOLING_TYPE_RANK,
+    NORM_MODE_EUCLIDEAN,
+    NORM_MODE_NONE,
     LlamaEmbedding,
 )
+from indexer.normalization import Normalization
 from indexer.types import Similarity
 
 logger = logging.getLogger(__name__)
@@ -47,6 +50,20 @@ def model_identity(path: str | os.PathLike[str], metadata: dict[str, str]) -> st
     """``<GGUF general.name or file stem>-<fingerprint>``: changes whenever the weights file changes."""
     name = (metadata.get("general.name") or "").strip() or Path(path).stem
     return f"{name.replace(' ', '_')}-{model_fingerprint(path)}"
+
+
+# The project's normalization values in LlamaEmbedding's integer modes: the only place that translates them.
+_ENGINE_MODES = {Normalization.NONE: NORM_MODE_NONE, Normalization.L2: NORM_MODE_EUCLIDEAN}
+
+
+def _engine_mode(normalize: Normalization) -> int:
+    try:
+        return _ENGINE_MODES[Normalization(normalize)]
+    except ValueError as exc:
+        raise InputError(
+            f"normalize must be one of {', '.join(repr(n.value) for n in Normalization)} (indexer.normalization."
+            f"Normalization), got {normalize!r}"
+        ) from exc
 
 
 def _load(model_path: str | os.PathLike[str], role: str, **opts: Any) -> LlamaEmbedding:
@@ -114,11 +131,12 @@ class LlamaEmbedder:
         """Tokens the model sees for ``text``, special tokens included (the tokenization embed uses)."""
         return len(self.engine.tokenize(text.encode("utf-8"), add_bos=True, special=False))
 
-    def embed_batch(self, texts: Sequence[str], normalize: int) -> np.ndarray:
+    def embed_batch(self, texts: Sequence[str], normalize: Normalization) -> np.ndarray:
         """float32 array (len(texts), dimensions); texts longer than ``max_tokens`` raise InputError."""
         engine = self.engine
         if isinstance(texts, str):
             raise InputError("embed_batch takes a list of texts, not a single string")
+        mode = _engine_mode(normalize)
         if len(texts) == 0:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         limit = self.max_tokens
@@ -130,7 +148,7 @@ class LlamaEmbedder:
                         f"text {i} has {n} tokens, more than the model's limit of {limit}; chunk it smaller"
                     )
         try:
-            results, _ = engine.embed_arrays(list(texts), normalize=normalize, truncate=False)
+            results, _ = engine.embed_arrays(list(texts), normalize=mode, truncate=False)
         except ValueError as exc:
             raise InputError(f"{exc}; the model's limit is {limit} tokens per text: chunk it smaller") from exc
         except RuntimeError as exc:

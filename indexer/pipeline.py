@@ -27,6 +27,7 @@ from typing import Protocol
 import numpy as np
 
 from indexer.errors import IndexerError, SourceError
+from indexer.normalization import Normalization, cache_tag
 from indexer.ports import Chunker, Embedder, Source, VectorStore
 from indexer.state import ChunkRecord, FileRecord, FileUpdate, StateStore
 from indexer.types import Chunk, Document, Point, SourceRef
@@ -111,7 +112,7 @@ class Pipeline:
         store: VectorStore,
         embedder: Embedder,
         chunker: Chunker,
-        normalization: int,
+        normalization: Normalization,
         batch_chunks: int = 256,
         progress: Progress | None = None,
     ) -> None:
@@ -123,7 +124,7 @@ class Pipeline:
         self.normalization = normalization
         self.batch_chunks = batch_chunks
         self.progress: Progress = progress or _NoProgress()
-        self.model_key = f"{embedder.model_id}|norm={normalization}"
+        self.model_key = f"{embedder.model_id}|norm={cache_tag(normalization)}"
 
     # -- recovery ----------------------------------------------------------------------------------------
     def recover(self) -> int:
@@ -142,7 +143,7 @@ class Pipeline:
         started = time.perf_counter()
         self.recover()
         refs = {ref.path: ref for ref in source.scan()}
-        report.skipped.extend(_problem_pair(p) for p in getattr(source, "problems", []))
+        report.skipped.extend((p.path, p.reason) for p in source.problems)
         known = {p: rec for p, rec in self.state.files(self.collection).items() if within(p, root)}
         report.files_seen += len(refs)
         self.progress.files_total(len(refs))
@@ -156,8 +157,7 @@ class Pipeline:
             else:
                 todo.append(ref)
         self._process(source, todo, known, report)
-        problems = list(getattr(source, "problems", []))
-        if any(getattr(p, "code", "") == "root_unavailable" for p in problems):
+        if not source.available():
             # An unmounted or vanished root scans as empty: never read that as "every file was deleted".
             logger.warning("root %s is unavailable; its indexed files are kept", root)
         else:
@@ -297,12 +297,6 @@ class Pipeline:
             report.tokens_embedded += tokens
             self.progress.embedded(len(todo), tokens)
         return vectors
-
-
-def _problem_pair(problem: Iterable[object]) -> tuple[str, str]:
-    """ScanProblem and plain tuples both unpack as (path, reason)."""
-    path, reason = problem
-    return str(path), str(reason)
 
 
 def _stat_unchanged(rec: FileRecord, ref: SourceRef) -> bool:

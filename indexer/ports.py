@@ -7,7 +7,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from indexer.types import Chunk, Document, Filter, Hit, Metric, Point, SourceRef
+from indexer.normalization import Normalization
+from indexer.types import Chunk, Document, Filter, Hit, Metric, Point, ScanProblem, SourceRef
 
 
 @runtime_checkable
@@ -27,8 +28,8 @@ class Embedder(TokenCounter, Protocol):
     dimensions: int
     similarity: str
 
-    def embed_batch(self, texts: Sequence[str], normalize: int) -> np.ndarray:
-        """Return a float32 array of shape (len(texts), dimensions), normalised with LlamaEmbedding's mode."""
+    def embed_batch(self, texts: Sequence[str], normalize: Normalization) -> np.ndarray:
+        """Return a float32 array of shape (len(texts), dimensions), normalised as asked (see indexer.normalization)."""
         ...
 
 
@@ -79,9 +80,19 @@ class VectorStore(Protocol):
 
 @runtime_checkable
 class Source(Protocol):
-    """Finds files (stat only) and reads them into documents."""
+    """Finds files (stat only) and reads them into documents.
+
+    ``problems`` lists what the last scan could not take (reported to the user as skipped files);
+    ``available()`` says whether the last scan reached every root. A root that is unmounted or gone scans as
+    empty: when ``available()`` is False the caller must not read the missing files as deleted."""
+
+    problems: Sequence[ScanProblem]
 
     def scan(self) -> Iterator[SourceRef]: ...
+
+    def available(self) -> bool:
+        """True when the last scan could list every root."""
+        ...
 
     def read(self, ref: SourceRef) -> Document:
         """Read and extract text; raises SourceError with path and reason."""

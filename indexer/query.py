@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from indexer.errors import InputError
+from indexer.normalization import Normalization
 from indexer.ports import Embedder, Reranker, VectorStore
 from indexer.types import Filter, Hit, SearchHit
 
@@ -61,7 +62,7 @@ def run_search(
     collection: str,
     store: VectorStore,
     embedder: Embedder,
-    normalization: int,
+    normalization: Normalization,
     reranker: Reranker | None,
     reranker_configured: bool | None = None,
 ) -> SearchResult:

@@ -20,6 +20,7 @@ import numpy as np
 from indexer import migrations
 from indexer.errors import StateError
 from indexer.migrations import MIGRATIONS
+from indexer.normalization import Normalization
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ class CollectionRecord:
     metric: str
     model_id: str
     model_path: str
-    normalization: int
+    normalization: Normalization
     dimensions: int
     created_at: float = 0.0
 
@@ -128,7 +129,7 @@ class StateStore:
                     rec.metric,
                     rec.model_id,
                     rec.model_path,
-                    rec.normalization,
+                    Normalization.parse(rec.normalization).value,
                     rec.dimensions,
                     rec.created_at or time.time(),
                 ),
@@ -286,6 +287,15 @@ class _Transaction:
 
 def _collection(row: tuple[Any, ...]) -> CollectionRecord:
     name, store, options, metric, model_id, model_path, normalization, dimensions, created_at = row
+    # Version 0.1 recorded llama.cpp's integer mode (-1, 2); later versions the Normalization name.
     return CollectionRecord(
-        name, store, json.loads(options), metric, model_id, model_path, normalization, dimensions, created_at
+        name,
+        store,
+        json.loads(options),
+        metric,
+        model_id,
+        model_path,
+        Normalization.parse(normalization),
+        dimensions,
+        created_at,
     )

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from indexer.errors import CollectionMismatchError, InputError
+from indexer.normalization import check_unit_length
 from indexer.types import Metric
 
 
@@ -37,7 +38,9 @@ def ancestor_dirs(path: str) -> list[str]:
 
 
 def prepare_vector(vector: Any, dims: int, metric: Metric, what: str, where: str) -> np.ndarray:
-    """A float32 vector checked against the collection (size, finite) and unit-normalised for COSINE.
+    """A float32 vector checked against the collection: size, finite values and, for COSINE, unit length.
+
+    Stores never normalise: the caller did (:mod:`indexer.normalization` decides how, the embedder applies it).
 
     ``where`` names the collection in messages, e.g. "FAISS collection 'notes'"."""
     vec = np.asarray(vector, dtype=np.float32).reshape(-1)
@@ -50,7 +53,5 @@ def prepare_vector(vector: Any, dims: int, metric: Metric, what: str, where: str
     if not np.all(np.isfinite(vec)):
         raise InputError(f"{what} contains NaN or infinite values")
     if metric is Metric.COSINE:
-        norm = float(np.linalg.norm(vec))
-        if norm > 0:
-            vec = vec / norm
+        check_unit_length(vec, what, where)
     return vec

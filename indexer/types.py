@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -40,6 +40,23 @@ class SourceRef:
     @property
     def rel_path(self) -> str:
         return self.path[len(self.root) :].lstrip("/") if self.path.startswith(self.root) else self.path
+
+
+ROOT_UNAVAILABLE = "root_unavailable"
+
+
+@dataclass(frozen=True)
+class ScanProblem:
+    """A file or folder a source scan could not take, and why. ``code`` is one of: ``permission``,
+    ``too_large``, ``binary``, ``outside_root``, ``symlink_loop``, ``broken_symlink``, ``not_regular``,
+    ``root_unavailable`` (:data:`ROOT_UNAVAILABLE`), ``error``."""
+
+    path: str
+    reason: str
+    code: str = "error"
+
+    def __iter__(self) -> Iterator[str]:  # unpacks as (path, reason)
+        return iter((self.path, self.reason))
 
 
 @dataclass(frozen=True)

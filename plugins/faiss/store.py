@@ -11,7 +11,8 @@ sidecar's vectors, so a process killed at any moment leaves exactly the committe
 Concurrency: writers (threads and processes) serialise on ``writer.lock`` and SQLite's write lock; readers
 in other processes never block: before each search they replay the ops committed since their last look.
 
-Metrics: COSINE = inner product on L2-normalised vectors (normalised on insert and query); DOT = inner
+Metrics: COSINE = inner product on unit-length vectors (checked on insert and query, never re-normalised:
+:mod:`indexer.normalization` decides normalization once, for every store); DOT = inner
 product; EUCLID = L2, reported as ``score = -sqrt(squared L2)`` (the negated Euclidean distance, as the
 Qdrant store reports it). MANHATTAN is not available in FAISS (ConfigError).
 """

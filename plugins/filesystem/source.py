@@ -6,8 +6,8 @@ sniff files without a known extension (first 8 KiB). What a scan skipped for a r
 ``FilesystemSource.problems`` (a fresh list per scan) and, if given, passed to the ``on_problem`` callback as
 it happens. Files skipped on purpose (hidden, ignored, excluded, not included) are not problems.
 
-A caller must not treat files under a root reported with code ``root_unavailable`` as deleted: an unmounted
-drive must not empty the index.
+``available()`` is False after a scan that could not list a root (code ``root_unavailable``): a caller must not
+treat files under it as deleted, since an unmounted drive must not empty the index.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from indexer.errors import SourceError
 from indexer.ports import Reader
-from indexer.types import Document, SourceRef
+from indexer.types import ROOT_UNAVAILABLE, Document, ScanProblem, SourceRef
 from plugins.filesystem.ignore import IGNORE_FILES, Globs, IgnoreLevel, IgnoreStack, load_ignore_level
 from plugins.filesystem.readers import TextReader, default_readers
 
@@ -51,20 +51,6 @@ BINARY_EXTENSIONS = frozenset(
         ".swp", ".swo", ".ds_store",
     }
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ScanProblem:
-    """A file or folder a scan could not take, and why. ``code`` is one of: ``permission``, ``too_large``,
-    ``binary``, ``outside_root``, ``symlink_loop``, ``broken_symlink``, ``not_regular``, ``root_unavailable``,
-    ``error``."""
-
-    path: str
-    reason: str
-    code: str = "error"
-
-    def __iter__(self) -> Iterator[str]:  # unpacks as (path, reason)
-        return iter((self.path, self.reason))
 
 
 def looks_like_text(path: str) -> bool:
@@ -198,6 +184,10 @@ class FilesystemSource:
 
     # ----------------------------------------------------------------------------------------- scanning
 
+    def available(self) -> bool:
+        """True when the last scan could list every root (see the module docstring)."""
+        return not any(p.code == ROOT_UNAVAILABLE for p in self.problems)
+
     def scan(self) -> Iterator[SourceRef]:
         """Yield every indexable file once (by resolved path): roots in the given order, in each folder its
         files by name, then its subfolders by name.
@@ -212,7 +202,7 @@ class FilesystemSource:
             try:
                 st = os.stat(root)
             except OSError as exc:
-                self._problem(root, f"root unavailable ({exc.strerror}); check the path or mount", "root_unavailable")
+                self._problem(root, f"root unavailable ({exc.strerror}); check the path or mount", ROOT_UNAVAILABLE)
                 continue
             if stat.S_ISREG(st.st_mode):
                 ref = self._file_ref(root, root, root, st)
@@ -221,7 +211,7 @@ class FilesystemSource:
                     yield ref
                 continue
             if not stat.S_ISDIR(st.st_mode):
-                self._problem(root, "root is neither a folder nor a regular file", "root_unavailable")
+                self._problem(root, "root is neither a folder nor a regular file", ROOT_UNAVAILABLE)
                 continue
             visited_dirs.add((st.st_dev, st.st_ino))
             yield from self._walk([_Pending(root, root, "", IgnoreStack(), root)], seen_files, visited_dirs, deferred)

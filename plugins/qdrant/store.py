@@ -5,8 +5,8 @@ drop the unknown field silently; then the meta is kept in a companion collection
 holding one point (1-dimensional vector) whose payload is the meta; ``drop`` removes both.
 
 Scores: cosine and dot are similarities already; Euclid and Manhattan distances are negated, so
-``Hit.score`` is higher-is-better for every metric. Cosine vectors are L2-normalised before upsert and
-search (qdrant-client local mode does not normalise them itself).
+``Hit.score`` is higher-is-better for every metric. Cosine collections take unit-length vectors (checked,
+never re-normalised: :mod:`indexer.normalization` decides normalization once, for every store).
 
 Filters: ``path_prefix`` matches ``path == prefix`` or ``prefix`` in the payload's ``dirs`` (every ancestor
 directory, added at upsert when missing), so "/a/b" never matches "/a/bc/x". Server collections get keyword

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from indexer.errors import CollectionMismatchError, InputError, StoreError
+from indexer.normalization import Normalization, normalize
 from indexer.ports import VectorStore
 from indexer.types import Filter, Metric, Point
 
@@ -16,9 +17,24 @@ from .conftest import StoreFactory
 DIM = 16
 
 
-def _points(n: int, seed: int = 0, dim: int = DIM, paths: list[str] | None = None) -> list[Point]:
+def _supports(store_kind: str, metric: Metric) -> bool:
+    return not (store_kind.startswith("faiss") and metric is Metric.MANHATTAN)
+
+
+def _unit(vectors: np.ndarray, metric: Metric = Metric.COSINE) -> np.ndarray:
+    """What the pipeline hands a store: unit vectors for COSINE (stores check, never re-normalise)."""
+    return normalize(vectors, Normalization.L2) if metric is Metric.COSINE else vectors.astype(np.float32)
+
+
+def _query(rng: np.random.Generator, metric: Metric = Metric.COSINE, dim: int = DIM) -> np.ndarray:
+    return _unit(rng.normal(size=dim).astype(np.float32), metric)
+
+
+def _points(
+    n: int, seed: int = 0, dim: int = DIM, paths: list[str] | None = None, metric: Metric = Metric.COSINE
+) -> list[Point]:
     rng = np.random.default_rng(seed)
-    vectors = rng.normal(size=(n, dim)).astype(np.float32)
+    vectors = _unit(rng.normal(size=(n, dim)).astype(np.float32), metric)
     out = []
     for i in range(n):
         path = paths[i % len(paths)] if paths else f"/data/docs/file{i % 7}.md"
@@ -41,10 +57,6 @@ def _brute_force(points: list[Point], query: np.ndarray, metric: Metric, k: int)
         scores = -np.abs(x - q).sum(axis=1)
     order = np.argsort(-scores, kind="stable")[:k]
     return [(points[i].id, float(scores[i])) for i in order]
-
-
-def _supports(store_kind: str, metric: Metric) -> bool:
-    return not (store_kind.startswith("faiss") and metric is Metric.MANHATTAN)
 
 
 def test_is_a_vector_store(make_store: StoreFactory) -> None:
@@ -80,7 +92,7 @@ def test_upsert_overwrites_without_duplicates(make_store: StoreFactory, collecti
     store.upsert(collection, points)
     assert store.count(collection) == 60
     rng = np.random.default_rng(99)
-    replaced = [Point(p.id, rng.normal(size=DIM).astype(np.float32), {**p.payload, "text": "new"}) for p in points[:10]]
+    replaced = [Point(p.id, _query(rng), {**p.payload, "text": "new"}) for p in points[:10]]
     store.upsert(collection, replaced)
     store.upsert(collection, replaced[:3])  # idempotent
     assert store.count(collection) == 60
@@ -127,12 +139,12 @@ def test_search_order_matches_brute_force(
         pytest.skip("FAISS has no Manhattan metric (ConfigError is tested separately)")
     store = make_store(metric)
     store.ensure_collection(collection, DIM, {})
-    points = _points(150, seed=1)
+    points = _points(150, seed=1, metric=metric)
     store.upsert(collection, points)
     assert store.collection_meta(collection)["metric"] == metric.value  # type: ignore[index]
     rng = np.random.default_rng(2)
     for _ in range(5):
-        query = rng.normal(size=DIM).astype(np.float32)
+        query = _query(rng, metric)
         expected = _brute_force(points, query, metric, 10)
         hits = store.search(collection, query, 10)
         assert [h.id for h in hits] == [e[0] for e in expected]
@@ -145,11 +157,11 @@ def test_hits_carry_the_payload(make_store: StoreFactory, collection: str) -> No
     store.ensure_collection(collection, DIM, {})
     point = Point(
         str(uuid.uuid4()),
-        np.ones(DIM, dtype=np.float32),
+        _unit(np.ones(DIM, dtype=np.float32)),
         {"path": "/r/a/x.md", "file_type": "md", "start_line": 3, "heading": ["A", "B"], "text": "héllo"},
     )
     store.upsert(collection, [point])
-    (hit,) = store.search(collection, np.ones(DIM, dtype=np.float32), 5)
+    (hit,) = store.search(collection, _unit(np.ones(DIM, dtype=np.float32)), 5)
     assert hit.id == point.id
     for key, value in point.payload.items():
         assert hit.payload[key] == value
@@ -181,7 +193,7 @@ def test_filters_return_the_true_top_k_of_matching_points(make_store: StoreFacto
     store.upsert(collection, points)
     rng = np.random.default_rng(4)
     for where, allowed in FILTER_CASES:
-        query = rng.normal(size=DIM).astype(np.float32)
+        query = _query(rng)
         matching = [p for p in points if p.payload["path"] in allowed]
         expected = _brute_force(matching, query, Metric.COSINE, 8) if matching else []
         hits = store.search(collection, query, 8, where)
@@ -205,7 +217,7 @@ def test_drop(make_store: StoreFactory, collection: str) -> None:
     store.drop(collection)
     assert store.collection_meta(collection) is None
     with pytest.raises(StoreError):
-        store.search(collection, np.ones(DIM, dtype=np.float32), 5)
+        store.search(collection, _unit(np.ones(DIM, dtype=np.float32)), 5)
     store.drop(collection)  # dropping a missing collection is a no-op
     store.ensure_collection(collection, DIM * 2, {"model_id": "m2"})
     assert store.count(collection) == 0
@@ -215,7 +227,7 @@ def test_drop(make_store: StoreFactory, collection: str) -> None:
 def test_reopen_after_close_keeps_everything(make_store: StoreFactory, collection: str) -> None:
     store = make_store(Metric.EUCLID)
     store.ensure_collection(collection, DIM, {"model_id": "m1"})
-    points = _points(120, seed=7)
+    points = _points(120, seed=7, metric=Metric.EUCLID)
     store.upsert(collection, points)
     store.delete(collection, [points[0].id])
     query = points[5].vector
@@ -242,7 +254,7 @@ def test_dimension_mismatch_is_an_error(make_store: StoreFactory, collection: st
     with pytest.raises(CollectionMismatchError, match="dimensions"):
         store.upsert(collection, _points(2, dim=DIM + 1))
     with pytest.raises(CollectionMismatchError, match="dimensions"):
-        store.search(collection, np.ones(DIM - 1, dtype=np.float32), 5)
+        store.search(collection, _unit(np.ones(DIM - 1, dtype=np.float32)), 5)
     assert store.count(collection) == 3
 
 
@@ -251,8 +263,25 @@ def test_missing_collection_and_bad_ids(make_store: StoreFactory, collection: st
     with pytest.raises(StoreError, match="does not exist"):
         store.upsert(collection, _points(1))
     with pytest.raises(StoreError, match="does not exist"):
-        store.search(collection, np.ones(DIM, dtype=np.float32), 5)
+        store.search(collection, _unit(np.ones(DIM, dtype=np.float32)), 5)
     store.ensure_collection(collection, DIM, {})
     with pytest.raises(InputError, match="UUID"):
-        store.upsert(collection, [Point("not-a-uuid", np.ones(DIM, dtype=np.float32), {})])
-    assert store.search(collection, np.ones(DIM, dtype=np.float32), 5) == []
+        store.upsert(collection, [Point("not-a-uuid", _unit(np.ones(DIM, dtype=np.float32)), {})])
+    assert store.search(collection, _unit(np.ones(DIM, dtype=np.float32)), 5) == []
+
+
+def test_cosine_takes_unit_vectors_and_refuses_others(make_store: StoreFactory, collection: str) -> None:
+    """Normalization is decided once (indexer.normalization); a cosine store checks it and never re-normalises."""
+    store = make_store()
+    store.ensure_collection(collection, DIM, {})
+    good = _points(3, seed=8)
+    store.upsert(collection, good)
+    raw = Point(str(uuid.uuid4()), np.full(DIM, 3.0, dtype=np.float32), {"text": "raw"})
+    with pytest.raises(InputError, match="unit-length"):
+        store.upsert(collection, [raw])
+    with pytest.raises(InputError, match="unit-length"):
+        store.search(collection, np.full(DIM, 3.0, dtype=np.float32), 5)
+    assert store.count(collection) == 3 and store.list_ids(collection) == {p.id for p in good}
+    zero = Point(str(uuid.uuid4()), np.zeros(DIM, dtype=np.float32), {"text": "empty"})
+    store.upsert(collection, [zero])  # an empty text embeds as zeros: accepted
+    assert store.count(collection) == 4

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import indexer
+from indexer.normalization import Normalization
 from tests.integration.corpus import write_corpus, write_many
 
 pytestmark = pytest.mark.slow
@@ -63,7 +64,7 @@ def _snapshot(data_dir: Path) -> tuple[dict[str, tuple[str, str]], int, set[str]
         ids = store.list_ids("default")
         count = store.count("default")
         state_ids = {pid for path in col.state.files("default") for pid in col.state.chunk_ids("default", [path])[path]}
-        vec = col.embedder.embed_batch(["observation"], 2)[0]
+        vec = col.embedder.embed_batch(["observation"], Normalization.L2)[0]
         hits = store.search("default", vec, limit=count or 1)
     payloads = {h.id: (str(h.payload["path"]), str(h.payload["text"])) for h in hits}
     assert set(payloads) == ids

@@ -340,6 +340,7 @@ def test_projector_arguments(embed_model_path: Path) -> None:
 def test_llama_embedder_port(embed_model_path: Path) -> None:
     from indexer.embedder import LlamaEmbedder
     from indexer.errors import InputError, ModelError
+    from indexer.normalization import Normalization
     from indexer.ports import Embedder
 
     e = LlamaEmbedder(embed_model_path)
@@ -350,20 +351,22 @@ def test_llama_embedder_port(embed_model_path: Path) -> None:
         assert e.similarity == "cosine"
         assert e.max_tokens == 256  # indexer.max_seq_length in the GGUF, below the engine's 512
         assert e.count_tokens("hello world") == 4  # [CLS] hello world [SEP]
-        vecs = e.embed_batch(["hello world", "a second text"], normalize=2)
+        vecs = e.embed_batch(["hello world", "a second text"], normalize=Normalization.L2)
         assert vecs.dtype == np.float32 and vecs.shape == (2, 384)
         np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
         np.testing.assert_allclose(vecs[0], e.engine.embed("hello world"), atol=1e-6)
-        raw = e.embed_batch(["hello world"], normalize=-1)
+        raw = e.embed_batch(["hello world"], normalize=Normalization.NONE)
         assert np.linalg.norm(raw[0]) > 1.5
-        assert e.embed_batch([], normalize=2).shape == (0, 384)
+        assert e.embed_batch([], normalize=Normalization.L2).shape == (0, 384)
         with pytest.raises(InputError, match="256"):
-            e.embed_batch(["word " * 300], normalize=2)  # nothing is silently cut
+            e.embed_batch(["word " * 300], normalize=Normalization.L2)  # nothing is silently cut
+        with pytest.raises(InputError, match="'none', 'l2'"):
+            e.embed_batch(["x"], normalize=2)  # type: ignore[arg-type]  # the port speaks Normalization only
     finally:
         e.close()
     e.close()
     with pytest.raises(ModelError, match="closed"):
-        e.embed_batch(["x"], normalize=2)
+        e.embed_batch(["x"], normalize=Normalization.L2)
 
 
 def test_model_id_changes_with_the_file(embed_model_path: Path, embed_model_q8_path: Path) -> None:

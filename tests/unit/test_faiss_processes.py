@@ -36,6 +36,7 @@ WRITER = textwrap.dedent(
     for b in range(batches):
         rng = np.random.default_rng(b)
         vectors = rng.normal(size=({batch}, {dim})).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)  # cosine stores take unit vectors
         points = [
             Point(str(uuid.uuid5(ns, f"{{b}}-{{i}}")), vectors[i], {{"path": f"/d/{{b}}/{{i}}.md", "b": b}})
             for i in range({batch})
@@ -56,7 +57,8 @@ def batch_ids(b: int) -> list[str]:
 
 
 def batch_vectors(b: int) -> np.ndarray:
-    return np.random.default_rng(b).normal(size=(BATCH, DIM)).astype(np.float32)
+    vectors = np.random.default_rng(b).normal(size=(BATCH, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 def start_writer(path: Path, kind: str, batches: int, save_every: int) -> subprocess.Popen[str]:
@@ -75,7 +77,7 @@ def check_consistent(store: FaissStore) -> set[str]:
     ids = store.list_ids("c")
     assert store.count("c") == len(ids)
     if ids:
-        hits = store.search("c", np.ones(DIM, dtype=np.float32), len(ids) + 10)
+        hits = store.search("c", np.ones(DIM, dtype=np.float32) / np.sqrt(DIM), len(ids) + 10)
         assert len(hits) == len(ids)
         assert {h.id for h in hits} == ids
     return ids

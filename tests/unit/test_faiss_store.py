@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from indexer.errors import ConfigError, StoreError
+from indexer.normalization import Normalization, normalize
 from indexer.store_support import ancestor_dirs
 from indexer.types import Filter, Metric, Point
 from plugins.faiss import FaissStore
@@ -21,7 +22,7 @@ DIM = 12
 
 def _points(n: int, seed: int = 0, prefix: str = "/d") -> list[Point]:
     rng = np.random.default_rng(seed)
-    vectors = rng.normal(size=(n, DIM)).astype(np.float32)
+    vectors = normalize(rng.normal(size=(n, DIM)), Normalization.L2)  # cosine stores take unit vectors
     return [
         Point(str(uuid.uuid4()), vectors[i], {"path": f"{prefix}/f{i % 9}.md", "file_type": "md"}) for i in range(n)
     ]
@@ -114,7 +115,7 @@ def test_a_collection_dropped_by_another_store_is_gone(tmp_path: Path) -> None:
     a.drop("c")
     assert b.collection_meta("c") is None
     with pytest.raises(StoreError, match="does not exist"):
-        b.search("c", np.ones(DIM, dtype=np.float32), 3)
+        b.search("c", normalize(np.ones(DIM), Normalization.L2), 3)
     a.ensure_collection("c", DIM, {"model_id": "new"})
     assert b.count("c") == 0
     assert b.collection_meta("c")["model_id"] == "new"  # type: ignore[index]
@@ -129,7 +130,7 @@ def test_hnsw_graph_search_with_tombstones_and_filters(tmp_path: Path) -> None:
     points = _points(400, seed=3) + _points(40, seed=4, prefix="/e")
     store.upsert("c", points)
     rng = np.random.default_rng(5)
-    moved = [Point(p.id, rng.normal(size=DIM).astype(np.float32), p.payload) for p in points[:150]]
+    moved = [Point(p.id, normalize(rng.normal(size=DIM), Normalization.L2), p.payload) for p in points[:150]]
     store.upsert("c", moved)  # 150 tombstones
     store.delete("c", [p.id for p in points[150:170]])
     live = {p.id: p for p in [*moved, *points[170:]]}

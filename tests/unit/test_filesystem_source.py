@@ -222,6 +222,10 @@ def test_missing_root_reported_as_unavailable(tmp_path: Path) -> None:
     source = FilesystemSource([tmp_path / "gone", tmp_path / "present"])
     assert rels(source) == ["a.md"]
     assert [p.code for p in source.problems] == ["root_unavailable"]
+    assert not source.available()  # the port says so: the caller must not read the empty root as deletions
+    (tmp_path / "gone").mkdir()
+    assert rels(source) == ["a.md"] and source.available()
+    assert isinstance(source, Source)
 
 
 def test_file_as_root(tmp_path: Path) -> None:

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from indexer.errors import SourceError, StoreUnavailableError
+from indexer.normalization import Normalization
 from indexer.pipeline import Pipeline, point_id
 from indexer.state import CollectionRecord, StateStore
-from indexer.types import Chunk, Document, Point, SourceRef
+from indexer.types import ROOT_UNAVAILABLE, Chunk, Document, Point, ScanProblem, SourceRef
 
 
 class HashEmbedder:
@@ -29,7 +30,7 @@ class HashEmbedder:
     def count_tokens(self, text: str) -> int:
         return len(text.split()) + 2
 
-    def embed_batch(self, texts: Sequence[str], normalize: int) -> np.ndarray:
+    def embed_batch(self, texts: Sequence[str], normalize: Normalization) -> np.ndarray:
         self.embedded.extend(texts)
         out = [np.frombuffer(hashlib.sha256(t.encode()).digest()[:32], dtype=np.uint8)[:8] for t in texts]
         return np.asarray(out, dtype=np.float32)
@@ -46,6 +47,11 @@ class MemorySource:
         self.root = root
         self.files: dict[str, tuple[str, int]] = {}  # path -> (text, mtime)
         self.broken: set[str] = set()
+        self.problems: list[ScanProblem] = []
+        self.unmounted = False
+
+    def available(self) -> bool:
+        return not self.unmounted
 
     def put(self, name: str, text: str, mtime: int = 1000) -> None:
         self.files[f"{self.root}/{name}"] = (text, mtime)
@@ -84,7 +90,7 @@ class MemoryStore:
 
 def _state(path):
     state = StateStore(path)
-    state.create_collection(CollectionRecord("c", "memory", {}, "cosine", "fake", "/fake", 2, 8))
+    state.create_collection(CollectionRecord("c", "memory", {}, "cosine", "fake", "/fake", Normalization.L2, 8))
     return state
 
 
@@ -98,7 +104,7 @@ def env(tmp_path):
         store=store,
         embedder=emb,
         chunker=ParagraphChunker(),  # type: ignore[arg-type]
-        normalization=2,
+        normalization=Normalization.L2,
         batch_chunks=2,
     )
     yield pipe, src, store, emb, state
@@ -193,7 +199,7 @@ def _clean_build(tmp_path, files):
         store=store,
         embedder=HashEmbedder(),
         chunker=ParagraphChunker(),  # type: ignore[arg-type]
-        normalization=2,
+        normalization=Normalization.L2,
         batch_chunks=2,
     ).sync(src, "/root")
     state.close()
@@ -228,13 +234,12 @@ def test_orphans_of_an_interrupted_run_are_deleted_on_recover(env):
 
 
 def test_an_unavailable_root_does_not_empty_the_index(env):
-    from plugins.filesystem.source import ScanProblem
-
     pipe, src, store, _, _ = env
     src.put("a.txt", "kept")
     pipe.sync(src, "/root")
     src.files.clear()  # an unmounted root scans as empty...
-    src.problems = [ScanProblem("/root", "root folder is missing", "root_unavailable")]  # type: ignore[attr-defined]
+    src.unmounted = True  # ...and the source says so through the port, whatever its problem codes
+    src.problems = [ScanProblem("/root", "root folder is missing", ROOT_UNAVAILABLE)]
     r = pipe.sync(src, "/root")
     assert r.files_removed == 0 and _texts(store) == ["kept"]
     assert r.skipped == [("/root", "root folder is missing")]

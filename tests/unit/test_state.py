@@ -5,11 +5,12 @@ import pytest
 
 from indexer.errors import StateError
 from indexer.migrations import MIGRATIONS
+from indexer.normalization import Normalization
 from indexer.state import ChunkRecord, CollectionRecord, FileRecord, FileUpdate, StateStore
 
 
 def _rec(name="c"):
-    return CollectionRecord(name, "faiss", {"path": "/x"}, "cosine", "m", "/m.gguf", 2, 4)
+    return CollectionRecord(name, "faiss", {"path": "/x"}, "cosine", "m", "/m.gguf", Normalization.L2, 4)
 
 
 def test_migrations_are_applied_once_with_their_record(tmp_path):
@@ -89,4 +90,23 @@ def test_drop_collection_removes_everything(tmp_path):
     st.commit_files("c", [FileUpdate(FileRecord("/r/a", "/r", 1, 1, "h", "indexed"), ())])
     st.drop_collection("c")
     assert st.get_collection("c") is None and st.roots("c") == [] and st.files("c") == {}
+    st.close()
+
+
+def test_normalization_is_recorded_by_name_and_old_integer_rows_still_read(tmp_path):
+    st = StateStore(tmp_path / "s.sqlite")
+    st.create_collection(_rec("new"))
+    st.create_collection(CollectionRecord("dot", "faiss", {}, "dot", "m", "/m.gguf", Normalization.NONE, 4))
+    # version 0.1 wrote llama.cpp's integer modes into the same column
+    st._db.execute("INSERT INTO collections VALUES ('old', 'faiss', '{}', 'cosine', 'm', '/m.gguf', 2, 4, 0)")
+    st._db.execute("INSERT INTO collections VALUES ('old_none', 'faiss', '{}', 'dot', 'm', '/m.gguf', -1, 4, 0)")
+    raw = dict(st._db.execute("SELECT name, normalization FROM collections").fetchall())
+    assert raw["new"] == "l2" and raw["dot"] == "none"
+    got = {r.name: r.normalization for r in st.list_collections()}
+    assert got == {
+        "new": Normalization.L2,
+        "dot": Normalization.NONE,
+        "old": Normalization.L2,
+        "old_none": Normalization.NONE,
+    }
     st.close()
