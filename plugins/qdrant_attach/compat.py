@@ -19,7 +19,7 @@ import numpy as np
 from qdrant_client import QdrantClient
 
 from indexer.errors import CollectionMismatchError, ConfigError
-from indexer.normalization import choose_normalization, normalization_name
+from indexer.normalization import Normalization, choose_normalization, normalization_name
 from indexer.ports import Embedder
 from plugins.qdrant_attach.connect import call
 from plugins.qdrant_attach.inspection import CollectionReport, DenseVector
@@ -39,7 +39,7 @@ class VectorChoice:
     name: str
     size: int
     metric: str
-    normalization: int
+    normalization: Normalization
 
     @property
     def using(self) -> str | None:

@@ -23,7 +23,7 @@ from qdrant_client import models as qm
 
 import indexer
 from indexer.errors import CollectionMismatchError, ConfigError
-from indexer.normalization import NORM_L2
+from indexer.normalization import Normalization
 from plugins.qdrant_attach import attach
 from tests.integration.corpus import write_corpus
 
@@ -88,7 +88,7 @@ def with_client(loc: Loc, fn: Callable[[QdrantClient], Any]) -> Any:
 
 
 def vecs(embedder, texts: list[str]) -> list[list[float]]:
-    return embedder.embed_batch(texts, NORM_L2).tolist()
+    return embedder.embed_batch(texts, Normalization.L2).tolist()
 
 
 def dump(loc: Loc, name: str) -> dict[str, Any]:
@@ -287,7 +287,7 @@ def test_attach_search_index_delete_leaves_theirs_unchanged(case_id, loc, cname,
         rep = col.report
         assert rep.points == len(FOREIGN) and rep.layout.kind == case.kind, rep.layout
         assert col.layout.source_field == case.source_field
-        assert col.choice.name == case.vector and col.choice.normalization == NORM_L2
+        assert col.choice.name == case.vector and col.choice.normalization == Normalization.L2
         assert col.probe().verdict == "same" and col.probe().compared == len(FOREIGN)
         if case_id in ("haystack-hybrid", "plain-dense-sparse"):
             assert [s.name for s in rep.sparse] == (["text-sparse"] if case.kind == "haystack" else ["bm25"])

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from indexer.errors import CollectionMismatchError, ConfigError, InputError
-from indexer.normalization import NORM_L2
+from indexer.normalization import Normalization
 from plugins.qdrant_attach.api import as_filter, default_name
 from plugins.qdrant_attach.compat import choose_vector
 from plugins.qdrant_attach.inspection import CollectionReport, DenseVector
@@ -106,7 +106,7 @@ def test_choose_vector_picks_the_one_that_fits():
         DenseVector("big", 768, "cosine", "float32", None),
     )
     choice = choose_vector(rep, dimensions=384, similarity="cosine", model="m")
-    assert choice.name == "mini" and choice.using == "mini" and choice.normalization == NORM_L2
+    assert choice.name == "mini" and choice.using == "mini" and choice.normalization == Normalization.L2
     with pytest.raises(CollectionMismatchError) as exc:
         choose_vector(rep, dimensions=384, similarity="cosine", model="m", requested="big")
     assert "768" in str(exc.value) and "384" in str(exc.value) and "'mini'" in str(exc.value)
