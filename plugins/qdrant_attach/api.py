@@ -112,13 +112,15 @@ def attach(
     settings: Settings | None = None,
     embedder: Embedder | None = None,
     reranker: Reranker | None = None,
+    client: QdrantClient | None = None,
 ) -> AttachedCollection:
     """Attach to ``collection`` on a server (``url``, ``api_key``) or in an embedded folder (``path``).
 
     Only reads happen here. ``vector`` picks the dense vector (default: the one our model fits; "" is the unnamed
     vector); ``add_vector`` names a vector to create for our model on first index, when the collection uses named
     vectors and has none that fits (Qdrant >= 1.18). ``layout``/``*_field`` override the detected payload layout.
-    Without ``url`` and ``path``, the ``qdrant_url`` setting is used."""
+    Without ``url`` and ``path``, the ``qdrant_url`` setting is used. ``embedder``, ``reranker`` and ``client``
+    (an open client on that location) are borrowed, not closed."""
     settings = settings or load_settings()
     if url is None and path is None:
         url = settings.qdrant_url
@@ -126,7 +128,9 @@ def attach(
             raise ConfigError("pass url= (a Qdrant server) or path= (an embedded Qdrant folder), or set qdrant_url")
     api_key = api_key if api_key is not None else settings.qdrant_api_key
     where = url if url is not None else str(Path(str(path)).expanduser().resolve())
-    client = open_client(url, where if path is not None else None, api_key)
+    borrowed = client is not None
+    if client is None:
+        client = open_client(url, where if path is not None else None, api_key)
     if url is not None and api_key:
         remember_api_key(url, api_key)
     try:
@@ -135,7 +139,8 @@ def attach(
             report.layout, kind=layout, text_field=text_field, metadata_field=metadata_field, source_field=source_field
         )
     except BaseException:
-        client.close()
+        if not borrowed:
+            client.close()
         raise
     return AttachedCollection(
         settings=settings,
@@ -150,6 +155,7 @@ def attach(
         name=as_name or default_name(report.name),
         embedder=embedder,
         reranker=reranker,
+        borrowed_client=borrowed,
     )
 
 
@@ -176,8 +182,10 @@ class AttachedCollection:
         name: str,
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
+        borrowed_client: bool = False,
     ) -> None:
         self.settings = settings
+        self._borrowed_client = borrowed_client
         self.url, self.path, self._api_key = url, path, api_key
         self.where = url or str(path)
         self._client: QdrantClient | None = client
@@ -201,7 +209,9 @@ class AttachedCollection:
         self.close()
 
     def close(self) -> None:
-        self._release_client()
+        if not self._borrowed_client:
+            self._release_client()
+        self._client = None
         for part, owned in ((self._embedder, self._owns_embedder), (self._reranker, self._owns_reranker)):
             closer = getattr(part, "close", None)
             if owned and closer is not None:
@@ -217,6 +227,10 @@ class AttachedCollection:
     def _release_client(self) -> None:
         """Embedded Qdrant allows one client per folder: let go before the facade opens its own."""
         if self._client is not None:
+            if self._borrowed_client:
+                raise ConfigError(
+                    "this attachment borrows its Qdrant client; index through indexer.open_collection instead"
+                )
             self._client.close()
             self._client = None
 

@@ -70,7 +70,7 @@ class AttachedStore:
         self._owns_client = client is None
         if client is None:
             if url is not None and api_key is None:
-                api_key = _API_KEYS.get(url) or os.environ.get("INDEXER_QDRANT_API_KEY") or _settings_api_key()
+                api_key = api_key_for(url)
             client = open_client(url, Path(qdrant_path) if qdrant_path else None, api_key)
         self.client = client
         self._checked = False
@@ -241,6 +241,11 @@ _API_KEYS: dict[str, str] = {}
 def remember_api_key(url: str, api_key: str) -> None:
     """Let stores the facade opens for ``url`` in this process use ``api_key`` (never written anywhere)."""
     _API_KEYS[url] = api_key
+
+
+def api_key_for(url: str) -> str | None:
+    """The API key for ``url``: one given to attach() in this process, else the setting (or its variable)."""
+    return _API_KEYS.get(url) or os.environ.get("INDEXER_QDRANT_API_KEY") or _settings_api_key()
 
 
 def _settings_api_key() -> str | None:

@@ -1,0 +1,131 @@
+"""The Qdrant-shaped endpoint, called by qdrant-client itself: text queries, filters, reranking, refusals.
+
+A real uvicorn server on loopback serves the router (one model thread, as in the HTTP service)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+from qdrant_client.http.exceptions import UnexpectedResponse
+
+import indexer
+from plugins.qdrant_attach import attach
+from tests.integration.corpus import write_corpus
+from tests.integration.test_qdrant_attach import Loc, make_plain_named
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def embedder(embed_model_path):
+    from indexer.embedder import LlamaEmbedder
+
+    emb = LlamaEmbedder(embed_model_path)
+    yield emb
+    emb.close()
+
+
+@pytest.fixture
+def served(tmp_path, embedder, reranker_model_path) -> Iterator[dict[str, Any]]:
+    """A collection with several named vectors (ours fits 'mini'), our corpus indexed into it, and the router
+    served by uvicorn on a free loopback port."""
+    import uvicorn
+    from fastapi import FastAPI
+
+    from plugins.qdrant_attach.http import QueryEndpoint, build_router
+
+    loc = Loc(None, tmp_path / "qdrant")
+    name = f"theirs_{uuid.uuid4().hex[:8]}"
+    make_plain_named(loc, name, embedder)
+    with attach(name, path=loc.path, embedder=embedder) as col:
+        col.index([write_corpus(tmp_path / "corpus")])
+
+    settings = indexer.load_settings(rerank_model=str(reranker_model_path))
+    pool = ThreadPoolExecutor(max_workers=1)  # the one thread that owns models and the embedded client
+
+    async def run(fn):
+        return await asyncio.get_running_loop().run_in_executor(pool, fn)
+
+    endpoint = QueryEndpoint(settings)
+    router = build_router(settings, run, endpoint=endpoint)
+    app = FastAPI()
+    app.include_router(router)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    yield {"url": url, "name": name}
+    server.should_exit = True
+    thread.join(timeout=30)
+    pool.submit(endpoint.close).result()
+    pool.shutdown()
+
+
+def test_qdrant_client_gains_text_queries(served):
+    client = QdrantClient(url=served["url"], cloud_inference=True, check_compatibility=False)
+    try:
+        res = client.query_points(served["name"], query=qm.Document(text="rings of Saturn", model="indexer"), limit=3)
+        assert res.points[0].payload["source"].endswith("planets.txt") and res.points[0].payload["indexer"]
+        # their points answer too, and the filter goes to Qdrant unchanged
+        geo = qm.Filter(must=[qm.FieldCondition(key="topic", match=qm.MatchValue(value="geo"))])
+        only = client.query_points(
+            served["name"], query=qm.Document(text="ice valleys", model="indexer"), query_filter=geo, limit=5,
+            using="mini",
+        )
+        assert {p.payload["source"] for p in only.points} == {"/theirs/ice.md", "/theirs/lava.md"}
+        # reranking through the Document's options: scores are rerank scores, best first
+        ranked = client.query_points(
+            served["name"],
+            query=qm.Document(text="bake a loaf", model="indexer", options={"rerank": True, "candidates": 6}),
+            limit=3,
+        )
+        scores = [p.score for p in ranked.points]
+        assert scores == sorted(scores, reverse=True) and ranked.points[0].payload["source"].endswith("bread.md")
+        # a query we do not extend cannot reach an embedded folder: refused with a clear message
+        with pytest.raises(UnexpectedResponse) as exc:
+            client.query_points(served["name"], query=[0.1] * 384, using="mini", limit=1)
+        assert exc.value.status_code == 400 and b"only text queries" in exc.value.content
+        with pytest.raises(UnexpectedResponse) as exc2:
+            client.query_points(served["name"], query=qm.Document(text="x", model="indexer"), using="big")
+        assert exc2.value.status_code == 400 and b"vector mini" in exc2.value.content
+        with pytest.raises(UnexpectedResponse) as exc3:
+            client.query_points("nope", query=qm.Document(text="x", model="indexer"))
+        assert exc3.value.status_code == 404
+    finally:
+        client.close()
+
+
+def test_raw_http_shape_and_scores(served):
+    body = {"query": {"text": "glaciers and ice"}, "limit": 2, "rerank": False, "with_payload": ["source"]}
+    answer = httpx.post(f"{served['url']}/collections/{served['name']}/points/query", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    assert data["status"] == "ok" and isinstance(data["time"], float)
+    top = data["result"]["points"][0]
+    assert top["payload"] == {"source": "/theirs/ice.md"} and top["rerank_score"] is None
+    assert top["score"] == top["vector_score"]  # Euclid: Qdrant's distance, as Qdrant would answer
+    bad = httpx.post(
+        f"{served['url']}/collections/{served['name']}/points/query",
+        json={"query": {"text": "x"}, "prefetch": [{"query": [0.0]}]},
+        timeout=60,
+    )
+    assert bad.status_code == 400 and "prefetch" in bad.json()["status"]["error"]
