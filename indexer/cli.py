@@ -18,6 +18,7 @@ from indexer import plugins
 from indexer.collection import Collection, list_collections, open_collection
 from indexer.errors import IndexerError
 from indexer.pipeline import IndexReport
+from indexer.query import SearchRequest
 from indexer.settings import load_settings
 
 app = typer.Typer(help="Index local folders with llama.cpp embeddings and search them.", no_args_is_help=True)
@@ -126,6 +127,8 @@ def _print_report(r: IndexReport) -> None:
     )
     for path, reason in r.failed:
         err.print(f"  failed: {path}: {reason}", highlight=False)
+    for path, reason in r.skipped:
+        err.print(f"  skipped: {path}: {reason}", highlight=False)
 
 
 @app.command()
@@ -145,13 +148,15 @@ def search(
     try:
         with _open(collection, rerank_model=rerank_model) as col:
             result = col.search(
-                query,
-                k=k or col.settings.top_k,
-                candidates=candidates or col.settings.candidates,
-                path_glob=path,
-                path_prefix=str(under.expanduser().resolve()) if under else None,
-                file_types=tuple(t.lower().lstrip(".") for t in file_type),
-                rerank=rerank,
+                SearchRequest(
+                    query,
+                    k=k,
+                    candidates=candidates,
+                    path_glob=path,
+                    path_prefix=str(under) if under else None,
+                    file_types=tuple(file_type),
+                    rerank=rerank,
+                )
             )
     except IndexerError as exc:
         raise _fail(exc) from exc

@@ -10,19 +10,23 @@ import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from indexer import plugins
-from indexer.errors import CollectionMismatchError, ConfigError, IndexerError, InputError
+from indexer.errors import CollectionMismatchError, ConfigError, IndexerError, InputError, StoreError
 from indexer.normalization import choose_normalization, normalization_name
 from indexer.pipeline import IndexReport, Pipeline, Progress, within
 from indexer.ports import Embedder, Reranker, VectorStore
-from indexer.query import SearchRequest, SearchResult, run_search, validate
+from indexer.query import QueryLimits, SearchRequest, SearchResult, prepare, run_search
 from indexer.settings import Settings, load_settings
 from indexer.state import CollectionRecord, StateStore
+from indexer.threads import SerialEmbedder, SerialReranker
 from indexer.types import Metric
 
 logger = logging.getLogger(__name__)
@@ -52,6 +56,8 @@ class Collection:
         self._store: VectorStore | None = None
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
+        # Parts are built lazily; the lock makes that safe when threads share the collection (see docs/architecture.md).
+        self._parts_lock = threading.RLock()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def __enter__(self) -> Collection:
@@ -71,51 +77,77 @@ class Collection:
     # -- parts, built lazily ---------------------------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            from indexer.embedder import LlamaEmbedder
+        with self._parts_lock:
+            if self._embedder is None:
+                from indexer.embedder import LlamaEmbedder
 
-            path = self.record.model_path if self.record else str(_resolve_model(self.settings.embed_model))
-            if not Path(path).exists():
-                raise ConfigError(
-                    f"the embedding model of collection {self.name!r} is missing: {path}; restore it or run "
-                    "`indexer models build`"
-                )
-            self._embedder = LlamaEmbedder(path, n_threads=self.settings.threads)
-        return self._embedder
+                path = self.record.model_path if self.record else str(_resolve_model(self.settings.embed_model))
+                if not Path(path).exists():
+                    raise ConfigError(
+                        f"the embedding model of collection {self.name!r} is missing: {path}; restore it or run "
+                        "`indexer models build`"
+                    )
+                embedder = LlamaEmbedder(path, n_threads=self.settings.threads)
+                if self.record is not None and embedder.model_id != self.record.model_id:
+                    closer = getattr(embedder, "close", None)
+                    if closer is not None:
+                        closer()
+                    raise CollectionMismatchError(
+                        f"the model file {path} is now {embedder.model_id!r}, but collection {self.name!r} was "
+                        f"embedded with {self.record.model_id!r} (the file was rebuilt or replaced). Its vectors "
+                        "cannot be mixed with the new model's: restore the original file, or re-embed with "
+                        f"`indexer drop {self.name} --yes` and `indexer index` (or index into a new collection)."
+                    )
+                self._embedder = SerialEmbedder(embedder)
+            return self._embedder
 
     @property
     def reranker(self) -> Reranker | None:
-        if self._reranker is None and self.settings.rerank_model:
-            from indexer.embedder import LlamaReranker
+        with self._parts_lock:
+            if self._reranker is None and self.settings.rerank_model:
+                from indexer.embedder import LlamaReranker
 
-            path = _resolve_model(self.settings.rerank_model)
-            self._reranker = LlamaReranker(
-                str(path), max_tokens=self.settings.rerank_max_tokens, n_threads=self.settings.threads
-            )
-        return self._reranker
+                path = _resolve_model(self.settings.rerank_model)
+                reranker = LlamaReranker(
+                    str(path), max_tokens=self.settings.rerank_max_tokens, n_threads=self.settings.threads
+                )
+                self._reranker = SerialReranker(reranker)
+            return self._reranker
 
     @property
     def store(self) -> VectorStore:
-        if self._store is None:
-            rec = self.record
-            kind = rec.store if rec else self.settings.store
-            options = rec.store_options if rec else self._new_store_options()
-            metric = Metric(rec.metric if rec else self.settings.metric)
-            self._store = _make_store(kind, options, metric, self.settings)
-        return self._store
+        with self._parts_lock:
+            if self._store is None:
+                rec = self.record
+                kind = rec.store if rec else self.settings.store
+                options = rec.store_options if rec else self._new_store_options()
+                metric = Metric(rec.metric if rec else self.settings.metric)
+                self._store = _make_store(kind, self._absolute(options), metric, self.settings)
+            return self._store
 
     def _new_store_options(self) -> dict[str, Any]:
+        """Options recorded for a new collection. Locations inside the data directory are stored relative to it,
+        so the data directory can be moved or copied."""
         s = self.settings
         if s.store == "faiss":
-            return {"path": str(Path(s.data_dir) / "faiss" / self.name), "index": s.faiss_index}
+            return {"path": str(Path("faiss") / self.name), "index": s.faiss_index}
         if s.qdrant_url:
             return {"url": s.qdrant_url}
-        return {"path": str(Path(s.data_dir) / "qdrant" / self.name)}
+        return {"path": str(Path("qdrant") / self.name)}
+
+    def _absolute(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Recorded options with a relative ``path`` resolved against the data directory."""
+        path = options.get("path")
+        if path is None or Path(path).is_absolute():
+            return dict(options)
+        return {**options, "path": str(Path(self.settings.data_dir) / path)}
 
     # -- creation and checks ---------------------------------------------------------------------------
     def _ensure_created(self) -> CollectionRecord:
+        """The collection's record, creating the collection (state and store) when it is new. Called by writers
+        only: a store collection that went missing is re-created here and refilled by the sync (repair)."""
         if self.record is not None:
-            self._check_store_meta(self.record)
+            self._check_store_meta(self.record, create_missing=True)
             return self.record
         emb = self.embedder
         normalization = choose_normalization(emb.similarity, self.settings.metric)
@@ -139,11 +171,22 @@ class Collection:
         self.record = rec
         return rec
 
-    def _check_store_meta(self, rec: CollectionRecord) -> None:
+    def _check_store_meta(self, rec: CollectionRecord, *, create_missing: bool = False) -> None:
+        """The store's collection must exist and carry the recorded model, normalization and metric.
+
+        A missing store collection is re-created only for a writer (``create_missing``), which then refills it;
+        a reader gets a StoreError naming the repair, never a silently empty result."""
         meta = self.store.collection_meta(self.name)
         if meta is None:
-            self.store.ensure_collection(self.name, rec.dimensions, _meta(rec))
-            return
+            if create_missing:
+                logger.warning("the %s store of collection %r is missing; re-creating and refilling it", rec.store,
+                               self.name)
+                self.store.ensure_collection(self.name, rec.dimensions, _meta(rec))
+                return
+            raise StoreError(
+                f"the {rec.store} store of collection {self.name!r} is missing ({self._store_location(rec)}); "
+                f"run `indexer index -c {self.name}` to rebuild it from the cached vectors and the files"
+            )
         want = _meta(rec)
         diffs = [f"{k}: store has {meta.get(k)!r}, expected {v!r}" for k, v in want.items() if meta.get(k) != v]
         if diffs:
@@ -153,6 +196,33 @@ class Collection:
                 + "). Index into a new collection (--collection NEW) or drop this one (`indexer drop "
                 + f"{self.name}`) and re-index."
             )
+
+    def _store_location(self, rec: CollectionRecord) -> str:
+        opts = self._absolute(rec.store_options)
+        return str(opts.get("path") or opts.get("url") or rec.store)
+
+    def health(self) -> dict[str, Any]:
+        """Whether the store holds exactly the points the state says: counts, missing and orphaned points."""
+        rec = self.record
+        if rec is None:
+            raise InputError(f"collection {self.name!r} does not exist; `indexer collections` lists them")
+        state_ids = self.state.point_ids(self.name)
+        if self.store.collection_meta(self.name) is None:
+            return {"ok": False, "store_points": 0, "state_points": len(state_ids), "missing_points": len(state_ids),
+                    "orphan_points": 0, "problem": f"the store is missing ({self._store_location(rec)}); "
+                    f"`indexer index -c {self.name}` rebuilds it"}
+        store_ids = self.store.list_ids(self.name)
+        pending = set(self.state.pending_ids(self.name))
+        missing = len(state_ids - store_ids)
+        orphans = len(store_ids - state_ids - pending)
+        problem = None
+        if missing or orphans:
+            problem = (
+                f"the store holds {len(store_ids)} points, the state expects {len(state_ids)} ({missing} missing, "
+                f"{orphans} not owned by any file); `indexer index -c {self.name}` repairs it"
+            )
+        return {"ok": problem is None, "store_points": len(store_ids), "state_points": len(state_ids),
+                "missing_points": missing, "orphan_points": orphans, "problem": problem}
 
     def check_settings(self) -> None:
         """Refuse explicit settings that disagree with what the collection was built with."""
@@ -187,20 +257,64 @@ class Collection:
 
     def sync(self, progress: Progress | None = None) -> IndexReport:
         """Re-sync every root of the collection (a root that vanished keeps its points and is reported)."""
-        if self.record is None:
-            raise InputError(f"collection {self.name!r} does not exist yet; run `indexer index PATH` first")
+        self._require_record()
         self.check_settings()
         return self._sync_roots(lambda: self.state.roots(self.name), progress)
 
+    def sync_paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> IndexReport:
+        """Bring exactly ``paths`` (files or folders: created, changed, deleted or moved) in line with the disk.
+
+        The watcher calls this per batch of events. Paths outside the collection's roots are ignored; a missing
+        folder removes every file under it; an existing folder is rescanned (ignore-file edits, moves in).
+        Unchanged chunk texts reuse their cached vectors, so a rename re-embeds nothing."""
+        self._require_record()
+        self.check_settings()
+        report = IndexReport()
+        started = time.perf_counter()
+        with self._writer_lock():
+            pipeline = self._pipeline(self._ensure_created(), progress)
+            pipeline.recover()
+            for root, group in _group_by_root(paths, self.state.roots(self.name)).items():
+                pipeline.sync_paths(self._source(root), root, group, report)
+        report.seconds = time.perf_counter() - started
+        return report
+
     def _sync_roots(self, roots: Callable[[], list[str]], progress: Progress | None) -> IndexReport:
-        """Under the writer lock: create the collection if needed, sync each root, drop unused cached vectors."""
+        """Under the writer lock: create (or repair) the collection, sync each root, remove points no file owns,
+        refill points the store lost, and drop unused cached vectors."""
         report = IndexReport()
         with self._writer_lock():
             pipeline = self._pipeline(self._ensure_created(), progress)
+            pipeline.recover()
+            self._mark_lost_points()
             for root in roots():
                 pipeline.sync(self._source(root), root, report)
+            report.points_deleted += self._remove_orphans()
             self.state.gc_vector_cache(pipeline.model_key)
         return report
+
+    def _mark_lost_points(self) -> None:
+        """Files whose points the store lost are re-read on this sync (their vectors come from the cache)."""
+        state_ids = self.state.point_ids(self.name)
+        if not state_ids:
+            return
+        if self.store.count(self.name) >= len(state_ids):
+            store_ids = self.store.list_ids(self.name)
+            lost = state_ids - store_ids
+        else:
+            lost = state_ids - self.store.list_ids(self.name)
+        if lost:
+            paths = self.state.paths_of_points(self.name, lost)
+            logger.warning("the store lost %d points of %d files; re-writing them", len(lost), len(paths))
+            self.state.invalidate_files(self.name, paths)
+
+    def _remove_orphans(self) -> int:
+        """Delete points the store holds but no committed chunk owns (e.g. left behind by a lost state file)."""
+        orphans = self.store.list_ids(self.name) - self.state.point_ids(self.name)
+        if orphans:
+            logger.warning("deleting %d points of collection %r that no indexed file owns", len(orphans), self.name)
+            self.store.delete(self.name, sorted(orphans))
+        return len(orphans)
 
     def forget(self, path: str | Path) -> IndexReport:
         """Remove a root and every point of its files."""
@@ -217,40 +331,53 @@ class Collection:
             self.state.remove_root(self.name, root)
         return report
 
-    def search(self, query: str, **options: Any) -> SearchResult:
-        if self.record is None:
-            raise InputError(f"collection {self.name!r} does not exist yet; run `indexer index PATH` first")
+    def search(self, request: SearchRequest | str, **options: Any) -> SearchResult:
+        """Run one search. ``request`` is a :class:`SearchRequest`, or the query text with the request's fields
+        as keyword options. Defaults (``top_k``, ``candidates``, mode, rerank) and caps come from the settings;
+        anything out of range is an InputError naming the valid range."""
+        rec = self._require_record()
+        if isinstance(request, str):
+            request = SearchRequest.from_options(request, **options)
+        elif options:
+            request = replace(request, **options)
+        req = prepare(request, self.query_limits())
         self.check_settings()
-        self._check_store_meta(self.record)
-        req = validate(
-            SearchRequest(query=query, **{k: v for k, v in options.items() if v is not None}),
-            max_k=self.settings.max_top_k,
-            max_candidates=self.settings.max_candidates,
-        )
+        self._check_store_meta(rec)
+        rerank_wanted = req.rerank is not False
         return run_search(
             req,
             collection=self.name,
             store=self.store,
             embedder=self.embedder,
-            normalization=self.record.normalization,
-            reranker=self.reranker if req.rerank is not False else None,
+            normalization=rec.normalization,
+            reranker=self.reranker if rerank_wanted else None,
             reranker_configured=bool(self.settings.rerank_model),
         )
 
+    def query_limits(self) -> QueryLimits:
+        s = self.settings
+        return QueryLimits(
+            top_k=s.top_k,
+            candidates=s.candidates,
+            max_top_k=s.max_top_k,
+            max_candidates=s.max_candidates,
+            mode=getattr(s, "search_mode", "dense"),
+        )
+
     def status(self) -> dict[str, Any]:
-        rec = self.record
-        if rec is None:
-            raise InputError(f"collection {self.name!r} does not exist; `indexer collections` lists them")
+        rec = self._require_record()
         counts = self.state.counts(self.name)
+        health = self.health()
         return {
             "collection": self.name,
             "files": counts["files"],
             "failed_files": counts["failed"],
             "chunks": counts["chunks"],
             "tokens": counts["tokens"],
-            "points": self.store.count(self.name),
+            "points": health["store_points"],
             "store": rec.store,
             "store_options": rec.store_options,
+            "store_location": self._store_location(rec),
             "metric": rec.metric,
             "model": rec.model_id,
             "model_path": rec.model_path,
@@ -259,7 +386,14 @@ class Collection:
             "roots": self.state.roots(self.name),
             "reranker": self.settings.rerank_model,
             "watcher": _watcher_status(self.settings, self.name),
+            "health": health,
+            "failures": [{"path": p, "reason": r} for p, r in self.state.failures(self.name)],
         }
+
+    def _require_record(self) -> CollectionRecord:
+        if self.record is None:
+            raise InputError(f"collection {self.name!r} does not exist yet; run `indexer index PATH` first")
+        return self.record
 
     def drop(self) -> None:
         """Delete the collection: its points, its state and (for embedded stores) its files."""
@@ -267,7 +401,7 @@ class Collection:
             raise InputError(f"collection {self.name!r} does not exist")
         with self._writer_lock():
             self.store.drop(self.name)
-            path = self.record.store_options.get("path")
+            path = self._absolute(self.record.store_options).get("path")
             self.store.close()
             self._store = None
             if (
@@ -397,3 +531,16 @@ def _make_store(kind: str, options: dict[str, Any], metric: Metric, settings: Se
             )
         return store_cls(path=Path(options["path"]), metric=metric)
     return store_cls(metric=metric, **options)
+
+
+def _group_by_root(paths: Iterable[str | Path], roots: Sequence[str]) -> dict[str, list[str]]:
+    """Absolute, resolved paths grouped by the (innermost) root that holds them; others are dropped."""
+    out: dict[str, list[str]] = {}
+    for raw in paths:
+        path = os.path.realpath(os.path.abspath(os.path.expanduser(os.fspath(raw))))
+        owners = [r for r in roots if within(path, r)]
+        if owners:
+            out.setdefault(max(owners, key=len), []).append(path)
+        else:
+            logger.debug("ignoring %s: outside every root", path)
+    return out

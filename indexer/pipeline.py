@@ -30,12 +30,15 @@ from indexer.errors import IndexerError, SourceError
 from indexer.normalization import Normalization, cache_tag
 from indexer.ports import Chunker, Embedder, Source, VectorStore
 from indexer.state import ChunkRecord, FileRecord, FileUpdate, StateStore
-from indexer.types import Chunk, Document, Point, SourceRef
+from indexer.types import Chunk, Document, Point, ScanProblem, SourceRef
 
 logger = logging.getLogger(__name__)
 
 POINT_NAMESPACE = uuid.UUID("7f1d5a52-3c1e-4f0e-9a57-5f3f2b8d4c10")
 RACY_WINDOW_NS = 2_000_000_000  # stat data younger than this (vs. the state write) cannot prove "unchanged"
+# Scan problems that leave an already indexed file failed with its points kept (docs/indexing.md); any other
+# problem (binary now, symlink escaping the root, ...) means the file is no longer part of the index.
+KEEP_ON_PROBLEM = frozenset({"too_large", "permission", "error"})
 
 
 def point_id(path: str, chunk_index: int, content_hash: str) -> str:
@@ -143,7 +146,6 @@ class Pipeline:
         started = time.perf_counter()
         self.recover()
         refs = {ref.path: ref for ref in source.scan()}
-        report.skipped.extend((p.path, p.reason) for p in source.problems)
         known = {p: rec for p, rec in self.state.files(self.collection).items() if within(p, root)}
         report.files_seen += len(refs)
         self.progress.files_total(len(refs))
@@ -157,13 +159,61 @@ class Pipeline:
             else:
                 todo.append(ref)
         self._process(source, todo, known, report)
+        kept = self._keep_unreadable(source.problems, known, report)
         if not source.available():
             # An unmounted or vanished root scans as empty: never read that as "every file was deleted".
             logger.warning("root %s is unavailable; its indexed files are kept", root)
         else:
-            self.remove_files([p for p in known if p not in refs], report)
+            self.remove_files([p for p in known if p not in refs and p not in kept], report)
         report.seconds += time.perf_counter() - started
         return report
+
+    def sync_paths(self, source: Source, root: str, paths: Sequence[str], report: IndexReport) -> IndexReport:
+        """Bring exactly ``paths`` (absolute, resolved, under ``root``) in line with the disk: files are
+        (re)indexed or removed, folders rescanned, and a missing path removes every file below it."""
+        if not os.path.isdir(root):
+            # An unmounted or vanished root is not "every file deleted" (same rule as a full sync).
+            logger.warning("root %s is unavailable; its indexed files are kept", root)
+            return report
+        known: dict[str, FileRecord] = {}
+        refs: dict[str, SourceRef] = {}
+        seen_problems = len(source.problems)
+        for path in dict.fromkeys(paths):
+            known.update(self.state.files_under(self.collection, path))
+            if os.path.isdir(path):
+                refs.update((r.path, r) for r in _refs_below(source, path))
+            else:
+                ref = source.ref_for(path)
+                if ref is not None:
+                    refs[ref.path] = ref
+        report.files_seen += len(refs)
+        todo = []
+        for path, ref in refs.items():
+            rec = known.get(path)
+            if rec is not None and rec.status == "indexed" and _stat_unchanged(rec, ref):
+                report.files_unchanged += 1
+            else:
+                todo.append(ref)
+        self._process(source, todo, known, report)
+        kept = self._keep_unreadable(list(source.problems)[seen_problems:], known, report)
+        self.remove_files([p for p in known if p not in refs and p not in kept], report)
+        return report
+
+    def _keep_unreadable(
+        self, problems: Sequence[ScanProblem], known: dict[str, FileRecord], report: IndexReport
+    ) -> set[str]:
+        """Indexed files a scan could not take (too large, unreadable) count as failed and keep their points."""
+        kept: set[str] = set()
+        for problem in problems:
+            path, reason, code = problem.path, problem.reason, problem.code
+            rec = known.get(path)
+            if rec is not None and code in KEEP_ON_PROBLEM:
+                kept.add(path)
+                ref = SourceRef(rec.root, path, rec.size, rec.mtime_ns)
+                self._record_failure(ref, rec, reason, report)
+            elif code not in KEEP_ON_PROBLEM or rec is None:
+                report.skipped.append((path, reason))
+        return kept
 
     def remove_files(self, paths: Sequence[str], report: IndexReport | None = None) -> None:
         if not paths:
@@ -297,6 +347,18 @@ class Pipeline:
             report.tokens_embedded += tokens
             self.progress.embedded(len(todo), tokens)
         return vectors
+
+
+def _refs_below(source: Source, folder: str) -> list[SourceRef]:
+    """What a scan would yield below ``folder`` (a folder inside a root), by the source's own rules."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            ref = source.ref_for(os.path.join(dirpath, name))
+            if ref is not None:
+                out.append(ref)
+    return out
 
 
 def _stat_unchanged(rec: FileRecord, ref: SourceRef) -> bool:

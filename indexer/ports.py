@@ -98,6 +98,11 @@ class Source(Protocol):
         """Read and extract text; raises SourceError with path and reason."""
         ...
 
+    def ref_for(self, path: str) -> SourceRef | None:
+        """What a scan would yield for this one path now, or None (missing, ignored, excluded, not indexable).
+        Per-path sync (the watcher) uses it instead of a full scan."""
+        ...
+
 
 @runtime_checkable
 class Reader(Protocol):

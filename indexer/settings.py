@@ -59,6 +59,7 @@ class Settings(BaseSettings):
     candidates: int = Field(50, ge=1)
     max_top_k: int = Field(100, ge=1)
     max_candidates: int = Field(200, ge=1)
+    search_mode: Literal["dense", "lexical", "hybrid"] = "dense"
     rerank_max_tokens: int = Field(256, ge=16, description="cap on query+document tokens per rerank pair")
     # sources and chunking
     include: tuple[str, ...] = ()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,9 @@ class StateStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        # One connection shared by the threads of a process; write transactions are serialized by this lock
+        # (sqlite3 serializes single calls itself). Writers of other processes wait on SQLite's busy timeout.
+        self._lock = threading.RLock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
@@ -100,7 +104,7 @@ class StateStore:
         return [r[0] for r in self._db.execute("SELECT name FROM schema_migrations ORDER BY name")]
 
     def _tx(self) -> _Transaction:
-        return _Transaction(self._db)
+        return _Transaction(self._db, self._lock)
 
     # -- collections -----------------------------------------------------------------------------------
     def get_collection(self, name: str) -> CollectionRecord | None:
@@ -194,6 +198,52 @@ class StateStore:
             "tokens": one("SELECT COALESCE(SUM(n_tokens), 0) FROM chunks WHERE collection=?"),
         }
 
+    def point_ids(self, collection: str) -> set[str]:
+        """Every point id a committed chunk of the collection owns."""
+        rows = self._db.execute("SELECT point_id FROM chunks WHERE collection=?", (collection,))
+        return {r[0] for r in rows}
+
+    def pending_ids(self, collection: str) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT point_id FROM pending WHERE collection=?", (collection,))]
+
+    def paths_of_points(self, collection: str, point_ids: Iterable[str]) -> list[str]:
+        ids = list(point_ids)
+        out: set[str] = set()
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            rows = self._db.execute(
+                f"SELECT DISTINCT path FROM chunks WHERE collection=? AND point_id IN ({marks})", (collection, *part)
+            )
+            out.update(r[0] for r in rows)
+        return sorted(out)
+
+    def invalidate_files(self, collection: str, paths: Sequence[str]) -> None:
+        """Make the next sync re-read and re-write these files (their chunks and cached vectors are kept)."""
+        with self._tx() as db:
+            db.executemany(
+                "UPDATE files SET content_hash='', checked_ns=0 WHERE collection=? AND path=?",
+                [(collection, p) for p in paths],
+            )
+
+    def files_under(self, collection: str, path: str) -> dict[str, FileRecord]:
+        """The file ``path`` itself and every file below it (``path`` as a folder)."""
+        prefix = path.rstrip("/") + "/"
+        upper = path.rstrip("/") + "0"  # "0" sorts right after "/": a range scan on the primary key
+        rows = self._db.execute(
+            "SELECT path, root, size, mtime_ns, content_hash, status, error, kind, checked_ns FROM files"
+            " WHERE collection=? AND (path=? OR (path>=? AND path<?))",
+            (collection, path, prefix, upper),
+        )
+        return {r[0]: FileRecord(*r) for r in rows}
+
+    def failures(self, collection: str) -> list[tuple[str, str]]:
+        rows = self._db.execute(
+            "SELECT path, COALESCE(error, '') FROM files WHERE collection=? AND status='failed' ORDER BY path",
+            (collection,),
+        )
+        return [(r[0], r[1]) for r in rows]
+
     def add_pending(self, collection: str, items: Sequence[tuple[str, str]]) -> None:
         """Record point ids (with their file) before they are written to the store."""
         with self._tx() as db:
@@ -274,15 +324,24 @@ class StateStore:
 class _Transaction:
     """``with`` block = one IMMEDIATE transaction (the connection is in autocommit mode otherwise)."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
         self._db = db
+        self._lock = lock
 
     def __enter__(self) -> sqlite3.Connection:
-        self._db.execute("BEGIN IMMEDIATE")
+        self._lock.acquire()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._lock.release()
+            raise
         return self._db
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        try:
+            self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        finally:
+            self._lock.release()
 
 
 def _collection(row: tuple[Any, ...]) -> CollectionRecord:
