@@ -51,11 +51,11 @@ def edit_text(i: int, phase: str) -> tuple[str, str]:
     return marker, body
 
 
-def wait_found(col, name: str, marker: str, timeout: float = 120.0) -> float:
-    """Search (path filter on ``name``) until a hit contains ``marker``; returns when found (perf_counter)."""
+def wait_found(col, path: str, marker: str, timeout: float = 300.0) -> float:
+    """Search (filtered to ``path``) until a hit contains ``marker``; returns when found (perf_counter)."""
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
-        hits = col.search("field note survey", k=3, path_glob=f"*/{name}", rerank=False).hits
+        hits = col.search("field note survey", k=3, path_prefix=path, rerank=False).hits
         if any(marker in h.text for h in hits):
             return time.perf_counter()
         time.sleep(0.005)
@@ -73,7 +73,7 @@ def run_edits(col, root: Path, n: int, phase: str, sync=None, starts: list[float
         target.write_text(body, encoding="utf-8")
         if sync is not None:
             sync([str(target)])
-        found = wait_found(col, target.name, marker)
+        found = wait_found(col, str(target.resolve()), marker)
         out.append(found - started)
     return out
 

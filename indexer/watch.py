@@ -149,6 +149,7 @@ class Watcher:
         self._retry_at = 0.0
         self._failures_in_row = 0
         self._narrow = False
+        self._pace: float | None = None  # paths synced per second, recent batches (sizes the next batch)
         self._wake_at = float("-inf")  # while the worker sleeps: when it plans to wake (events due sooner notify)
         self._next_rescan = float("inf")
         self._reconciled = False
@@ -379,7 +380,7 @@ class Watcher:
                 with self._cond:
                     if self._narrow and not len(self._batcher):
                         self._narrow = False  # back to whole batches once the narrowed-down queue is drained
-                    batch = self._batcher.take(now, max_paths=1 if self._narrow else None)
+                    batch = self._batcher.take(now, max_paths=1 if self._narrow else self._batch_limit())
                     if batch is None:
                         due = self._batcher.next_due(now)
                         if due is None:
@@ -462,9 +463,18 @@ class Watcher:
         except Exception as exc:  # only an optimisation
             logger.debug("warm-up query failed: %s", exc)
 
+    def _batch_limit(self) -> int:
+        """Paths per batch so that a batch lasts about ``target_seconds`` at the measured pace (an edit made
+        during a burst waits for one short batch, not for a long one)."""
+        t = self._batcher.timing
+        if self._pace is None:
+            return t.max_paths
+        return max(t.min_paths, min(t.max_paths, int(self._pace * t.target_seconds)))
+
     def _process(self, batch: Batch) -> None:
         self._state = "syncing"
         self._persist_queue()
+        started = self._clock()
         try:
             report = self._sync(list(batch.paths))
         except _Stopping:
@@ -480,6 +490,10 @@ class Watcher:
         with self._cond:
             self._in_flight = None
         self._succeeded()
+        elapsed = self._clock() - started
+        if len(batch) > 1 or self._pace is None:
+            pace = len(batch) / max(elapsed, 1e-3)
+            self._pace = pace if self._pace is None else 0.5 * self._pace + 0.5 * pace
         self._finish_batch(batch, report)
 
     def _sync(self, paths: list[str]) -> IndexReport:

@@ -20,8 +20,10 @@ Rules (each one answers a pitfall of watching folders, see docs/watch.md):
   ignored files lose their points and newly included ones are indexed.
 - **Coalescing.** Events for a pending path merge into one entry that keeps the time of its first unsynced
   change (for the freshness figure). While a batch runs, new events collect into the next one.
-- **Freshness first.** A batch holds at most ``max_paths`` paths: the ``fresh_lane`` most recently changed ready
-  paths plus the oldest others, so an edit made during a burst of thousands waits for one batch, not the burst.
+- **Freshness first.** A batch holds the ``fresh_lane`` most recently changed ready paths plus the oldest
+  others, at most ``max_paths``; the watcher sizes batches to last about ``target_seconds`` at the pace it
+  measures (at least ``min_paths``), so an edit made during a burst of thousands waits for one short batch,
+  not for the burst.
 """
 
 from __future__ import annotations
@@ -110,8 +112,10 @@ class BatchTiming:
     max_gather: float = 0.15
     settle: float = 0.3
     grace: float = 0.25
-    max_paths: int = 64
-    fresh_lane: int = 8
+    max_paths: int = 256
+    min_paths: int = 4
+    target_seconds: float = 0.5
+    fresh_lane: int = 4
 
 
 class ChangeBatcher:

@@ -250,3 +250,14 @@ def test_describe_status_for_the_cli():
         "running (pid 42), idle; 3 queued; 1 files with errors; change->searchable last 120.0 ms, p50 150.0 ms, "
         "p95 300.0 ms; polling /mnt/nfs"
     )
+
+
+def test_batches_are_sized_to_the_measured_pace(fake):
+    watcher = Watcher(fake, options=FAST)
+    assert watcher._batch_limit() == FAST.timing.max_paths  # nothing measured yet
+    watcher._pace = 20.0  # paths per second
+    assert watcher._batch_limit() == int(20.0 * FAST.timing.target_seconds)
+    watcher._pace = 1.0
+    assert watcher._batch_limit() == FAST.timing.min_paths
+    watcher._pace = 1e6
+    assert watcher._batch_limit() == FAST.timing.max_paths
