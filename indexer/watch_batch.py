@@ -14,10 +14,10 @@ Rules (each one answers a pitfall of watching folders, see docs/watch.md):
 - **Editor temp files** (``*~``, ``*.swp``, ``4913``, ``#x#``, ``*.tmp`` ...) also wait ``grace``: most are gone
   by then and cost nothing; one that stays is indexed like any other file.
 - **Prefixes.** A ready folder (created, moved in, deleted, moved out) is synced as a whole: paths under it in
-  the same batch are dropped. A folder that appeared waits while single files are ready (watchdog reports the
-  files of a new or moved-in folder one by one): they go in capped batches, and the folder pass that follows
-  (for anything the events missed) finds them unchanged. An ignore-file edit syncs its folder, so newly
-  ignored files lose their points and newly included ones are indexed.
+  the same batch are dropped. A folder that appeared waits ``settle`` and then while files under it are pending
+  (watchdog reports the files of a new or moved-in folder one by one): they go in paced batches, and the folder
+  pass that follows (for anything the events missed) finds them unchanged. An ignore-file edit syncs its
+  folder, so newly ignored files lose their points and newly included ones are indexed.
 - **Coalescing.** Events for a pending path merge into one entry that keeps the time of its first unsynced
   change (for the freshness figure). While a batch runs, new events collect into the next one.
 - **Freshness first.** A batch holds the ``fresh_lane`` most recently changed ready paths plus the oldest
@@ -182,8 +182,10 @@ class ChangeBatcher:
         t = self.timing
         if entry.transient or entry.what is What.GONE:
             return entry.last_event + t.grace
-        if entry.what in (What.CLOSED, What.FOLDER):
+        if entry.what is What.CLOSED:
             return entry.last_event
+        if entry.what is What.FOLDER:  # may still be filling: its files' events come first
+            return entry.last_event + t.settle
         # WRITE: ready once size and mtime held still for `settle` seconds.
         due = entry.last_event + t.settle
         if due > now:
@@ -220,6 +222,9 @@ class ChangeBatcher:
             del self._pending[entry.path]
         return _fold(chosen)
 
+    def _has_pending_below(self, folder: str) -> bool:
+        return _has_pending_below_impl(self._pending, folder)
+
     def take_all(self) -> Batch:
         """Every pending path, ready or not (for persisting the queue on shutdown)."""
         entries = list(self._pending.values())
@@ -227,15 +232,20 @@ class ChangeBatcher:
         return _fold(entries)
 
     def _choose(self, ready: list[_Entry], limit: int) -> list[_Entry]:
+        # A folder sync can be huge: files go first in paced batches, a folder pass once nothing is pending below.
         files = [e for e in ready if e.what is not What.FOLDER]
-        if files:  # a folder sync can be huge: its files go first in capped batches, the folder pass last
-            ready = files
+        ready = files or [e for e in ready if not self._has_pending_below(e.path)]
         if len(ready) <= limit:
             return ready
         by_age = sorted(ready, key=lambda e: e.first_seen)
         lane = min(self.timing.fresh_lane, limit // 2)
         fresh = by_age[len(by_age) - lane :] if lane else []
         return by_age[: limit - lane] + fresh
+
+
+def _has_pending_below_impl(pending: dict[str, _Entry], folder: str) -> bool:
+    prefix = folder.rstrip(os.sep) + os.sep
+    return any(p.startswith(prefix) for p in pending)
 
 
 def _sync_path(entry: _Entry) -> str:

@@ -117,10 +117,13 @@ def test_folders_cover_the_paths_under_them(batcher):
     batcher.note("/r/new/sub/b.md", What.CLOSED, 0.01)
     batcher.note("/r/newer.md", What.CLOSED, 0.01)  # a prefix of the name, not of the path
     assert paths(batcher.take(0.05)) == ["/r/new/a.md", "/r/new/sub/b.md", "/r/newer.md"]  # files first
-    assert paths(batcher.take(0.05)) == ["/r/new"]  # then the folder pass
+    assert batcher.take(0.2) is None  # a new folder may still be filling
+    assert paths(batcher.take(0.31)) == ["/r/new"]  # then the folder pass
     batcher.note("/r/new2", What.FOLDER, 1.0)
-    batcher.note("/r/new2/c.md", What.WRITE, 1.0)  # not ready yet (settling): the folder goes, covering it
-    batch = batcher.take(1.05)
+    batcher.note("/r/new2/c.md", What.WRITE, 1.0)  # settling: the folder waits for it
+    batcher.note("/r/new2/d.md", What.WRITE, 1.0)
+    assert paths(batcher.take(1.35)) == ["/r/new2/c.md", "/r/new2/d.md"]
+    batch = batcher.take(1.35)
     assert paths(batch) == ["/r/new2"] and batch.first_seen == {"/r/new2": 1.0}
 
 
@@ -136,8 +139,8 @@ def test_a_folder_moved_within_the_root_syncs_both_ends(batcher):
     batcher.note("/r/new/a.md", What.CLOSED, 0.0)  # watchdog's synthetic sub-move events
     batcher.note("/r/old/a.md", What.GONE, 0.0)
     assert paths(batcher.take(0.05)) == ["/r/new/a.md"]  # the new place first: vectors are reused from the old
-    assert paths(batcher.take(0.05)) == ["/r/new"]
-    assert paths(batcher.take(0.3)) == ["/r/old"]
+    assert paths(batcher.take(0.26)) == ["/r/old"]
+    assert paths(batcher.take(0.31)) == ["/r/new"]
 
 
 def test_an_ignore_file_edit_syncs_its_folder(batcher):
