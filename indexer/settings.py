@@ -42,7 +42,9 @@ class Settings(BaseSettings):
     collection: str = "default"
     store: Literal["faiss", "qdrant"] = "faiss"
     metric: Literal["cosine", "dot", "euclid", "manhattan"] = "cosine"
-    faiss_index: Literal["flat", "hnsw"] = "flat"
+    faiss_index: Literal["flat", "hnsw", "auto"] = Field(
+        "auto", description="auto: exact flat index, IVF lists with 8-bit codes from 100,000 chunks on"
+    )
     qdrant_url: str | None = None
     qdrant_api_key: str | None = None
     # Qdrant collections created by indexer on a server (distributed mode: docker/compose.cluster.yml); None

@@ -1,6 +1,12 @@
 """The in-memory FAISS index of one collection and its on-disk cache file.
 
 Flat: ``IndexIDMap2(IndexFlatIP | IndexFlatL2)`` labelled by the point's int64 id; removal is real.
+Auto (the default): flat while the collection is small; from ``AutoParams.switch_at`` live vectors on, an
+``IndexIVFScalarQuantizer`` (IVF lists, 8-bit codes: ~4x less memory than flat, sub-linear search) labelled by
+the point's id, so removal stays real. The switch (and a retrain when the collection has grown 4x since the
+lists were trained, or the way back to flat when it shrinks below half the threshold) is a rebuild from the
+sidecar's exact vectors, done by the writer that crosses the threshold; other processes keep searching their
+loaded index until they see the new cache file.
 HNSW: ``IndexHNSWFlat`` labelled by slot (insertion position); a slot -> id array marks replaced or deleted
 slots with -1 (tombstones), which a selector excludes at search time; the index is rebuilt from its live
 vectors when tombstones pass a threshold.
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import struct
 import tempfile
@@ -32,7 +39,8 @@ logger = logging.getLogger(__name__)
 MAGIC = b"LIXFAISS"
 VERSION = 1
 _HEADER = struct.Struct("<8sIQBQQI")
-KINDS = ("flat", "hnsw")
+KINDS = ("flat", "hnsw", "auto")  # what a collection asks for
+_FILE_KINDS = ("flat", "hnsw", "ivf")  # what a cache file holds (auto is flat or ivf)
 
 
 @dataclass(frozen=True)
@@ -44,22 +52,81 @@ class HnswParams:
     exact_below: int = 10_000  # searches over fewer live (and matching) vectors are exact brute force
 
 
+@dataclass(frozen=True)
+class AutoParams:
+    switch_at: int = 100_000  # live vectors from which the auto kind uses IVF lists
+    nprobe: int = 64  # lists visited per query (of 1,024-16,384)
+    exact_below: int = 20_000  # filtered searches over fewer matching vectors are exact (done by the store)
+
+
+def ivf_lists(n: int) -> int:
+    """Number of IVF lists for ``n`` vectors: the power of two nearest 4 sqrt(n) (4,096 at a million), with at
+    least 39 training vectors per list, in 8..16,384."""
+    target = min(4 * max(n, 1) ** 0.5, max(n, 1) / 39)
+    lists = 2 ** round(math.log2(max(target, 1)))
+    while lists > 8 and lists * 39 > n:
+        lists //= 2
+    return int(min(max(lists, 8), 16_384))
+
+
 class VectorIndex:
     """Vectors by int64 id; ``ip`` selects inner product (else squared L2)."""
 
-    def __init__(self, kind: str, dim: int, ip: bool, hnsw: HnswParams, seq: int = 0) -> None:
+    def __init__(
+        self, kind: str, dim: int, ip: bool, hnsw: HnswParams, seq: int = 0, auto: AutoParams | None = None
+    ) -> None:
         self.kind = kind
         self.dim = dim
         self.ip = ip
         self.hnsw = hnsw
+        self.auto = auto or AutoParams()
         self.seq = seq
         self.slot_iid = np.zeros(0, dtype=np.int64)
         self.dead = 0
-        self.index: Any = self._empty()  # IndexIDMap2 or IndexHNSWFlat (faiss's stubs are partial)
+        self.structure = "hnsw" if kind == "hnsw" else "flat"  # what is built now: flat, hnsw or ivf
+        self.trained_on = 0  # vectors the IVF lists were trained for
+        self.index: Any = self._empty()  # IndexIDMap2, IndexIVFScalarQuantizer or IndexHNSWFlat
+
+    @classmethod
+    def build(
+        cls, kind: str, dim: int, ip: bool, hnsw: HnswParams, ids: np.ndarray, vectors: np.ndarray, seq: int = 0,
+        auto: AutoParams | None = None,
+    ) -> VectorIndex:
+        """A new index holding ``vectors`` under ``ids``; the auto kind picks flat or IVF by their number."""
+        out = cls(kind, dim, ip, hnsw, seq, auto)
+        if kind == "auto" and len(ids) >= out.auto.switch_at:
+            out._train_ivf(vectors)
+        out.apply(np.zeros(0, dtype=np.int64), ids, vectors)
+        return out
+
+    def _train_ivf(self, vectors: np.ndarray) -> None:
+        n = len(vectors)
+        lists = ivf_lists(n)
+        metric = faiss.METRIC_INNER_PRODUCT if self.ip else faiss.METRIC_L2
+        index: Any = faiss.index_factory(self.dim, f"IVF{lists},SQ8", metric)
+        sample = vectors
+        if n > 40 * lists:
+            pick = np.random.default_rng(1234).choice(n, size=40 * lists, replace=False)
+            sample = vectors[np.sort(pick)]
+        index.train(np.ascontiguousarray(sample, dtype=np.float32))
+        index.nprobe = self.auto.nprobe
+        logger.info("trained IVF index: %d lists on %d of %d vectors", lists, len(sample), n)
+        self.index = index
+        self.structure = "ivf"
+        self.trained_on = n
+
+    def wants_rebuild(self) -> bool:
+        """For the auto kind: whether the size crossed into another structure (or outgrew its IVF training)."""
+        if self.kind != "auto":
+            return False
+        live = self.live
+        if self.structure == "flat":
+            return live >= self.auto.switch_at
+        return live < self.auto.switch_at // 2 or live > 4 * self.trained_on
 
     def _empty(self) -> faiss.Index:
         metric = faiss.METRIC_INNER_PRODUCT if self.ip else faiss.METRIC_L2
-        if self.kind == "flat":
+        if self.kind in ("flat", "auto"):
             base = faiss.IndexFlatIP(self.dim) if self.ip else faiss.IndexFlatL2(self.dim)
             return faiss.IndexIDMap2(base)
         index = faiss.IndexHNSWFlat(self.dim, self.hnsw.m, metric)
@@ -74,7 +141,7 @@ class VectorIndex:
     # --- mutation --------------------------------------------------------------------------------
     def apply(self, touched: np.ndarray, ids: np.ndarray, vectors: np.ndarray) -> None:
         """Remove every id in ``touched`` (if present), then add ``vectors`` under ``ids``."""
-        if self.kind == "flat":
+        if self.structure in ("flat", "ivf"):
             if len(touched):
                 self.index.remove_ids(faiss.IDSelectorBatch(np.ascontiguousarray(touched, dtype=np.int64)))
             if len(ids):
@@ -118,7 +185,9 @@ class VectorIndex:
         q = np.ascontiguousarray(query.reshape(1, self.dim), dtype=np.float32)
         if self.index.ntotal == 0 or k <= 0:
             return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
-        if self.kind == "flat":
+        if self.structure == "ivf":
+            return self._search_ivf(q, k, allowed)
+        if self.structure == "flat":
             params = None
             selector: Any = None  # kept referenced until the search returns
             if allowed is not None:
@@ -150,6 +219,24 @@ class VectorIndex:
         keep = slots[0] >= 0
         return dist[0][keep], self.slot_iid[slots[0][keep]]
 
+    def _search_ivf(self, q: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        selector: Any = None
+        if allowed is not None:
+            if len(allowed) == 0:
+                return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+            selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
+        params = _faiss.SearchParametersIVF(nprobe=self.auto.nprobe)
+        if selector is not None:
+            params.sel = selector
+        dist, labels = self.index.search(q, k, params=params)
+        del selector
+        keep = labels[0] >= 0
+        return dist[0][keep], labels[0][keep]
+
+    def memory_bytes(self) -> int:
+        """Bytes the index occupies when serialized (a close measure of its memory)."""
+        return int(faiss.serialize_index(self.index).nbytes) + int(self.slot_iid.nbytes)
+
     def _exact(self, q: np.ndarray, k: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         vectors = self._stored()[slots]
         if self.ip:
@@ -166,7 +253,8 @@ class VectorIndex:
         blob = faiss.serialize_index(self.index)
         slots = self.slot_iid.astype("<i8").tobytes() if self.kind == "hnsw" else b""
         crc = zlib.crc32(slots, zlib.crc32(blob.data))
-        header = _HEADER.pack(MAGIC, VERSION, self.seq, KINDS.index(self.kind), blob.nbytes, len(slots), crc)
+        kind_no = _FILE_KINDS.index(self.structure)
+        header = _HEADER.pack(MAGIC, VERSION, self.seq, kind_no, blob.nbytes, len(slots), crc)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -197,7 +285,9 @@ class VectorIndex:
         return int(seq) if magic == MAGIC and version == VERSION else 0
 
     @classmethod
-    def load(cls, path: Path, kind: str, dim: int, ip: bool, hnsw: HnswParams) -> VectorIndex | None:
+    def load(
+        cls, path: Path, kind: str, dim: int, ip: bool, hnsw: HnswParams, auto: AutoParams | None = None
+    ) -> VectorIndex | None:
         """The cached index, or None when missing, corrupt or made for other settings."""
         try:
             data = path.read_bytes()
@@ -211,7 +301,9 @@ class VectorIndex:
             body = memoryview(data)[_HEADER.size :]
             if magic != MAGIC or version != VERSION or len(body) != n_index + n_slots:
                 raise ValueError("bad header or length")
-            if KINDS[kind_no] != kind or zlib.crc32(body) != crc:
+            structure = _FILE_KINDS[kind_no]
+            fits = structure in ("flat", "ivf") if kind == "auto" else structure == kind
+            if not fits or zlib.crc32(body) != crc:
                 raise ValueError("kind or checksum mismatch")
             index = faiss.deserialize_index(np.frombuffer(body[:n_index], dtype=np.uint8))
             if index.d != dim:
@@ -219,8 +311,13 @@ class VectorIndex:
         except (ValueError, struct.error, IndexError, RuntimeError) as exc:
             logger.warning("FAISS cache %s is unusable (%s); rebuilding from the sidecar", path, exc)
             return None
-        out = cls(kind, dim, ip, hnsw, seq)
+        out = cls(kind, dim, ip, hnsw, seq, auto)
         out.index = index
+        out.structure = structure
+        if structure == "ivf":
+            _ivf: Any = faiss.extract_index_ivf(index)
+            _ivf.nprobe = out.auto.nprobe
+            out.trained_on = max(int(index.ntotal), out.auto.switch_at)
         if kind == "hnsw":
             _hnsw: Any = index
             _hnsw.hnsw.efSearch = hnsw.ef_search

@@ -36,7 +36,7 @@ import numpy as np
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
 from indexer.store_support import ancestor_dirs, canonical_id, prepare_vector
 from indexer.types import Filter, Hit, Metric, Point
-from plugins.faiss.index import KINDS, HnswParams, VectorIndex
+from plugins.faiss.index import KINDS, AutoParams, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
 from plugins.faiss.sidecar import Row, Sidecar, sidecar_error
 
@@ -81,7 +81,7 @@ class FaissStore:
         self,
         path: Path,
         metric: Metric = Metric.COSINE,
-        index: str = "flat",
+        index: str = "auto",
         *,
         hnsw_m: int = 32,
         hnsw_ef_construction: int = 100,
@@ -89,6 +89,8 @@ class FaissStore:
         save_every: int = 20_000,
         lock_timeout: float = 60.0,
         search_threads: int | None = 1,
+        auto_switch_at: int = AutoParams.switch_at,
+        ivf_nprobe: int = AutoParams.nprobe,
     ) -> None:
         metric = Metric(metric)
         if metric is Metric.MANHATTAN:
@@ -99,6 +101,7 @@ class FaissStore:
         self.metric: Metric = metric
         self.index_kind = index
         self.hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction, ef_search=hnsw_ef_search)
+        self.auto = AutoParams(switch_at=auto_switch_at, nprobe=ivf_nprobe)
         self.save_every = save_every
         self.lock_timeout = lock_timeout
         self.search_threads = search_threads
@@ -214,7 +217,18 @@ class FaissStore:
 
     # --- index maintenance -----------------------------------------------------------------------
     def _new_index(self, coll: _Collection, seq: int = 0) -> VectorIndex:
-        return VectorIndex(coll.kind, coll.dim, coll.metric is not Metric.EUCLID, self.hnsw, seq)
+        return VectorIndex(coll.kind, coll.dim, coll.metric is not Metric.EUCLID, self.hnsw, seq, self.auto)
+
+    def _rebuild(self, coll: _Collection, seq: int) -> VectorIndex:
+        """A new index from the sidecar's exact vectors (the auto kind picks its structure by their number)."""
+        ids, vectors = coll.sidecar.all_vectors(coll.dim)
+        index = VectorIndex.build(
+            coll.kind, coll.dim, coll.metric is not Metric.EUCLID, self.hnsw, ids, vectors, seq, self.auto
+        )
+        coll.rewrite_cache = True
+        coll.dirty = max(coll.dirty, 1)
+        logger.info("built FAISS index %s (%s) from the sidecar: %d vectors", coll.name, index.structure, len(ids))
+        return index
 
     def _sync(self, coll: _Collection) -> VectorIndex:
         """Bring the in-memory index up to the sidecar's state (call inside a sidecar transaction)."""
@@ -225,20 +239,19 @@ class FaissStore:
         if index is not None and index.seq == state.seq:
             return index
         if index is None or state.pruned_through > index.seq or state.seq < index.seq:
-            index = VectorIndex.load(coll.cache, coll.kind, coll.dim, coll.metric is not Metric.EUCLID, self.hnsw)
+            index = VectorIndex.load(
+                coll.cache, coll.kind, coll.dim, coll.metric is not Metric.EUCLID, self.hnsw, self.auto
+            )
             if index is not None and (index.seq < state.pruned_through or index.seq > state.seq):
                 index = None  # the cache does not connect to the op log we can see: rebuild
             if index is None:
-                index = self._new_index(coll, state.seq)
-                ids, vectors = coll.sidecar.all_vectors(coll.dim)
-                index.apply(np.zeros(0, dtype=np.int64), ids, vectors)
-                coll.rewrite_cache = True
-                coll.dirty = max(coll.dirty, 1)
-                logger.info("rebuilt FAISS index %s from the sidecar: %d vectors", coll.name, len(ids))
+                index = self._rebuild(coll, state.seq)
         if index.seq < state.seq:
             touched = coll.sidecar.touched_since(index.seq)
             ids, vectors = coll.sidecar.vectors_of(touched, coll.dim)
             index.apply(touched, ids, vectors)
+            if index.wants_rebuild():
+                index = self._rebuild(coll, state.seq)
         index.seq = state.seq
         coll.index = index
         return index
@@ -329,6 +342,8 @@ class FaissStore:
             index.apply(touched, ids, vectors)
             index.seq = new_seq
             coll.dirty += len(touched)
+            if index.wants_rebuild():  # the auto kind crossed a size threshold: switch structure
+                coll.index = self._rebuild(coll, new_seq)
         except Exception:  # committed already: the sidecar is right, the memory copy is not
             logger.exception("FAISS index %s out of step after a commit; it will be rebuilt", coll.name)
             coll.index = None
@@ -363,7 +378,10 @@ class FaissStore:
                     allowed = None
                     if where is not None and (where.path_prefix is not None or where.file_types):
                         allowed = coll.sidecar.matching(where.path_prefix, where.file_types)
-                    raw, iids = self._search_index(index, query, limit, allowed)
+                    if index.structure == "ivf" and allowed is not None and len(allowed) <= self.auto.exact_below:
+                        raw, iids = _exact(coll.sidecar.vectors_of(allowed, coll.dim), query, limit, index.ip)
+                    else:
+                        raw, iids = self._search_index(index, query, limit, allowed)
                     found = coll.sidecar.fetch(iids.tolist())
             except sqlite3.Error as exc:
                 raise sidecar_error(exc, coll.sidecar.path, "search") from exc
@@ -442,3 +460,13 @@ class FaissStore:
                 for lock in self._writers.values():
                     lock.close()
                 self._writers.clear()
+
+
+def _exact(found: tuple[np.ndarray, np.ndarray], query: np.ndarray, k: int, ip: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Brute force over a few exact vectors (a selective filter on an IVF index): raw scores, ids, best first."""
+    ids, vectors = found
+    if len(ids) == 0:
+        return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+    raw = vectors @ query if ip else ((vectors - query) ** 2).sum(axis=1)
+    order = np.argsort(-raw if ip else raw, kind="stable")[:k]
+    return raw[order].astype(np.float32), ids[order]

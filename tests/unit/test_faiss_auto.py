@@ -1,0 +1,95 @@
+"""The auto FAISS index: flat while small, IVF lists with 8-bit codes past a size threshold, back when it shrinks;
+deletes, filters, reopening and other processes' views stay exact where they must."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from indexer.normalization import Normalization, normalize
+from indexer.types import Filter, Point
+from plugins.faiss import FaissStore
+from plugins.faiss.index import ivf_lists
+
+DIM = 16
+SWITCH = 1200
+
+
+def _points(n: int, seed: int) -> list[Point]:
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(20, DIM))
+    vectors = normalize(centers[rng.integers(0, 20, n)] + 0.3 * rng.normal(size=(n, DIM)), Normalization.L2)
+    return [Point(str(uuid.uuid4()), vectors[i], {"path": f"/d/f{i % 50}.md", "file_type": "md" if i % 10 else "py"})
+            for i in range(n)]
+
+
+def _store(path: Path) -> FaissStore:
+    return FaissStore(path, index="auto", auto_switch_at=SWITCH, ivf_nprobe=8)
+
+
+def _structure(store: FaissStore) -> str:
+    index = store._collections["c"].index
+    assert index is not None
+    return index.structure
+
+
+def test_lists_grow_with_the_square_root_and_keep_enough_training_vectors() -> None:
+    assert ivf_lists(1_000_000) == 4096
+    assert ivf_lists(100_000) == 1024
+    assert all(ivf_lists(n) * 39 <= n for n in (400, 1200, 5000, 50_000))
+
+
+def test_auto_switches_to_ivf_and_back_with_exact_answers_where_required(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.ensure_collection("c", DIM, {})
+    first = _points(1000, seed=1)
+    store.upsert("c", first)
+    assert _structure(store) == "flat"
+    second = _points(600, seed=2)
+    store.upsert("c", second)
+    assert _structure(store) == "ivf"
+    everything = first + second
+    # each stored vector finds itself first
+    for p in everything[::97]:
+        assert store.search("c", p.vector, 1)[0].id == p.id
+    # deletes are real removals
+    gone = everything[:700]
+    store.delete("c", [p.id for p in gone])
+    assert store.count("c") == 900
+    for p in gone[::53]:
+        assert all(h.id != p.id for h in store.search("c", p.vector, 20))
+    # a selective filter is answered exactly (brute force over the matching vectors)
+    query = everything[-1].vector
+    hits = store.search("c", query, 5, Filter(file_types=("py",)))
+    remaining_py = [p for p in everything[700:] if p.payload["file_type"] == "py"]
+    exact = sorted(remaining_py, key=lambda p: -float(np.dot(p.vector, query)))[:5]
+    assert [h.id for h in hits] == [p.id for p in exact]
+    store.close()
+    # reopened from the cache file: still IVF, same answers
+    again = _store(tmp_path)
+    p = everything[-3]
+    assert again.search("c", p.vector, 1)[0].id == p.id
+    assert _structure(again) == "ivf"
+    # shrinking below half the threshold goes back to the exact flat index
+    again.delete("c", [q.id for q in everything[700:1400]])
+    assert _structure(again) == "flat"
+    assert again.count("c") == 200
+    p = everything[-1]
+    assert again.search("c", p.vector, 1)[0].id == p.id
+    again.close()
+
+
+def test_a_reader_in_another_store_instance_follows_the_switch(tmp_path: Path) -> None:
+    writer, reader = _store(tmp_path), _store(tmp_path)
+    writer.ensure_collection("c", DIM, {})
+    pts = _points(1500, seed=3)
+    writer.upsert("c", pts[:500])
+    assert reader.search("c", pts[0].vector, 1)[0].id == pts[0].id
+    writer.upsert("c", pts[500:])
+    assert _structure(writer) == "ivf"
+    assert reader.search("c", pts[1400].vector, 1)[0].id == pts[1400].id
+    assert _structure(reader) == "ivf"
+    writer.close()
+    reader.close()
