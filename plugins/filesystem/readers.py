@@ -1,10 +1,14 @@
 r"""Readers: turn a file's bytes into a :class:`~indexer.types.Document`.
 
-Every reader decodes text as UTF-8 (a leading BOM is stripped) and normalises ``\r\n`` and lone
-``\r`` to ``\n``. Chunk spans refer to ``Document.text`` encoded as UTF-8; for text, Markdown,
-reStructuredText and code files without a BOM and with ``\n`` line ends that is exactly the file's bytes,
-and line numbers always match the file's lines. Every failure raises
-:class:`~indexer.errors.SourceError` with the path and a human reason.
+Text readers decode UTF-8 first; a file with a UTF-8/UTF-16/UTF-32 byte-order mark is decoded as such (the BOM
+is stripped), and any other file that is not valid UTF-8 is decoded in the encoding charset-normalizer
+detects (Latin-1, Windows-1252, Shift-JIS, ...). ``\r\n`` and lone ``\r`` become ``\n``. Chunk spans refer
+to ``Document.text`` encoded as UTF-8; for UTF-8 text, Markdown, reStructuredText and code files without a
+BOM and with ``\n`` line ends that is exactly the file's bytes, and line numbers always match the file's
+lines. Every failure raises :class:`~indexer.errors.SourceError` with the path and a human reason.
+
+:func:`looks_like_text` is the one binary test: the filesystem source skips a file that fails it (code
+``binary``) whatever its extension, before any text reader sees it.
 """
 
 from __future__ import annotations
@@ -23,29 +27,130 @@ _NEWLINES = re.compile(r"\r\n?")
 _PRE = "\x01"  # marks preformatted lines between HtmlReader._walk and HtmlReader._tidy
 
 
-def decode_utf8(ref: SourceRef, data: bytes) -> str:
-    """Decode strict UTF-8 (BOM stripped, newlines normalised to ``\n``) or raise SourceError."""
-    offset = 0
-    if data.startswith(codecs.BOM_UTF8):
-        offset = len(codecs.BOM_UTF8)
+# Checked longest first: the UTF-32-LE mark starts with the UTF-16-LE one.
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+# C0 controls other than tab, newline, vertical tab, form feed, carriage return and escape: text has few.
+_CONTROL_BYTES = bytes(set(range(32)) - {9, 10, 11, 12, 13, 27})
+_MAX_CONTROL_SHARE = 0.01
+
+
+def bom_encoding(data: bytes) -> tuple[str, int] | None:
+    """``(codec, BOM length)`` when ``data`` starts with a Unicode byte-order mark, else None."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            return codec, len(bom)
+    return None
+
+
+def _utf8_prefix_ok(head: bytes, complete: bool) -> bool:
     try:
-        text = data[offset:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SourceError(
-            ref.path, f"invalid UTF-8 at byte {exc.start + offset}; convert the file to UTF-8 or exclude it"
-        ) from exc
+        head.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        if complete:
+            return False
+    try:  # a character cut by the end of a sniffed prefix is fine; one cut by the end of the file is not
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def looks_like_text(head: bytes, complete: bool = True) -> bool:
+    """Whether ``head`` (a file's first bytes; ``complete`` when it is the whole file) is text: it has a
+    Unicode BOM and decodes with it, or it has no NUL byte, few control bytes, and is UTF-8 or in an encoding
+    charset-normalizer detects."""
+    if not head:
+        return True
+    found = bom_encoding(head)
+    if found is not None:
+        codec, skip = found
+        body = head[skip:]
+        if not complete and codec.startswith("utf-16"):
+            body = body[: len(body) // 2 * 2]
+        elif not complete and codec.startswith("utf-32"):
+            body = body[: len(body) // 4 * 4]
+        try:
+            codecs.getincrementaldecoder(codec)().decode(body, final=complete and not codec.startswith("utf-8"))
+        except UnicodeDecodeError:
+            return False
+        return True
+    if b"\x00" in head:
+        return False
+    if len(head) - len(head.translate(None, _CONTROL_BYTES)) > _MAX_CONTROL_SHARE * len(head):
+        return False
+    return _utf8_prefix_ok(head, complete) or _detect(head) is not None
+
+
+# Legacy encodings tried for text that is not UTF-8, most common first: charset-normalizer often rates
+# several equally (Windows-1252 and -1250 on French or German text) and the earlier one wins the tie.
+LEGACY_ENCODINGS = (
+    "cp1252", "latin_1", "iso8859_15", "cp1250", "iso8859_2", "cp1251", "koi8_r", "cp1253", "cp1254", "cp1255",
+    "cp1256", "cp1257", "cp1258", "shift_jis", "cp932", "euc_jp", "gb18030", "big5", "euc_kr", "cp949",
+)  # fmt: skip
+
+
+def _detect(data: bytes) -> str | None:
+    """The text of ``data`` in the legacy encoding charset-normalizer finds most likely, or None (not text)."""
+    from charset_normalizer import from_bytes
+
+    matches = list(from_bytes(data, cp_isolation=list(LEGACY_ENCODINGS)))
+    if not matches:
+        return None
+    best_key = min((m.chaos, -m.coherence) for m in matches)
+    tied = [m for m in matches if (m.chaos, -m.coherence) == best_key]
+    rank = {name: i for i, name in enumerate(LEGACY_ENCODINGS)}
+    pick = min(tied, key=lambda m: rank.get(m.encoding, len(rank)))
+    logger.debug("decoded as %s (charset-normalizer)", pick.encoding)
+    return str(pick)
+
+
+def decode_text(ref: SourceRef, data: bytes) -> str:
+    """Decode a text file (BOM, else UTF-8, else the detected encoding), newlines normalised to ``\n``.
+
+    Raises SourceError when the bytes are not text in any encoding (or not valid in the one their BOM names).
+    """
+    found = bom_encoding(data)
+    if found is not None:
+        codec, skip = found
+        try:
+            text = data[skip:].decode(codec)
+        except UnicodeDecodeError as exc:
+            raise SourceError(ref.path, f"invalid {codec.upper()} at byte {exc.start + skip} (the file starts with "
+                              f"a {codec.upper()} byte-order mark); re-save the file or exclude it") from exc
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            detected = _detect(data) if b"\x00" not in data else None
+            if detected is None:
+                raise SourceError(ref.path, "not text in UTF-8 or any encoding charset-normalizer recognises "
+                                  "(binary content?); convert the file to UTF-8 or exclude it") from None
+            text = detected
     if "\r" in text:
         text = _NEWLINES.sub("\n", text)
     return text
 
 
+def decode_utf8(ref: SourceRef, data: bytes) -> str:
+    """Deprecated name of :func:`decode_text` (which also reads BOM-marked UTF-16/32 and legacy encodings)."""
+    return decode_text(ref, data)
+
+
 class _TextBase:
     kind: str = "text"
     extensions: tuple[str, ...] = ()
+    reads_text: bool = True  # the source skips files that fail looks_like_text before this reader sees them
 
     def read(self, ref: SourceRef, data: bytes) -> Document:
         # content_hash is set by the source (sha256 of the raw bytes); a reader used alone leaves it empty.
-        return Document(ref=ref, text=decode_utf8(ref, data), kind=self.kind)
+        return Document(ref=ref, text=decode_text(ref, data), kind=self.kind)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -94,6 +199,7 @@ class HtmlReader:
 
     kind: str = "html"
     extensions: tuple[str, ...] = (".html", ".htm", ".xhtml")
+    reads_text: bool = True
 
     _INVISIBLE = frozenset({"script", "style", "noscript", "template", "head", "svg", "iframe", "object"})
     _BLOCK = frozenset(
@@ -126,17 +232,19 @@ class HtmlReader:
         return Document(ref=ref, text=self._tidy("".join(parts)), kind=self.kind)
 
     def _decode(self, ref: SourceRef, data: bytes) -> str:
-        try:
-            return decode_utf8(ref, data)
-        except SourceError:
-            pass
-        # Legacy pages declare another charset; honour a declared or detectable one.
+        if bom_encoding(data) is not None or _utf8_prefix_ok(data, True):
+            return decode_text(ref, data)
+        # Legacy pages declare another charset; honour a declared one before guessing.
         from bs4.dammit import UnicodeDammit
 
         dammit = UnicodeDammit(data, is_html=True)
-        if dammit.unicode_markup is None or dammit.contains_replacement_characters:
-            raise SourceError(ref.path, "HTML is neither UTF-8 nor in its declared charset; convert it to UTF-8")
-        return _NEWLINES.sub("\n", dammit.unicode_markup)
+        if dammit.unicode_markup is not None and not dammit.contains_replacement_characters:
+            return _NEWLINES.sub("\n", dammit.unicode_markup)
+        try:
+            return decode_text(ref, data)
+        except SourceError:
+            raise SourceError(ref.path, "HTML is neither UTF-8, in its declared charset nor in a detectable "
+                              "encoding; convert it to UTF-8") from None
 
     def _walk(self, node: object, parts: list[str]) -> None:
         from bs4 import Comment, NavigableString, Tag

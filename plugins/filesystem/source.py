@@ -12,7 +12,6 @@ treat files under it as deleted, since an unmounted drive must not empty the ind
 
 from __future__ import annotations
 
-import codecs
 import dataclasses
 import errno
 import hashlib
@@ -21,13 +20,14 @@ import os
 import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from indexer.errors import SourceError
 from indexer.ports import Reader
 from indexer.types import ROOT_UNAVAILABLE, Document, ScanProblem, SourceRef
 from plugins.filesystem.ignore import IGNORE_FILES, Globs, IgnoreLevel, IgnoreStack, load_ignore_level
 from plugins.filesystem.readers import TextReader, default_readers
+from plugins.filesystem.readers import looks_like_text as sniff_text
 
 logger = logging.getLogger(__name__)
 
@@ -54,16 +54,13 @@ BINARY_EXTENSIONS = frozenset(
 
 
 def looks_like_text(path: str) -> bool:
-    """True if the first 8 KiB are valid UTF-8 (a character cut at the end is fine) without a NUL byte."""
-    with open(path, "rb") as handle:
-        head = handle.read(SNIFF_BYTES)
-    if b"\x00" in head:
-        return False
-    try:  # a character cut by the 8 KiB boundary is fine; one cut by the end of the file is not
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < SNIFF_BYTES)
-    except UnicodeDecodeError:
-        return False
-    return True
+    """True if the first 8 KiB look like text (see :func:`plugins.filesystem.readers.looks_like_text`)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        head = os.read(fd, SNIFF_BYTES)
+    finally:
+        os.close(fd)
+    return sniff_text(head, complete=len(head) < SNIFF_BYTES)
 
 
 @dataclass(frozen=True)
@@ -79,7 +76,9 @@ class _Pending:
 
 
 def _is_relative_to(path: str, root: str) -> bool:
-    return PurePosixPath(path).is_relative_to(root) if os.sep == "/" else Path(path).is_relative_to(root)
+    if os.sep == "/":  # both absolute and normalised: a string prefix test is exact (and 10x cheaper)
+        return path == root or path.startswith(root if root.endswith("/") else root + "/")
+    return Path(path).is_relative_to(root)
 
 
 class FilesystemSource:
@@ -89,8 +88,9 @@ class FilesystemSource:
     with ``include`` set, only matching files are taken. ``.gitignore`` and ``.indexerignore`` files at any
     depth are honoured (see :mod:`plugins.filesystem.ignore`); hidden files and folders (leading dot,
     ``.git`` included) are skipped. Symlinks are followed when their target lies inside one of the roots.
-    Files without a reader for their extension are taken as plain text when their first 8 KiB are UTF-8
-    without NUL bytes.
+    Files without a reader for their extension are taken as plain text when their first 8 KiB look like
+    text; files for a text reader whose first 8 KiB do not (binary content under a text name) are skipped
+    as ``binary`` problems, like files with a binary extension.
     """
 
     def __init__(
@@ -325,9 +325,8 @@ class FilesystemSource:
                     "too_large",
                 )
                 return None
-            ext = os.path.splitext(real)[1].lower()
-            if ext not in self._by_ext and not looks_like_text(real):
-                self._problem(walked, "binary content (not UTF-8 text); no reader for it", "binary")
+            if self._sniffs(real) and not looks_like_text(real):
+                self._problem(walked, "binary content (not text in any encoding); not indexed", "binary")
                 return None
         except FileNotFoundError:
             return None
@@ -339,6 +338,13 @@ class FilesystemSource:
             return None
         owner = self._root_of(real) or walk_root
         return SourceRef(root=owner, path=real, size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+    def _sniffs(self, path: str) -> bool:
+        """Whether a file's content decides if it is taken: every file read by a text reader (known text
+        extensions too: a binary file is skipped the same way whatever its name)."""
+        ext = os.path.splitext(path)[1].lower()
+        reader = self._by_ext.get(ext)
+        return reader is None or bool(getattr(reader, "reads_text", False))
 
     def _root_of(self, real: str) -> str | None:
         """The most specific root containing ``real`` (an absolute, resolved path), or None."""

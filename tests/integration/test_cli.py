@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.integration.corpus import write_corpus
+from tests.unit.test_readers import make_pdf
 
 pytestmark = pytest.mark.slow
 
@@ -27,16 +28,16 @@ def run(*args: str, env: dict[str, str] | None = None, input: str | None = None)
 
 def test_cli_index_search_status_forget_drop(tmp_path, embed_model_path):
     corpus = write_corpus(tmp_path / "corpus")
-    (corpus / "broken.txt").write_bytes(b"caf\xe9 au lait\n")  # Latin-1, not UTF-8
+    (corpus / "broken.pdf").write_bytes(b"%PDF-1.4\nnot really a pdf\n")  # a reader failure
 
     first = run("index", str(corpus), "--json")
     assert first.returncode == 2, first.stderr  # one file failed
     report = json.loads(first.stdout)
     assert report["files_indexed"] == 5
-    assert [f["path"] for f in report["failed"]] == [str((corpus / "broken.txt").resolve())]
-    assert "UTF-8" in report["failed"][0]["reason"]
+    assert [f["path"] for f in report["failed"]] == [str((corpus / "broken.pdf").resolve())]
+    assert "PDF" in report["failed"][0]["reason"]
 
-    (corpus / "broken.txt").write_text("café au lait\n", encoding="utf-8")
+    (corpus / "broken.pdf").write_bytes(make_pdf(["café au lait"]))
     second = run("index", str(corpus))
     assert second.returncode == 0, second.stderr
     assert "1 indexed" in second.stderr and "5 unchanged" in second.stderr

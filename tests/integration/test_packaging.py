@@ -36,6 +36,13 @@ def test_wheel_contents(wheel):
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[indexer.stores]" in text and "faiss = plugins.faiss:FaissStore" in text
     assert "indexer = indexer.cli:main" in text
+    # test-only helpers stay out of the wheel
+    assert not any("probe" in n for n in names), [n for n in names if "probe" in n]
+    assert not any(n.startswith("tests/") for n in names)
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
+    runtime = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    assert not any(line.split()[1].lower().startswith("pytest") for line in runtime), runtime
+    assert any(line.split()[1].lower().startswith("charset-normalizer") for line in runtime), runtime
 
 
 def test_installed_wheel_runs_outside_the_source_tree(wheel, tmp_path):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 
 import pytest
 
@@ -269,19 +268,18 @@ def test_output_is_deterministic() -> None:
 
 
 def test_counting_work_is_linear_in_text_size() -> None:
-    def work(n_paragraphs: int) -> tuple[int, float]:
+    # counts characters handed to the tokenizer (deterministic); the wall-clock side is bench/scan_chunk_speed.py
+    def work(n_paragraphs: int) -> int:
         text = "\n\n".join(" ".join(f"w{p}_{i}" for i in range(30)) for p in range(n_paragraphs))
         counter = WordCounter(128)
-        start = time.perf_counter()
         chunks = list(TokenChunker(counter, overlap_tokens=16).chunk(make_doc(text)))
         assert chunks
-        return counter.chars, time.perf_counter() - start
+        return counter.chars
 
-    small_chars, _ = work(200)
-    big_chars, big_seconds = work(2000)
+    small_chars = work(200)
+    big_chars = work(2000)
     text_ratio = 10
     assert big_chars / small_chars < text_ratio * 1.3  # no quadratic re-tokenisation
-    assert big_seconds < 2.0
 
 
 def test_one_huge_line_is_split_in_linear_work() -> None:

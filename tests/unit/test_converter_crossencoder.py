@@ -19,8 +19,8 @@ import pytest
 
 from indexer.errors import ModelError
 from indexer.models import convert_checkpoint
-from indexer.models.probe import load_llama, pooled_outputs
 from indexer.models.safetensors import write_safetensors
+from tests.probe import load_llama, pooled_outputs
 
 HIDDEN, HEADS, LAYERS, FFN, MAX_POS = 64, 4, 2, 128, 64
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import io
 
 import pytest
@@ -17,7 +18,7 @@ from plugins.filesystem import (
     TextReader,
     default_readers,
 )
-from plugins.filesystem.readers import decode_utf8
+from plugins.filesystem.readers import decode_utf8, looks_like_text
 
 
 def ref(path: str = "/r/file", size: int = 0) -> SourceRef:
@@ -61,12 +62,49 @@ def test_decode_strips_bom_and_normalises_newlines() -> None:
     assert decode_utf8(ref(), b"\xef\xbb\xbfa\r\nb\rc\n") == "a\nb\nc\n"
 
 
-def test_invalid_utf8_names_the_byte_and_the_fix() -> None:
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ("café au lait\r\n".encode("latin-1"), "café au lait\n"),  # before: "invalid UTF-8 at byte 3"
+        ("# Notes\n\nThe café served crème brûlée – naïve coöperation.\n".encode("cp1252"),
+         "# Notes\n\nThe café served crème brûlée – naïve coöperation.\n"),
+        (codecs.BOM_UTF16_LE + "héllo wörld ✓\r\nline 2\n".encode("utf-16-le"), "héllo wörld ✓\nline 2\n"),
+        (codecs.BOM_UTF16_BE + "héllo\n".encode("utf-16-be"), "héllo\n"),
+        (codecs.BOM_UTF32_LE + "x ✓\n".encode("utf-32-le"), "x ✓\n"),
+        ("Zażółć gęślą jaźń. Příliš žluťoučký kůň úpěl ďábelské ódy.\n".encode("cp1250"),
+         "Zażółć gęślą jaźń. Příliš žluťoučký kůň úpěl ďábelské ódy.\n"),
+        ("Привет, как дела? Это тестовый файл с текстом.\n".encode("cp1251"),
+         "Привет, как дела? Это тестовый файл с текстом.\n"),
+    ],
+)
+def test_legacy_and_bom_encodings_are_read(data: bytes, expected: str) -> None:
+    assert looks_like_text(data)
+    for reader in (TextReader(), MarkdownReader(), CodeReader()):
+        assert reader.read(ref("/r/legacy.txt"), data).text == expected
+
+
+def test_control_bytes_are_not_text_even_when_valid_utf8() -> None:
+    assert not looks_like_text(bytes(range(1, 32)) * 40)
+    assert looks_like_text(b"\x1b[1mbold\x1b[0m\ttab\x0cpage\n" * 20)  # escapes, tabs, form feeds are text
+
+
+def test_invalid_text_under_a_bom_names_the_byte_and_the_fix() -> None:
     with pytest.raises(SourceError) as info:
-        TextReader().read(ref("/r/bad.txt"), b"good text \xff\xfe more")
+        TextReader().read(ref("/r/bad.txt"), codecs.BOM_UTF16_LE + "ok".encode("utf-16-le") + b"\x00\xd8")
     assert info.value.path == "/r/bad.txt"
-    assert "invalid UTF-8 at byte 10" in info.value.reason
-    assert "convert the file to UTF-8" in info.value.reason
+    assert "invalid UTF-16-LE at byte 6" in info.value.reason
+    assert "re-save the file or exclude it" in info.value.reason
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4, bytes(range(128, 256)) * 8, b"\x89PNG\r\n\x1a\n\x00\x00"],
+)
+def test_binary_content_is_not_text(data: bytes) -> None:
+    assert not looks_like_text(data)
+    assert not looks_like_text(data[:100], complete=False)
+    with pytest.raises(SourceError, match="binary content"):
+        TextReader().read(ref("/r/blob.txt"), data)
 
 
 def test_invalid_utf8_offset_counts_the_bom() -> None:

@@ -1,27 +1,31 @@
-"""Pure logic of indexer.llama_embedding: normalization, input parsing, packing, batch helper, rank pairs."""
+"""Pure logic of the engine (indexer.embedding_plan, no llama.cpp): normalization, input parsing, packing,
+token budgets, rank pairs, cosine matrix, thread choice."""
 
 from __future__ import annotations
 
-import ctypes
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from indexer.llama_embedding import (
+from indexer.embedding_plan import (
     NORM_MODE_EUCLIDEAN,
     NORM_MODE_MAX_INT16,
     NORM_MODE_NONE,
     NORM_MODE_PNORM,
     NORM_MODE_TAXICAB,
     ThreadChooser,
-    TokenBatch,
     VocabSpecials,
-    _rank_pair_within,
     apply_token_limit,
     build_rank_pair,
+    choose_n_seq_max,
+    cosine_matrix,
+    fair_split,
     normalize_array,
     parse_input,
     plan_batches,
+    rank_pair_within,
     rank_score,
     render_rerank_template,
     resolve_norm_mode,
@@ -174,70 +178,6 @@ def test_plan_rejects_inputs_over_the_limit() -> None:
         plan_batches([3, 11], 10, 2)
 
 
-# ---------------------------------------------------------------- batch helper
-
-
-def test_batch_capacity_error_text() -> None:
-    b = TokenBatch(16, 1)
-    b.add_sequence([5, 6], 0)
-    with pytest.raises(ValueError) as err:
-        b.add_sequence([7], 1)
-    msg = str(err.value)
-    for part in (
-        "LlamaBatch.add_sequence",
-        "seq_id=1 exceeds the configured sequence capacity",
-        "n_seq_max=1",
-        "valid IDs are 0 through 0",
-        "n_seq_max>=2",
-        "LlamaEmbedding",
-        "seq_id=0",
-    ):
-        assert part in msg
-
-
-def test_batch_capacity_two() -> None:
-    b = TokenBatch(16, 2)
-    b.add_sequence([1], 0)
-    b.add_sequence([2], 1)
-    with pytest.raises(ValueError, match=r"valid IDs are 0 through 1.*n_seq_max>=3"):
-        b.add_sequence([3], 2)
-
-
-@pytest.mark.parametrize("bad", [-1, True, 1.0, "0"])
-def test_batch_rejects_bad_seq_ids(bad: object) -> None:
-    with pytest.raises(ValueError):
-        TokenBatch(8, 4).add_sequence([1], bad)  # type: ignore[arg-type]
-
-
-def test_batch_overflow_and_array_mismatch() -> None:
-    b = TokenBatch(4, 2)
-    b.add_sequence([1, 2, 3], 0)
-    with pytest.raises(ValueError, match="overflows the batch capacity of 4"):
-        b.add_sequence([4, 5], 1)
-    with pytest.raises(ValueError, match="array lengths differ"):
-        b.add([1], [0, 1], [0], [True])
-    with pytest.raises(ValueError, match="empty"):
-        b.add([], [], [], [])
-    with pytest.raises(ValueError, match="empty token list"):
-        b.add_sequence([], 0)
-
-
-def test_batch_struct_sees_the_filled_arrays() -> None:
-    b = TokenBatch(8, 2)
-    b.add_sequence([11, 12, 13], 0)
-    b.add_sequence([21, 22], 1)
-    s = b.batch
-    assert s.n_tokens == 5
-    assert [s.token[i] for i in range(5)] == [11, 12, 13, 21, 22]
-    assert [s.pos[i] for i in range(5)] == [0, 1, 2, 0, 1]
-    assert [s.seq_id[i][0] for i in range(5)] == [0, 0, 0, 1, 1]
-    assert [s.n_seq_id[i] for i in range(5)] == [1] * 5
-    assert [s.logits[i] for i in range(5)] == [1] * 5  # every token is an output
-    assert not ctypes.cast(s.embd, ctypes.c_void_p).value
-    b.reset()
-    assert s.n_tokens == 0 and b.n_tokens == 0
-
-
 # ---------------------------------------------------------------- rank pairs
 
 BERT_LLAMA_DEFAULTS = VocabSpecials(bos=101, eos=-1, sep=102, add_bos=True, add_eos=False, add_sep=True)
@@ -267,7 +207,7 @@ def test_rank_pair_layouts(vocab: VocabSpecials, expected: list[int]) -> None:
 @pytest.mark.parametrize("vocab", [BERT_LLAMA_DEFAULTS, XLMR, NO_EOS_NO_SEP])
 def test_rank_pair_is_cut_in_the_document_part(vocab: VocabSpecials) -> None:
     q, d = list(range(100, 105)), list(range(200, 300))
-    pair = _rank_pair_within(vocab, q, d, 20)
+    pair = rank_pair_within(vocab, q, d, 20)
     keep = 20 - len(build_rank_pair(vocab, q, []))
     assert pair == build_rank_pair(vocab, q, d[:keep])  # whole query, document head, terminator kept
     assert len(pair) == 20
@@ -276,7 +216,7 @@ def test_rank_pair_is_cut_in_the_document_part(vocab: VocabSpecials) -> None:
 
 def test_long_query_keeps_room_for_the_document() -> None:
     q, d = list(range(100, 200)), list(range(200, 300))
-    pair = _rank_pair_within(XLMR, q, d, 24)
+    pair = rank_pair_within(XLMR, q, d, 24)
     assert len(pair) == 24
     assert sum(1 for t in pair if 200 <= t < 300) >= 9  # half of the 20 content tokens, give or take
 
@@ -294,6 +234,64 @@ def test_rank_score_uses_output_zero_without_softmax() -> None:
     assert rank_score(np.array([-3.0, 7.0])) == -3.0
     assert rank_score(None) == 0.0
     assert rank_score(np.zeros(0)) == 0.0
+
+
+def test_tiny_rank_limit_keeps_a_share_of_both_sides() -> None:
+    # before: with one token of room the query was dropped entirely ([CLS] [SEP] d0 [SEP])
+    q, d = list(range(1000, 1050)), list(range(2000, 2100))
+    overhead = len(build_rank_pair(BERT_LLAMA_DEFAULTS, [], []))
+    for room in (2, 3, 4, 5, 9):
+        pair = rank_pair_within(BERT_LLAMA_DEFAULTS, q, d, overhead + room)
+        n_q = sum(1 for t in pair if 1000 <= t < 1050)
+        n_d = sum(1 for t in pair if 2000 <= t < 2100)
+        assert len(pair) == overhead + room
+        assert n_q >= room // 2 and n_d >= room // 2 and n_q + n_d == room, (room, n_q, n_d)
+        assert pair[: 1 + n_q] == [BERT_LLAMA_DEFAULTS.bos, *q[:n_q]]  # heads of both sides, in order
+
+
+def test_rank_limit_too_small_for_both_sides_is_refused() -> None:
+    overhead = len(build_rank_pair(BERT_LLAMA_DEFAULTS, [], []))
+    for limit in (1, overhead, overhead + 1):
+        with pytest.raises(ValueError, match=f"at least {overhead + 2}"):
+            rank_pair_within(BERT_LLAMA_DEFAULTS, [7, 8], [9, 10], limit)
+    assert rank_pair_within(BERT_LLAMA_DEFAULTS, [], [9, 10], overhead + 1) == build_rank_pair(
+        BERT_LLAMA_DEFAULTS, [], [9]
+    )
+
+
+@pytest.mark.parametrize(
+    ("n_first", "n_second", "room", "expected"),
+    [(3, 4, 10, (3, 4)), (100, 100, 20, (10, 10)), (100, 100, 5, (3, 2)), (2, 100, 10, (2, 8)),
+     (100, 3, 10, (7, 3)), (100, 100, 1, (1, 0)), (0, 50, 4, (0, 4)), (5, 5, 0, (0, 0))],
+)
+def test_fair_split(n_first: int, n_second: int, room: int, expected: tuple[int, int]) -> None:
+    assert fair_split(n_first, n_second, room) == expected
+
+
+def test_cosine_matrix_is_a_true_cosine_for_unnormalized_outputs() -> None:
+    # before: with the default normalize mode the rows were assumed unit length, so a multi-output
+    # classification head (never normalized) got raw dot products labelled as cosines (here 25 and 100)
+    sim = np.array(cosine_matrix([[3.0, 4.0], [6.0, 8.0], [4.0, -3.0]]))
+    np.testing.assert_allclose(sim, [[1, 1, 0], [1, 1, 0], [0, 0, 1]], atol=1e-12)
+    assert cosine_matrix([[0.0, 0.0], [1.0, 0.0]]) == [[0.0, 0.0], [0.0, 1.0]]
+    assert cosine_matrix([[1.0, 2.0]]) is None
+    assert cosine_matrix([[1.0, 2.0], [1.0]]) is None
+    assert cosine_matrix([1.5, 2.5]) is None  # scalar scores have no cosine
+
+
+def test_n_seq_max_choice_divides_n_ubatch() -> None:
+    assert choose_n_seq_max(512, 256, None) == 256
+    assert choose_n_seq_max(512, 100, None) == 64
+    assert choose_n_seq_max(96, 256, None) == 96
+    assert choose_n_seq_max(512, 256, 8) == 8
+    with pytest.raises(ValueError, match=r"n_seq_max=7 must divide n_ubatch=512"):
+        choose_n_seq_max(512, 256, 7)
+
+
+def test_plan_module_imports_without_llama_cpp() -> None:
+    code = "import sys, indexer.embedding_plan; assert 'llama_cpp' not in sys.modules, 'llama_cpp imported'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 # ---------------------------------------------------------------- thread choice

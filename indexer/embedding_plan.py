@@ -1,0 +1,358 @@
+"""Pure planning logic of the embedding engine: no llama.cpp import, so unit tests run without a model.
+
+Token budgets (per-input limits, fair cuts of rerank pairs), packing inputs into decode batches, the order
+they are decoded in, normalization of outputs, input parsing, and the per-batch thread choice.
+:mod:`indexer.llama_embedding` keeps the ctypes/llama.cpp side and re-exports these names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "DEFAULT_PACK_TOKENS",
+    "NORM_MODE_EUCLIDEAN",
+    "NORM_MODE_MAX_INT16",
+    "NORM_MODE_NONE",
+    "NORM_MODE_PNORM",
+    "NORM_MODE_TAXICAB",
+    "TOKEN_NULL",
+    "BatchPlan",
+    "ThreadChooser",
+    "VocabSpecials",
+    "apply_token_limit",
+    "build_rank_pair",
+    "choose_n_seq_max",
+    "cosine_matrix",
+    "fair_split",
+    "normalize_array",
+    "parse_input",
+    "plan_batches",
+    "rank_pair_overhead",
+    "rank_pair_within",
+    "rank_score",
+    "render_rerank_template",
+    "resolve_norm_mode",
+    "validate_token_ids",
+]
+
+NORM_MODE_NONE = -1
+NORM_MODE_MAX_INT16 = 0
+NORM_MODE_TAXICAB = 1
+NORM_MODE_EUCLIDEAN = 2
+NORM_MODE_PNORM = 6
+
+TOKEN_NULL = -1
+# Tokens per packed decode batch when the caller does not choose (measured on 2 CPU cores with flash
+# attention: see docs/benchmarks.md). Inputs longer than this still go alone in a batch of up to the limit.
+DEFAULT_PACK_TOKENS = 512
+
+Item = str | list[int]
+
+
+def resolve_norm_mode(normalize: object) -> int:
+    """Map ``normalize`` to a mode: ``True`` -> 2 (L2), ``False`` -> -1 (none), ints are the mode."""
+    if isinstance(normalize, bool):
+        return NORM_MODE_EUCLIDEAN if normalize else NORM_MODE_NONE
+    if isinstance(normalize, (int, np.integer)):
+        return int(normalize)
+    raise TypeError(
+        f"normalize must be a bool or an int mode (-1 none, 0 max-int16, 1 L1, 2 L2, p>2 p-norm), "
+        f"got {type(normalize).__name__}"
+    )
+
+
+def normalize_array(x: npt.ArrayLike, mode: int) -> npt.NDArray[np.float64]:
+    """Normalize a vector (1-D) or each row of a matrix (2-D), computing in float64.
+
+    ``mode <= -1`` none; ``0`` ``32760*x/max|x|`` (not rounded); ``1`` L1; ``2`` L2; ``p > 2`` p-norm.
+    Rows whose denominator is 0 (and empty inputs) come back unchanged.
+    """
+    arr = np.asarray(x, dtype=np.float64)
+    if mode <= NORM_MODE_NONE or arr.size == 0:
+        return arr
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"normalize_array expects a vector or a matrix, got {arr.ndim} dimensions")
+    absx = np.abs(arr)
+    if mode == NORM_MODE_MAX_INT16:
+        denom = absx.max(axis=-1, keepdims=True) / 32760.0
+    elif mode == NORM_MODE_TAXICAB:
+        denom = absx.sum(axis=-1, keepdims=True)
+    elif mode == NORM_MODE_EUCLIDEAN:
+        denom = np.sqrt(np.square(arr).sum(axis=-1, keepdims=True))
+    else:
+        p = float(mode)
+        # Scale by the max first so |x|^p cannot overflow for large p.
+        scale = absx.max(axis=-1, keepdims=True)
+        safe = np.where(scale > 0, scale, 1.0)
+        denom = scale * np.power(np.power(absx / safe, p).sum(axis=-1, keepdims=True), 1.0 / p)
+    ok = denom > 0
+    return np.where(ok, arr / np.where(ok, denom, 1.0), arr)
+
+
+def parse_input(input: object, separator: str | None = None) -> tuple[list[Item], bool]:
+    """Split ``input`` into items; returns ``(items, batched)``.
+
+    A ``str`` is one item (result unwrapped) unless ``separator`` is a non-empty string, in which case it is
+    split with ``str.split`` (empty parts kept) and the result has the batch shape. A list always has the
+    batch shape; each item is a ``str`` or a token list (empty, or starting with an int).
+    """
+    if isinstance(input, str):
+        if isinstance(separator, str) and separator:
+            return list(input.split(separator)), True
+        return [input], False
+    if isinstance(input, (list, tuple)):
+        items: list[Item] = []
+        for item in input:
+            if isinstance(item, str):
+                items.append(item)
+            elif isinstance(item, (list, tuple)) and (
+                len(item) == 0 or (isinstance(item[0], (int, np.integer)) and not isinstance(item[0], bool))
+            ):
+                items.append([int(t) for t in item])
+            else:
+                raise ValueError("Input item must be str or List[int]")
+        return items, True
+    raise TypeError(f"input must be a str, a list of str or a list of token lists, got {type(input).__name__}")
+
+
+def validate_token_ids(tokens: Sequence[int], n_vocab: int) -> None:
+    """Raise ``ValueError`` for ids outside ``0 <= id < n_vocab`` (llama.cpp would fail the decode)."""
+    for t in tokens:
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= int(t) < n_vocab:
+            raise ValueError(f"Token id {t!r} is out of range: ids must be ints with 0 <= id < {n_vocab}")
+
+
+def apply_token_limit(tokens: list[int], limit: int, truncate: bool) -> list[int]:
+    """Keep the first ``limit`` tokens, or raise if ``truncate`` is False and the input is longer."""
+    if len(tokens) <= limit:
+        return tokens
+    if truncate:
+        return tokens[:limit]
+    raise ValueError(f"Requested tokens ({len(tokens)}) exceed batch size of {limit}")
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Indices of the inputs decoded together, in the order they go into the batch (seq_id = position)."""
+
+    indices: tuple[int, ...]
+    n_tokens: int
+
+
+def plan_batches(
+    lengths: Sequence[int],
+    limit: int,
+    n_seq_max: int,
+    pack_tokens: int | None = None,
+    sort_by_length: bool = True,
+) -> list[BatchPlan]:
+    """Pack inputs of the given token lengths into decode batches.
+
+    Every batch holds at most ``n_seq_max`` inputs and at most ``limit`` tokens; an input is never split
+    (each length must be ``<= limit``). ``pack_tokens`` (<= ``limit``) is the target size of a batch of
+    several inputs; a single input may exceed it up to ``limit``. Empty inputs (length 0) are left out:
+    they need no decode. With ``sort_by_length`` the inputs are packed shortest first, which keeps batches
+    dense; otherwise in input order.
+    """
+    if limit < 1 or n_seq_max < 1:
+        raise ValueError(f"limit and n_seq_max must be >= 1 (got {limit}, {n_seq_max})")
+    budget = limit if pack_tokens is None else max(1, min(pack_tokens, limit))
+    order = [i for i, n in enumerate(lengths) if n > 0]
+    for i in order:
+        if lengths[i] > limit:
+            raise ValueError(f"Requested tokens ({lengths[i]}) exceed batch size of {limit}")
+    if sort_by_length:
+        order.sort(key=lambda i: lengths[i])
+    plans: list[BatchPlan] = []
+    current: list[int] = []
+    total = 0
+    for i in order:
+        n = lengths[i]
+        if current and (total + n > budget or len(current) == n_seq_max):
+            plans.append(BatchPlan(tuple(current), total))
+            current, total = [], 0
+        current.append(i)
+        total += n
+    if current:
+        plans.append(BatchPlan(tuple(current), total))
+    return plans
+
+
+@dataclass(frozen=True)
+class VocabSpecials:
+    """What rerank pair building needs of a vocabulary (-1 = the token does not exist)."""
+
+    bos: int
+    eos: int
+    sep: int
+    add_bos: bool
+    add_eos: bool
+    add_sep: bool
+
+
+def build_rank_pair(v: VocabSpecials, query: Sequence[int], document: Sequence[int]) -> list[int]:
+    """Token layout of a (query, document) pair for a reranker without a ``rerank`` template.
+
+    Follows llama-server's ``format_prompt_rerank``: BOS (if the vocab adds one), query, terminator, SEP (if the
+    vocab's add-SEP flag is set), document, terminator. The terminator is EOS, or SEP when the vocab has no EOS
+    (then no second SEP follows the query); with neither, it is omitted. -1 is never inserted. BERT gives
+    ``[CLS] q [SEP] d [SEP]``, XLM-R ``<s> q </s></s> d </s>``.
+    """
+    out: list[int] = []
+    if v.add_bos and v.bos != TOKEN_NULL:
+        out.append(v.bos)
+    out.extend(query)
+    term = v.eos if v.eos != TOKEN_NULL else v.sep
+    if term != TOKEN_NULL:
+        out.append(term)
+    if v.add_sep and v.sep != TOKEN_NULL and v.eos != TOKEN_NULL:
+        out.append(v.sep)
+    out.extend(document)
+    if term != TOKEN_NULL:
+        out.append(term)
+    return out
+
+
+def render_rerank_template(template: str, query: str, document: str) -> str:
+    """Fill a ``rerank`` template the way llama.cpp does: ``{query}`` first, then ``{document}`` (so a literal
+    ``{document}`` inside the query is replaced too)."""
+    return template.replace("{query}", query).replace("{document}", document)
+
+
+def rank_score(output: npt.ArrayLike | float | None) -> float:
+    """The relevance score of one rank output: a scalar as is, else output 0 (two-output heads such as
+    Qwen3-Reranker put "yes" first); an empty output scores 0.0. No softmax is applied."""
+    if output is None:
+        return 0.0
+    arr = np.asarray(output, dtype=np.float64).reshape(-1)
+    return float(arr[0]) if arr.size else 0.0
+
+
+def fair_split(n_first: int, n_second: int, room: int) -> tuple[int, int]:
+    """How many tokens of two parts to keep within ``room``: all of both when they fit; otherwise each part
+    keeps at least its fair share (half the room, the first part taking the odd token) and a part shorter
+    than its share leaves the rest to the other. Both parts keep at least one token when ``room >= 2``."""
+    if room < 0:
+        raise ValueError(f"room must be >= 0, got {room}")
+    if n_first + n_second <= room:
+        return n_first, n_second
+    first = min(n_first, max((room + 1) // 2, room - n_second))
+    return first, min(n_second, room - first)
+
+
+def rank_pair_overhead(v: VocabSpecials) -> int:
+    """Special tokens :func:`build_rank_pair` adds around a query and a document."""
+    return len(build_rank_pair(v, [], []))
+
+
+def rank_pair_within(v: VocabSpecials, query: Sequence[int], document: Sequence[int], limit: int) -> list[int]:
+    """``build_rank_pair`` cut to ``limit`` tokens: a short query is kept whole and the document is cut; when
+    both are long each keeps a fair share (:func:`fair_split`), so neither side is ever dropped. Raises
+    ``ValueError`` when ``limit`` cannot hold the special tokens plus one token of each side."""
+    overhead = rank_pair_overhead(v)
+    room = limit - overhead
+    need = min(len(query), 1) + min(len(document), 1)
+    if room < need:
+        raise ValueError(
+            f"a rerank limit of {limit} tokens cannot hold a query and a document ({overhead} special tokens + "
+            f"one token of each); use a limit of at least {overhead + 2}"
+        )
+    n_q, n_d = fair_split(len(query), len(document), room)
+    return build_rank_pair(v, list(query[:n_q]), list(document[:n_d]))
+
+
+def choose_n_seq_max(n_ubatch: int, cap: int, requested: int | None) -> int:
+    """Sequences per decode batch: ``requested`` if it divides ``n_ubatch``, else the largest divisor of
+    ``n_ubatch`` up to ``cap`` (llama.cpp reserves its graph with n_ubatch rounded up to a multiple of
+    n_seq_max but only n_ubatch outputs; pooled embeddings then trip a GGML_ASSERT that kills the process)."""
+    if requested is None:
+        top = max(1, min(cap, n_ubatch))
+        return max(d for d in range(1, top + 1) if n_ubatch % d == 0)
+    if n_ubatch % requested != 0:
+        divisors = [d for d in range(1, min(cap, n_ubatch) + 1) if n_ubatch % d == 0]
+        raise ValueError(
+            f"n_seq_max={requested} must divide n_ubatch={n_ubatch} (llama.cpp aborts otherwise); "
+            f"use one of {divisors[-8:]} or change n_ubatch"
+        )
+    return requested
+
+
+def cosine_matrix(data: Sequence[Any]) -> list[list[float]] | None:
+    """Pairwise cosine similarities of flat vectors of equal length, computed from the vectors themselves
+    (never assumed normalized: classifier outputs and unnormalized embeddings get true cosines too); None
+    when there are fewer than two vectors or they are not flat vectors of equal length. A zero vector has
+    cosine 0 with everything."""
+    if len(data) < 2:
+        return None
+    if not all(isinstance(e, (list, np.ndarray)) and len(e) > 0 for e in data):
+        return None
+    if len({len(e) for e in data}) != 1:
+        return None
+    try:
+        m = np.asarray(data, dtype=np.float64)
+    except (ValueError, TypeError):
+        return None
+    if m.ndim != 2:
+        return None
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    m = np.where(norms > 0, m / np.where(norms > 0, norms, 1.0), 0.0)
+    sim = m @ m.T
+    if not np.all(np.isfinite(sim)):
+        return None
+    return [[float(x) for x in row] for row in sim]
+
+
+class ThreadChooser:
+    """Picks the thread count per decode batch from measured throughput.
+
+    ggml's CPU threads meet at spinning barriers: when another process takes one of the cores, a team of as
+    many threads as cores stalls (measured on 2 busy cores: 2 threads 700 tokens/s, 1 thread 2,500), while on
+    idle cores more threads are faster. Each candidate's tokens/s is tracked (exponential average) and the
+    best is used; another candidate is re-tried once the time spent since its last try is at least
+    ``1/explore_share`` times what the try is expected to cost, so exploring costs about ``explore_share``
+    of the time whatever the gap.
+    """
+
+    def __init__(self, candidates: Sequence[int], explore_share: float = 0.04, alpha: float = 0.3) -> None:
+        cands = sorted({int(c) for c in candidates if int(c) >= 1}, reverse=True)
+        if not cands:
+            raise ValueError("ThreadChooser needs at least one thread count >= 1")
+        self.candidates = tuple(cands)
+        self.explore_share = explore_share
+        self.alpha = alpha
+        self.rates: dict[int, float] = {}
+        self.elapsed = 0.0  # decode seconds recorded so far
+        self._last_try: dict[int, float] = {}
+
+    def best(self) -> int:
+        if not self.rates:
+            return self.candidates[0]
+        return max(self.rates, key=lambda c: self.rates[c])
+
+    def choose(self, n_tokens: int) -> int:
+        for c in self.candidates:
+            if c not in self.rates:
+                return c
+        best = self.best()
+        for c in self.candidates:
+            if c == best:
+                continue
+            expected = n_tokens / self.rates[c]
+            if self.elapsed - self._last_try.get(c, 0.0) >= expected / self.explore_share:
+                return c
+        return best
+
+    def record(self, threads: int, n_tokens: int, seconds: float) -> None:
+        if seconds <= 0 or n_tokens <= 0:
+            return
+        self.elapsed += seconds
+        self._last_try[threads] = self.elapsed
+        rate = n_tokens / seconds
+        old = self.rates.get(threads)
+        self.rates[threads] = rate if old is None else (1 - self.alpha) * old + self.alpha * rate
