@@ -22,7 +22,7 @@ from indexer import plugins
 from indexer.errors import CollectionMismatchError, ConfigError, IndexerError, InputError, StoreError
 from indexer.normalization import choose_normalization, normalization_name
 from indexer.pipeline import IndexReport, Pipeline, Progress, within
-from indexer.ports import Embedder, Reranker, VectorStore
+from indexer.ports import Embedder, Reranker, Source, VectorStore
 from indexer.query import QueryLimits, SearchRequest, SearchResult, prepare, run_search
 from indexer.settings import Settings, load_settings
 from indexer.state import CollectionRecord, StateStore
@@ -122,18 +122,21 @@ class Collection:
                 kind = rec.store if rec else self.settings.store
                 options = rec.store_options if rec else self._new_store_options()
                 metric = Metric(rec.metric if rec else self.settings.metric)
-                self._store = _make_store(kind, self._absolute(options), metric, self.settings)
+                self._store = plugins.open_store(kind, self._absolute(options), metric, self.settings)
             return self._store
 
     def _new_store_options(self) -> dict[str, Any]:
-        """Options recorded for a new collection. Locations inside the data directory are stored relative to it,
-        so the data directory can be moved or copied."""
-        s = self.settings
-        if s.store == "faiss":
-            return {"path": str(Path("faiss") / self.name), "index": s.faiss_index}
-        if s.qdrant_url:
-            return {"url": s.qdrant_url}
-        return {"path": str(Path("qdrant") / self.name)}
+        """Options recorded for a new collection: the store plugin's defaults with the ``store_options`` setting
+        over them (the one place they are made: :func:`indexer.plugins.new_store_options`). A ``path`` inside the
+        data directory is recorded relative to it, so the data directory can be moved or copied."""
+        options = plugins.new_store_options(self.settings, self.name)
+        path = options.get("path")
+        if path is not None and Path(path).is_absolute():
+            data_dir = Path(self.settings.data_dir).resolve()
+            resolved = Path(path).resolve()
+            if within(str(resolved), str(data_dir)):
+                options["path"] = str(resolved.relative_to(data_dir))
+        return options
 
     def _absolute(self, options: dict[str, Any]) -> dict[str, Any]:
         """Recorded options with a relative ``path`` resolved against the data directory."""
@@ -428,14 +431,8 @@ class Collection:
             progress=progress,
         )
 
-    def _source(self, root: str) -> Any:
-        source_cls = plugins.load("indexer.sources", "filesystem")
-        return source_cls(
-            [Path(root)],
-            include=self.settings.include,
-            exclude=self.settings.exclude,
-            max_file_size=self.settings.max_file_size,
-        )
+    def _source(self, root: str) -> Source:
+        return plugins.open_source(self.settings, [root])
 
     def _attach_root(self, root: str) -> str:
         """Record ``root``; a path inside an existing root syncs that root, one containing roots absorbs them."""
@@ -509,28 +506,6 @@ def _resolve_root(path: str | Path) -> str:
     if not p.is_dir():
         raise InputError(f"{path} is a file; pass the folder that contains it (roots are folders)")
     return str(p.resolve())
-
-
-def qdrant_distribution(settings: Settings) -> dict[str, int | None]:
-    """Shards and replicas for collections a Qdrant server creates (settings ``qdrant_*``)."""
-    return {
-        "shard_number": settings.qdrant_shard_number,
-        "replication_factor": settings.qdrant_replication_factor,
-        "write_consistency_factor": settings.qdrant_write_consistency_factor,
-    }
-
-
-def _make_store(kind: str, options: dict[str, Any], metric: Metric, settings: Settings) -> VectorStore:
-    store_cls = plugins.load("indexer.stores", kind)
-    if kind == "faiss":
-        return store_cls(Path(options["path"]), metric=metric, index=options.get("index", "flat"))
-    if kind == "qdrant":
-        if options.get("url"):
-            return store_cls(
-                url=options["url"], api_key=settings.qdrant_api_key, metric=metric, **qdrant_distribution(settings)
-            )
-        return store_cls(path=Path(options["path"]), metric=metric)
-    return store_cls(metric=metric, **options)
 
 
 def _group_by_root(paths: Iterable[str | Path], roots: Sequence[str]) -> dict[str, list[str]]:

@@ -1,30 +1,61 @@
 """Plugin discovery through entry points. Built-ins are registered in pyproject.toml exactly like third-party ones.
 
-Groups: ``indexer.stores`` (VectorStore classes), ``indexer.sources`` (Source classes), ``indexer.readers``
-(Reader classes). A third-party package adds its own with, in its pyproject.toml::
+Groups (see docs/plugins.md for how to write one):
+
+- ``indexer.stores``: a :class:`~indexer.ports.StoreFactory` (usually the VectorStore class itself, with the
+  classmethods ``default_options`` and ``from_options``);
+- ``indexer.sources``: a :class:`~indexer.ports.SourceFactory` (usually the Source class, with the classmethod
+  ``from_settings``);
+- ``indexer.readers``: a :class:`~indexer.ports.Reader` class (or any callable returning a Reader).
+
+A third-party package adds its own with, in its pyproject.toml::
 
     [project.entry-points."indexer.readers"]
     docx = "my_package.readers:DocxReader"
+
+The core builds every part through the functions here, with options passed generically: it never names a plugin's
+constructor arguments.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from functools import cache
-from importlib.metadata import entry_points
-from typing import Any
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from indexer.errors import ConfigError
+from indexer.errors import ConfigError, IndexerError
+from indexer.ports import Reader, Source, SourceFactory, StoreFactory, VectorStore
+from indexer.types import Metric
+
+if TYPE_CHECKING:
+    from indexer.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-GROUPS = ("indexer.stores", "indexer.sources", "indexer.readers")
+STORES = "indexer.stores"
+SOURCES = "indexer.sources"
+READERS = "indexer.readers"
+GROUPS = (STORES, SOURCES, READERS)
+OUR_DISTRIBUTION = "llama-indexer"
 
 
 @cache
-def available(group: str) -> dict[str, Any]:
+def available(group: str) -> dict[str, EntryPoint]:
     """Name -> entry point of every plugin registered in ``group`` (loaded lazily by ``load``)."""
     return {ep.name: ep for ep in entry_points(group=group)}
+
+
+def names(group: str) -> list[str]:
+    """The registered plugin names of ``group``, sorted."""
+    return sorted(available(group))
+
+
+def refresh() -> None:
+    """Forget what was discovered, so plugins installed since (or put on sys.path) are found."""
+    available.cache_clear()
 
 
 def load(group: str, name: str) -> Any:
@@ -32,11 +63,11 @@ def load(group: str, name: str) -> Any:
     if name not in eps:
         known = ", ".join(sorted(eps)) or "none"
         raise ConfigError(
-            f"no plugin named {name!r} in {group} (installed: {known}); install the package that provides it"
+            f"no plugin named {name!r} in {group} (registered: {known}); install the package that provides it"
         )
     try:
         return eps[name].load()
-    except ImportError as exc:
+    except Exception as exc:  # ImportError, or any error raised while importing third-party code
         raise ConfigError(f"plugin {name!r} ({group}) failed to import: {exc}; reinstall it") from exc
 
 
@@ -49,3 +80,95 @@ def load_all(group: str) -> dict[str, Any]:
         except ConfigError as exc:
             logger.warning("%s", exc)
     return out
+
+
+# -- stores ------------------------------------------------------------------------------------------------
+def store_factory(name: str) -> StoreFactory:
+    factory = load(STORES, name)
+    if not isinstance(factory, StoreFactory):
+        raise ConfigError(
+            f"store plugin {name!r} ({_target(STORES, name)}) has no default_options/from_options; "
+            "see docs/plugins.md for what a store plugin provides"
+        )
+    return factory
+
+
+def new_store_options(settings: Settings, collection: str) -> dict[str, Any]:
+    """The options a new collection's store is created with (recorded in the state database).
+
+    The plugin's defaults for this data directory and collection, with ``settings.store_options`` laid over them.
+    """
+    factory = store_factory(settings.store)
+    options = dict(factory.default_options(Path(settings.data_dir), collection, settings))
+    options.update(settings.store_options)
+    return options
+
+
+def open_store(name: str, options: Mapping[str, Any], metric: Metric, settings: Settings) -> VectorStore:
+    """Build the store plugin ``name`` from recorded ``options``; bad options are a ConfigError naming them."""
+    factory = store_factory(name)
+    try:
+        store = factory.from_options(dict(options), Metric(metric), settings)
+    except IndexerError:
+        raise
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ConfigError(
+            f"store plugin {name!r} cannot be built from options {dict(options)!r}: {exc}; fix store_options"
+        ) from exc
+    if not isinstance(store, VectorStore):
+        raise ConfigError(f"store plugin {name!r} built {type(store).__name__}, which is not a VectorStore")
+    return store
+
+
+# -- sources and readers -------------------------------------------------------------------------------------
+def load_readers() -> list[Reader]:
+    """One instance of every registered reader: ours first, then third-party ones by name (so a third-party
+    reader wins an extension both claim). A reader that fails to load is logged and skipped."""
+    eps = available(READERS)
+    order = sorted(eps, key=lambda n: (_distribution(eps[n]) != OUR_DISTRIBUTION, n))
+    readers: list[Reader] = []
+    for name in order:
+        try:
+            reader = _instantiate(load(READERS, name))
+        except Exception as exc:  # a broken third-party reader must not stop indexing with the others
+            logger.warning("skipping reader plugin %r: %s", name, exc)
+            continue
+        if not isinstance(reader, Reader):
+            logger.warning("skipping reader plugin %r: %r has no kind/extensions/read", name, reader)
+            continue
+        readers.append(reader)
+    if not readers:
+        raise ConfigError(f"no reader is registered in {READERS}; reinstall indexer (pip install -e .)")
+    return readers
+
+
+def open_source(settings: Settings, roots: Sequence[str | Path], readers: Sequence[Reader] | None = None) -> Source:
+    """Build the configured source plugin (``settings.source``) over ``roots`` with the registered readers."""
+    factory = load(SOURCES, settings.source)
+    if not isinstance(factory, SourceFactory):
+        raise ConfigError(
+            f"source plugin {settings.source!r} ({_target(SOURCES, settings.source)}) has no from_settings; "
+            "see docs/plugins.md for what a source plugin provides"
+        )
+    chosen = list(readers) if readers is not None else load_readers()
+    source = factory.from_settings([Path(r) for r in roots], settings, chosen)
+    if not isinstance(source, Source):
+        raise ConfigError(f"source plugin {settings.source!r} built {type(source).__name__}, which is not a Source")
+    return source
+
+
+def _instantiate(obj: Any) -> Any:
+    """A reader class or factory function is called; a ready reader instance is taken as it is."""
+    if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Reader)):
+        return obj()
+    return obj
+
+
+def _distribution(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    return str(dist.metadata["Name"]) if dist is not None else ""
+
+
+def _target(group: str, name: str) -> str:
+    ep = available(group).get(name)
+    return ep.value if ep is not None else "?"

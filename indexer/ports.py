@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from indexer.normalization import Normalization
 from indexer.types import Chunk, Document, Filter, Hit, Metric, Point, ScanProblem, SourceRef
+
+if TYPE_CHECKING:
+    from indexer.settings import Settings
 
 
 @runtime_checkable
@@ -79,6 +83,22 @@ class VectorStore(Protocol):
 
 
 @runtime_checkable
+class StoreFactory(Protocol):
+    """What an ``indexer.stores`` entry point names (usually the VectorStore class, with two classmethods).
+
+    The core never calls a store's constructor itself: it asks the plugin for a new collection's options, records
+    them in the state database (JSON; never secrets), and builds the store from them whenever it opens it."""
+
+    def default_options(self, data_dir: Path, collection: str, settings: Settings) -> dict[str, Any]:
+        """JSON-able options for a new collection; locations inside ``data_dir`` belong to it."""
+        ...
+
+    def from_options(self, options: Mapping[str, Any], metric: Metric, settings: Settings) -> VectorStore:
+        """The store for recorded ``options`` (secrets such as API keys come from ``settings``)."""
+        ...
+
+
+@runtime_checkable
 class Source(Protocol):
     """Finds files (stat only) and reads them into documents.
 
@@ -101,6 +121,15 @@ class Source(Protocol):
     def ref_for(self, path: str) -> SourceRef | None:
         """What a scan would yield for this one path now, or None (missing, ignored, excluded, not indexable).
         Per-path sync (the watcher) uses it instead of a full scan."""
+        ...
+
+
+@runtime_checkable
+class SourceFactory(Protocol):
+    """What an ``indexer.sources`` entry point names (usually the Source class, with one classmethod)."""
+
+    def from_settings(self, roots: Sequence[Path], settings: Settings, readers: Sequence[Reader]) -> Source:
+        """A source over ``roots`` reading with ``readers`` (every registered reader, loaded by the core)."""
         ...
 
 

@@ -40,7 +40,12 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(default_factory=default_data_dir, description="state database and embedded stores")
     collection: str = "default"
-    store: Literal["faiss", "qdrant"] = "faiss"
+    store: str = Field("faiss", description="vector store plugin (indexer.stores entry point): faiss, qdrant, ...")
+    store_options: dict[str, Any] = Field(
+        default_factory=dict, description="options for the store plugin, recorded with a new collection (no secrets)"
+    )
+    source: str = Field("filesystem", description="source plugin (indexer.sources entry point)")
+    source_options: dict[str, Any] = Field(default_factory=dict, description="options for the source plugin")
     metric: Literal["cosine", "dot", "euclid", "manhattan"] = "cosine"
     faiss_index: Literal["flat", "hnsw", "auto"] = Field(
         "auto", description="auto: exact flat index, IVF lists with 8-bit codes from 100,000 chunks on"
@@ -82,6 +87,16 @@ class Settings(BaseSettings):
             raise ValueError("collection names use letters, digits, '-', '_' and '.', and do not start with '.'")
         return value
 
+    @field_validator("store")
+    @classmethod
+    def _registered_store(cls, value: str) -> str:
+        return _registered("indexer.stores", "store", value)
+
+    @field_validator("source")
+    @classmethod
+    def _registered_source(cls, value: str) -> str:
+        return _registered("indexer.sources", "source", value)
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -93,6 +108,18 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         toml = TomlConfigSettingsSource(settings_cls, toml_file=config_file_path())
         return (init_settings, env_settings, toml)
+
+
+def _registered(group: str, what: str, value: str) -> str:
+    from indexer import plugins
+
+    known = plugins.names(group)
+    if value not in known:
+        raise ValueError(
+            f"unknown {what} {value!r}; registered {what}s: {', '.join(known) or 'none'} "
+            f"(a plugin registers one as an {group} entry point: install its package)"
+        )
+    return value
 
 
 def load_settings(**overrides: Any) -> Settings:

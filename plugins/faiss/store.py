@@ -28,7 +28,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import faiss
 import numpy as np
@@ -39,6 +39,9 @@ from indexer.types import Filter, Hit, Metric, Point
 from plugins.faiss.index import KINDS, AutoParams, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
 from plugins.faiss.sidecar import Row, Sidecar, sidecar_error
+
+if TYPE_CHECKING:
+    from indexer.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +115,18 @@ class FaissStore:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create FAISS store folder {self.path}: {exc}") from exc
+
+    # --- plugin factory (indexer.ports.StoreFactory) ---------------------------------------------
+    @classmethod
+    def default_options(cls, data_dir: Path, collection: str, settings: Settings) -> dict[str, Any]:
+        return {"path": str(Path(data_dir) / "faiss" / collection), "index": settings.faiss_index}
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], metric: Metric, settings: Settings) -> FaissStore:
+        opts = dict(options)
+        if "path" not in opts:
+            raise ConfigError("FAISS store options need a 'path' (the store folder)")
+        return cls(Path(opts.pop("path")), metric=metric, **opts)
 
     # --- collection handling ---------------------------------------------------------------------
     def _folder(self, collection: str) -> Path:

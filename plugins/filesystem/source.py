@@ -21,13 +21,17 @@ import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from indexer.errors import SourceError
+from indexer.errors import ConfigError, SourceError
 from indexer.ports import Reader
 from indexer.types import ROOT_UNAVAILABLE, Document, ScanProblem, SourceRef
 from plugins.filesystem.ignore import IGNORE_FILES, Globs, IgnoreLevel, IgnoreStack, load_ignore_level
-from plugins.filesystem.readers import TextReader, default_readers
+from plugins.filesystem.readers import TextReader
 from plugins.filesystem.readers import looks_like_text as sniff_text
+
+if TYPE_CHECKING:
+    from indexer.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +120,11 @@ class FilesystemSource:
         self.on_problem = on_problem
         self.problems: list[ScanProblem] = []
         self._globs = Globs(include, exclude)
-        chosen: Sequence[Reader] = readers if readers is not None else default_readers()
+        if readers is None:  # every registered reader (indexer.readers entry points), third-party ones included
+            from indexer.plugins import load_readers
+
+            readers = load_readers()
+        chosen: Sequence[Reader] = readers
         self.readers: tuple[Reader, ...] = tuple(chosen)
         self._by_ext: dict[str, Reader] = {}
         for reader in self.readers:  # later readers win for a shared extension
@@ -125,6 +133,26 @@ class FilesystemSource:
         text_reader: Reader = TextReader()
         self._fallback: Reader = next((r for r in self.readers if r.kind == "text"), text_reader)
         self._ignore_cache: dict[str, tuple[tuple[tuple[int, int] | None, ...], IgnoreLevel | None]] = {}
+
+    @classmethod
+    def from_settings(cls, roots: Sequence[Path], settings: Settings, readers: Sequence[Reader]) -> FilesystemSource:
+        """The plugin factory (:class:`indexer.ports.SourceFactory`): include/exclude globs and the size cap come
+        from the settings, ``settings.source_options`` may set ``follow_symlinks``."""
+        options = dict(settings.source_options)
+        follow = bool(options.pop("follow_symlinks", True))
+        if options:
+            raise ConfigError(
+                f"unknown source_options for the filesystem source: {', '.join(sorted(options))}; "
+                "it takes follow_symlinks"
+            )
+        return cls(
+            roots,
+            include=settings.include,
+            exclude=settings.exclude,
+            max_file_size=settings.max_file_size,
+            readers=readers,
+            follow_symlinks=follow,
+        )
 
     def __repr__(self) -> str:
         return f"FilesystemSource(roots={list(self.roots)!r})"

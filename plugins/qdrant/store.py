@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import numpy as np
@@ -32,6 +32,9 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError, StoreUnavailableError
 from indexer.store_support import ancestor_dirs, canonical_id, prepare_vector
 from indexer.types import Filter, Hit, Metric, Point
+
+if TYPE_CHECKING:
+    from indexer.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +52,15 @@ _DISTANCE = {
 }
 _METRIC = {v: k for k, v in _DISTANCE.items()}
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+def qdrant_distribution(settings: Settings) -> dict[str, int | None]:
+    """Shards and replicas for collections a Qdrant server creates (settings ``qdrant_*``)."""
+    return {
+        "shard_number": settings.qdrant_shard_number,
+        "replication_factor": settings.qdrant_replication_factor,
+        "write_consistency_factor": settings.qdrant_write_consistency_factor,
+    }
 
 
 class QdrantStore:
@@ -111,6 +123,27 @@ class QdrantStore:
             raise StoreError(f"cannot open embedded Qdrant at {self.path}: {exc}") from exc
         except (OSError, ValueError) as exc:
             raise StoreError(f"cannot open Qdrant at {self._where}: {exc}") from exc
+
+    # --- plugin factory (indexer.ports.StoreFactory) ---------------------------------------------
+    @classmethod
+    def default_options(cls, data_dir: Path, collection: str, settings: Settings) -> dict[str, Any]:
+        """A server (``qdrant_url`` setting) or an embedded folder inside the data directory."""
+        if settings.qdrant_url:
+            return {"url": settings.qdrant_url}
+        return {"path": str(Path(data_dir) / "qdrant" / collection)}
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], metric: Metric, settings: Settings) -> QdrantStore:
+        """The API key and a server's shards and replicas come from the settings (never recorded with options)."""
+        opts = dict(options)
+        if opts.get("url"):
+            url = str(opts.pop("url"))
+            extra = {**qdrant_distribution(settings), **opts}
+            return cls(url=url, api_key=settings.qdrant_api_key, metric=metric, **extra)
+        opts.pop("url", None)
+        if "path" not in opts:
+            raise ConfigError("Qdrant store options need a 'url' (server) or a 'path' (embedded folder)")
+        return cls(path=Path(opts.pop("path")), metric=metric, **opts)
 
     # --- error handling --------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[[], T]) -> T:

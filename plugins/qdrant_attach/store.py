@@ -21,18 +21,21 @@ import os
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from indexer.errors import CollectionMismatchError, StoreError
+from indexer.errors import CollectionMismatchError, ConfigError, StoreError
 from indexer.store_support import canonical_id, prepare_vector
 from indexer.types import Filter, Hit, Metric, Point
 from plugins.qdrant_attach.connect import call, open_client
 from plugins.qdrant_attach.inspection import dense_vectors
 from plugins.qdrant_attach.layout import Layout
+
+if TYPE_CHECKING:
+    from indexer.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +77,20 @@ class AttachedStore:
             client = open_client(url, Path(qdrant_path) if qdrant_path else None, api_key)
         self.client = client
         self._checked = False
+
+    # -- plugin factory (indexer.ports.StoreFactory) ------------------------------------------------------
+    @classmethod
+    def default_options(cls, data_dir: Path, collection: str, settings: Settings) -> dict[str, Any]:
+        """Attached stores are never made from settings: ``indexer qdrant attach`` records their options."""
+        raise ConfigError(
+            f"the {cls.name} store attaches to an existing Qdrant collection and cannot create {collection!r}: "
+            "attach one with `indexer qdrant attach URL COLLECTION`, or choose another store (--store faiss)"
+        )
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], metric: Metric, settings: Settings) -> AttachedStore:
+        """The API key is found as the module docstring says (never recorded with the options)."""
+        return cls(**{**options, "metric": metric})
 
     # -- checks -------------------------------------------------------------------------------------------
     def _check(self) -> None:

@@ -1,4 +1,9 @@
-"""Store factories for the VectorStore contract suite: every store passes the same tests."""
+"""Store factories for the VectorStore contract suite: every registered store passes the same tests.
+
+The suite runs over every ``indexer.stores`` entry point (built-ins and third-party plugins alike: registering is
+all a store needs to be tested), each built the way the core builds it (``indexer.plugins.new_store_options`` and
+``open_store``), plus variants of the built-ins chosen by settings (FAISS HNSW, a Qdrant server).
+"""
 
 from __future__ import annotations
 
@@ -6,47 +11,61 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from indexer import plugins
+from indexer.errors import ConfigError
 from indexer.ports import VectorStore
+from indexer.settings import Settings
 from indexer.types import Metric
 
 StoreFactory = Callable[..., VectorStore]
 
-STORES = [
-    "faiss-flat",
-    "faiss-hnsw",
-    "qdrant-embedded",
-    pytest.param(
-        "qdrant-server",
-        marks=[
-            pytest.mark.qdrant_server,
-            pytest.mark.skipif(
-                not os.environ.get("QDRANT_URL"), reason="QDRANT_URL is not set (no Qdrant server to test)"
-            ),
-        ],
+# Variant id -> (registered store, settings that select the variant).
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "faiss-hnsw": ("faiss", {"faiss_index": "hnsw"}),
+    "qdrant-server": (
+        "qdrant",
+        {"qdrant_url": os.environ.get("QDRANT_URL"), "qdrant_api_key": os.environ.get("QDRANT_API_KEY")},
     ),
-]
+}
+SERVER_VARIANTS = {"qdrant-server"}
+
+
+def _params() -> list[Any]:
+    params: list[Any] = list(plugins.names(plugins.STORES))
+    for variant in VARIANTS:
+        if variant in SERVER_VARIANTS:
+            params.append(
+                pytest.param(
+                    variant,
+                    marks=[
+                        pytest.mark.qdrant_server,
+                        pytest.mark.skipif(
+                            not os.environ.get("QDRANT_URL"),
+                            reason="QDRANT_URL is not set (no Qdrant server to test)",
+                        ),
+                    ],
+                )
+            )
+        else:
+            params.append(variant)
+    return params
 
 
 def _make(kind: str, location: Path, metric: Metric) -> VectorStore:
-    if kind == "faiss-flat":
-        from plugins.faiss import FaissStore
-
-        return FaissStore(location / "faiss", metric=metric, index="flat")
-    if kind == "faiss-hnsw":
-        from plugins.faiss import FaissStore
-
-        return FaissStore(location / "faiss", metric=metric, index="hnsw")
-    from plugins.qdrant import QdrantStore
-
-    if kind == "qdrant-embedded":
-        return QdrantStore(path=location / "qdrant", metric=metric)
-    return QdrantStore(url=os.environ["QDRANT_URL"], api_key=os.environ.get("QDRANT_API_KEY"), metric=metric)
+    store, overrides = VARIANTS.get(kind, (kind, {}))
+    settings = Settings(data_dir=location, store=store, **overrides)
+    try:
+        options = plugins.new_store_options(settings, "contract")
+    except ConfigError as exc:  # e.g. qdrant_attach: it only attaches to collections made elsewhere
+        pytest.skip(f"{store} cannot create a collection from settings: {exc}")
+    return plugins.open_store(store, options, metric, settings)
 
 
-@pytest.fixture(params=STORES)
+@pytest.fixture(params=_params())
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -70,7 +89,7 @@ def make_store(store_kind: str, tmp_path: Path, collection: str) -> Iterator[Sto
     yield factory
     for store in reversed(opened):
         try:
-            if store_kind == "qdrant-server":
+            if store_kind in SERVER_VARIANTS:
                 store.drop(collection)
         finally:
             store.close()

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from indexer.collection import qdrant_distribution
 from indexer.errors import ConfigError
 from indexer.settings import load_settings
-from plugins.qdrant.store import QdrantStore
+from plugins.qdrant.store import QdrantStore, qdrant_distribution
 
 
 def test_settings_from_the_environment_reach_the_store(monkeypatch):
