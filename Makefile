@@ -18,6 +18,7 @@ demo: setup
 	$(BIN)/indexer search "how are unchanged files skipped on the second run?" -k 3
 
 test: setup
+	bash tools/ensure_browser.sh    # the search-page test needs Debian's chromium + chromedriver (apt-get if missing)
 	$(BIN)/python -m pytest
 
 lint: setup

@@ -35,6 +35,10 @@ except ImportError:  # pragma: no cover - only while the models package is incom
 for _name, _sub in plugins.load_all("indexer.commands").items():  # plugin sub-commands, e.g. `indexer qdrant`
     app.add_typer(_sub, name=_name)
 
+from indexer.server.cli import register as _register_server  # noqa: E402 - `serve` and `mcp` live with the server
+
+_register_server(app)
+
 CollectionOpt = typer.Option(None, "--collection", "-c", help="collection name (default: 'default')")
 JsonOpt = typer.Option(False, "--json", help="machine-readable output on stdout")
 
@@ -142,22 +146,28 @@ def search(
     file_type: list[str] = typer.Option([], "--type", help="file extension(s), e.g. --type md --type py"),
     rerank: bool | None = typer.Option(None, "--rerank/--no-rerank", help="default: on when a reranker is set"),
     rerank_model: str | None = typer.Option(None, help="reranker model (.gguf path or name)"),
+    local: bool = typer.Option(False, "--local", help="search in-process even when a server serves this data dir"),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Search a collection; results are reranked when a reranker model is configured."""
+    """Search a collection (through `indexer serve` when one serves this data directory; else in-process)."""
+    prefix = str(under.expanduser().resolve()) if under else None  # resolved here: the server's cwd is not ours
+    types = tuple(t.lower().lstrip(".") for t in file_type)
     try:
-        with _open(collection, rerank_model=rerank_model) as col:
-            result = col.search(
-                SearchRequest(
-                    query,
-                    k=k,
-                    candidates=candidates,
-                    path_glob=path,
-                    path_prefix=str(under) if under else None,
-                    file_types=tuple(file_type),
-                    rerank=rerank,
+        remote = dict(query=query, k=k, candidates=candidates, path_glob=path, path_prefix=prefix, rerank=rerank)
+        result = None if rerank_model or local else _remote_search(collection, file_types=list(types), **remote)
+        if result is None:
+            with _open(collection, rerank_model=rerank_model) as col:
+                result = col.search(
+                    SearchRequest(
+                        query,
+                        k=k,
+                        candidates=candidates,
+                        path_glob=path,
+                        path_prefix=prefix,
+                        file_types=tuple(file_type),
+                        rerank=rerank,
+                    )
                 )
-            )
     except IndexerError as exc:
         raise _fail(exc) from exc
     if as_json:
@@ -174,6 +184,15 @@ def search(
         err.print(result.rerank_note, highlight=False)
     if _STATE["verbose"]:
         err.print("timings (ms): " + ", ".join(f"{k}={v:.1f}" for k, v in result.timings_ms.items()))
+
+
+def _remote_search(collection: str | None, **body: Any) -> Any:
+    """The search answered by `indexer serve` when one serves this data directory, else None."""
+    from indexer.server.client import remote_search, result_from_json
+
+    settings = load_settings(collection=collection)
+    answer = remote_search(settings.data_dir, {"collection": settings.collection, **body})
+    return None if answer is None else result_from_json(answer)
 
 
 @app.command()

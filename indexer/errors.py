@@ -8,6 +8,7 @@ libraries are translated at the adapter that calls them (``raise StoreError(...)
     ├── ModelError           a model cannot be found, built, loaded or run
     │   └── ModelUnavailableError   the model is not built and cannot be fetched (offline)
     ├── InputError           bad input to a public call (too many tokens, wrong types, bad query)
+    │   └── NotFoundError       a named thing (collection, model, indexed file) does not exist
     ├── SourceError          a file or folder cannot be read (carries the path and the reason)
     ├── StoreError           the vector store failed or refused
     │   ├── StoreUnavailableError   the store cannot be reached (retryable)
@@ -38,6 +39,10 @@ class ModelUnavailableError(ModelError):
 
 class InputError(IndexerError, ValueError):
     """Bad input to a public call."""
+
+
+class NotFoundError(InputError):
+    """A named collection, model or indexed file does not exist (HTTP 404)."""
 
 
 class SourceError(IndexerError):

@@ -79,6 +79,17 @@ class Settings(BaseSettings):
     watch_rescan_seconds: float = Field(600.0, ge=0, description="full reconciliation scan interval (0: at start only)")
     watch_polling: bool = Field(False, description="poll instead of inotify (NFS, SMB, some container mounts)")
     watch_poll_seconds: float = Field(1.0, gt=0, description="polling interval of polled roots")
+    # HTTP server (`indexer serve`): loopback by default; keys, caps and queue bound (docs/server.md)
+    server_host: str = Field("127.0.0.1", description="address `indexer serve` binds (loopback by default)")
+    server_port: int = Field(8480, ge=0, le=65535, description="port `indexer serve` listens on (0: any free port)")
+    api_keys: tuple[str, ...] = Field((), description="read-scope API keys; when any key is set, requests need one")
+    admin_api_keys: tuple[str, ...] = Field((), description="admin-scope API keys (read scope included)")
+    cors_origins: tuple[str, ...] = Field((), description="origins allowed by CORS (none: CORS off)")
+    max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest HTTP request body accepted")
+    max_inputs: int = Field(256, ge=1, description="most texts per /v1/embeddings or documents per /v1/rerank call")
+    max_request_tokens: int = Field(65536, ge=1, description="most tokens one /v1 request may send to a model")
+    max_queue: int = Field(32, ge=1, description="model jobs queued or running before new ones get 503")
+    queue_timeout: float = Field(30.0, gt=0, description="seconds a model job may wait in the queue before 503")
 
     @field_validator("collection")
     @classmethod

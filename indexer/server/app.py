@@ -1,0 +1,322 @@
+"""The HTTP app: ``create_app(settings)`` builds a FastAPI app over one :class:`~indexer.server.service.Service`.
+
+Routes stay thin: parse the body, call the service (which calls the facade on the model worker), shape the
+answer. Every error is JSON ``{"error": {"message", "type", ...}}`` (the OpenAI shape) without a stack trace.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from indexer.errors import (
+    CollectionMismatchError,
+    IndexerError,
+    InputError,
+    NotFoundError,
+    StoreUnavailableError,
+)
+from indexer.server import schemas
+from indexer.server.metrics import PROMETHEUS_CONTENT_TYPE
+from indexer.server.security import AuthMiddleware, BodyLimitMiddleware, KeyRing
+from indexer.server.service import Service, search_options
+from indexer.server.worker import Overloaded
+from indexer.settings import Settings, load_settings
+
+logger = logging.getLogger(__name__)
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": schemas.ErrorOut, "description": "bad input (the message names the problem and the fix)"},
+    401: {"model": schemas.ErrorOut, "description": "missing or invalid API key"},
+    404: {"model": schemas.ErrorOut, "description": "unknown collection, model or file"},
+    413: {"model": schemas.ErrorOut, "description": "request body too large"},
+    422: {"model": schemas.ErrorOut, "description": "the body does not match the schema"},
+    503: {"model": schemas.ErrorOut, "description": "overloaded or not ready; see Retry-After"},
+}
+
+
+class IndexerApp(FastAPI):
+    """FastAPI with the body cap outside everything else (so even a streamed oversize body gets 413)."""
+
+    max_body_bytes: int = 1024 * 1024
+
+    def build_middleware_stack(self) -> Any:
+        return BodyLimitMiddleware(super().build_middleware_stack(), self.max_body_bytes)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    service: Service | None = None,
+    extra_admin_keys: tuple[str, ...] = (),
+    warm_up: bool = True,
+    watch: bool = False,
+    mcp: bool = True,
+) -> FastAPI:
+    """The app. ``extra_admin_keys``: e.g. the token announced in the data directory for the local CLI."""
+    settings = settings or load_settings()
+    svc = service or Service(settings)
+    mcp_server = None
+    if mcp:
+        from indexer.server.mcp import build_mcp
+
+        mcp_server = build_mcp(svc)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if warm_up:
+            import asyncio
+
+            await asyncio.to_thread(svc.warm_up)
+        else:
+            svc.ready = True
+        if watch:
+            from indexer.server.watchers import start_watchers
+
+            start_watchers(svc)
+        try:
+            if mcp_server is not None:
+                async with mcp_server.session_manager.run():
+                    yield
+            else:
+                yield
+        finally:
+            import asyncio
+
+            await asyncio.to_thread(svc.close)
+
+    app = IndexerApp(
+        title="indexer",
+        version=_version(),
+        description="Search local documents (llama.cpp embeddings + reranking); OpenAI- and Cohere-style "
+        "/v1 endpoints; MCP at /mcp.",
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+        responses=ERRORS,
+    )
+    app.max_body_bytes = settings.max_body_bytes
+    app.state.service = svc
+    keys = KeyRing(settings.api_keys, settings.admin_api_keys, extra_admin_keys)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type"],
+        )
+    app.add_middleware(AuthMiddleware, keys=keys)
+    _install_error_handlers(app, svc)
+    app.add_middleware(TimingMiddleware, svc=svc)
+    _add_routes(app, svc)
+    from indexer.server.v1 import add_v1_routes
+
+    add_v1_routes(app, svc)
+    if mcp_server is not None:
+        _add_mcp_route(app, mcp_server, settings)
+    return app
+
+
+def _add_mcp_route(app: FastAPI, mcp_server: Any, settings: Settings) -> None:
+    """Serve MCP's streamable HTTP transport at exactly ``/mcp`` (stateless, JSON answers) on this app, behind
+    the same API keys; the SDK's DNS-rebinding protection stays on for loopback hosts."""
+    inner = mcp_server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        max_request_body_size=settings.max_body_bytes,
+        host=settings.server_host,
+    )
+    route = next(r for r in inner.routes if getattr(r, "path", None) == "/mcp")
+    app.router.routes.append(route)
+
+
+def _version() -> str:
+    from indexer import __version__
+
+    return __version__
+
+
+# -- routes ------------------------------------------------------------------------------------------------------
+def _add_routes(app: FastAPI, svc: Service) -> None:
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        html = resources.files("indexer.server").joinpath("static/index.html").read_text(encoding="utf-8")
+        return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        """The process answers (says nothing of models or stores: see /readyz)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    async def readyz() -> dict[str, str]:
+        """200 when the models are loaded and every open store answers; 503 otherwise."""
+        try:
+            await svc.check_ready()
+        except Overloaded:
+            raise
+        except IndexerError as exc:
+            raise _NotReady(str(exc)) from exc
+        return {"status": "ready"}
+
+    @app.post("/search", response_model=schemas.SearchOut, tags=["search"])
+    async def search(body: schemas.SearchBody) -> dict[str, Any]:
+        """Search a collection: embed the query, fetch candidates (filters applied), rerank, top k."""
+        result = await svc.search(body.collection, body.query, **search_options(body))
+        return {"collection": body.collection, **result.to_dict()}
+
+    @app.get("/collections", tags=["status"])
+    async def collections() -> list[dict[str, Any]]:
+        """Collections in this data directory."""
+        return await svc.collections()
+
+    @app.get("/status", tags=["status"])
+    async def status(
+        collection: str | None = Query(None, max_length=200, pattern=schemas.COLLECTION_PATTERN),
+    ) -> dict[str, Any]:
+        """Collections (counts, store, model, roots, freshness) and the server (queue, last errors)."""
+        return await svc.status(collection)
+
+    @app.get("/metrics", tags=["status"], response_class=Response)
+    async def metrics() -> Response:
+        """Prometheus text format."""
+        try:
+            await svc.status()  # refreshes the index-size gauges
+        except (Overloaded, IndexerError) as exc:
+            logger.debug("metrics: index sizes not refreshed: %s", exc)
+        return Response(svc.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
+
+    @app.get("/files", tags=["search"])
+    async def file_text(
+        path: str = Query(..., max_length=4096, description="absolute path of an indexed file"),
+        collection: str = Query("default", max_length=200, pattern=schemas.COLLECTION_PATTERN),
+    ) -> dict[str, Any]:
+        """The text of an indexed file (only files the collection indexed, inside its roots)."""
+        return await svc.file_text(collection, path)
+
+    @app.post("/collections/{name}/sync", response_model=schemas.SyncOut, tags=["admin"])
+    async def sync(name: str) -> dict[str, Any]:
+        """Re-sync every root of a collection (admin scope); searches keep being answered meanwhile."""
+        if not _valid_name(name):
+            raise InputError(f"{name!r} is not a collection name (letters, digits, '-', '_', '.')")
+        report = await svc.sync(name)
+        return {"collection": name, "report": report.to_dict()}
+
+
+def _valid_name(name: str) -> bool:
+    return bool(name) and not name.startswith(".") and all(c.isalnum() or c in "-_." for c in name)
+
+
+class _NotReady(Exception):
+    pass
+
+
+# -- errors and timing -------------------------------------------------------------------------------------------
+def error_response(status: int, message: str, kind: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _install_error_handlers(app: FastAPI, svc: Service) -> None:
+    def count(kind: str) -> None:
+        svc.metrics.errors.labels(type=kind).inc()
+
+    @app.exception_handler(Overloaded)
+    async def overloaded(request: Request, exc: Overloaded) -> JSONResponse:
+        count("overloaded")
+        svc.metrics.rejected.inc()
+        return error_response(503, str(exc), "overloaded_error", {"Retry-After": str(exc.retry_after)})
+
+    @app.exception_handler(_NotReady)
+    async def not_ready(request: Request, exc: _NotReady) -> JSONResponse:
+        count("not_ready")
+        return error_response(503, str(exc), "not_ready", {"Retry-After": "5"})
+
+    @app.exception_handler(IndexerError)
+    async def indexer_error(request: Request, exc: IndexerError) -> JSONResponse:
+        status, kind = _status_of(exc)
+        count(kind)
+        if status >= 500:
+            svc.record_error(request.url.path, exc)
+            logger.error("%s %s: %s", request.method, request.url.path, exc)
+        return error_response(status, str(exc), kind, {"Retry-After": "5"} if status == 503 else None)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        count("invalid_request_error")
+        return error_response(422, _validation_message(exc), "invalid_request_error")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        count("http_error")
+        return error_response(exc.status_code, str(exc.detail), "invalid_request_error", exc.headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        count("internal_error")
+        svc.record_error(request.url.path, exc)
+        logger.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal error; the server log has the details", "internal_error")
+
+
+def _status_of(exc: IndexerError) -> tuple[int, str]:
+    if isinstance(exc, NotFoundError):
+        return 404, "not_found_error"
+    if isinstance(exc, InputError):
+        return 400, "invalid_request_error"
+    if isinstance(exc, CollectionMismatchError):
+        return 409, "conflict_error"
+    if isinstance(exc, StoreUnavailableError):
+        return 503, "store_unavailable"
+    if "being written by another" in str(exc):
+        return 409, "conflict_error"
+    return 500, "server_error"
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        parts.append(f"{loc or 'body'}: {err.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(parts)
+
+
+class TimingMiddleware:
+    """Request latency histogram by route template (not raw path: bounded label values)."""
+
+    def __init__(self, app: Any, svc: Service) -> None:
+        self.app = app
+        self.svc = svc
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def send_status(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = scope.get("route")
+            path = scope.get("path", "")
+            label = getattr(route, "path", None) or ("/mcp" if path.startswith("/mcp") else "other")
+            self.svc.metrics.requests.labels(
+                method=scope.get("method", ""), route=label, status=str(status[0])
+            ).observe(time.perf_counter() - started)

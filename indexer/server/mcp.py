@@ -1,0 +1,97 @@
+"""Model Context Protocol: the same search as the HTTP API, as MCP tools ``search`` and ``status``.
+
+Built with the official MCP Python SDK. The server's HTTP app mounts it at ``/mcp`` (streamable HTTP,
+stateless); ``indexer mcp`` serves it over stdio with its own :class:`~indexer.server.service.Service`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from indexer.server.service import Service
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "Searches the user's local documents (files indexed by `indexer`). Call `search` with a natural-language "
+    "query; each hit has the file path, line span (and PDF page), heading and the matching passage. Call "
+    "`status` to see the collections, their roots and sizes."
+)
+
+
+def build_mcp(svc: Service) -> Any:
+    try:
+        from mcp.server.mcpserver import MCPServer
+    except ImportError as exc:  # pragma: no cover - mcp is a dependency
+        raise ImportError("the MCP server needs the 'mcp' package: pip install 'mcp>=2.3'") from exc
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from indexer.errors import IndexerError
+    from indexer.server.service import search_options
+
+    server = MCPServer(name="indexer", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    @server.tool()
+    async def search(
+        query: str,
+        collection: str = "default",
+        k: int | None = None,
+        rerank: bool | None = None,
+        path_prefix: str | None = None,
+        path_glob: str | None = None,
+        file_types: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Search local documents. Returns hits best first: path, start_line, end_line, page, heading, text,
+        score (vector) and rerank_score. `path_prefix` keeps files under an absolute folder, `path_glob` matches
+        paths like '*.md', `file_types` extensions like ['md', 'py']; `rerank` turns the reranker on or off."""
+        from pydantic import ValidationError
+
+        from indexer.server.schemas import SearchBody
+
+        try:
+            body = SearchBody(
+                query=query,
+                collection=collection,
+                k=k,
+                candidates=None,
+                mode=None,
+                rerank=rerank,
+                path_prefix=path_prefix,
+                path_glob=path_glob,
+                file_types=file_types or [],
+            )
+            result = await svc.search(body.collection, body.query, **search_options(body))
+        except (IndexerError, ValidationError) as exc:  # the message names the problem and the fix
+            raise ToolError(str(exc)) from exc
+        return {"collection": collection, **result.to_dict()}
+
+    @server.tool()
+    async def status(collection: str | None = None) -> dict[str, Any]:
+        """Collections with their file, chunk and point counts, store, model and roots."""
+        try:
+            return await svc.status(collection)
+        except IndexerError as exc:
+            raise ToolError(str(exc)) from exc
+
+    return server
+
+
+def run_stdio(settings: Any) -> None:
+    """``indexer mcp``: serve the tools over stdin/stdout (logs go to stderr)."""
+    import anyio
+
+    from indexer.server.service import Service
+
+    svc = Service(settings)
+    server = build_mcp(svc)
+
+    async def main() -> None:
+        await anyio.to_thread.run_sync(svc.warm_up)
+        try:
+            await server.run_stdio_async()
+        finally:
+            await anyio.to_thread.run_sync(svc.close)
+
+    anyio.run(main)

@@ -1,0 +1,149 @@
+"""Request and response bodies of the HTTP API (they make the OpenAPI schema at /openapi.json).
+
+Range checks that depend on settings (k, candidates, input counts) are done by the facade or the service, so
+the schema stays the same whatever the configuration; the schema only rules out what is never valid.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+COLLECTION_PATTERN = r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- /search ---------------------------------------------------------------------------------------------------
+class SearchBody(_Strict):
+    query: str = Field(..., min_length=1, max_length=4096, description="what to look for")
+    collection: str = Field("default", min_length=1, max_length=200, pattern=COLLECTION_PATTERN)
+    k: int | None = Field(None, ge=1, description="results to return (default: the top_k setting)")
+    candidates: int | None = Field(None, ge=1, description="candidates fetched before reranking")
+    path_prefix: str | None = Field(None, max_length=4096, description="only files under this absolute path")
+    path_glob: str | None = Field(None, max_length=1024, description="glob on the file path, e.g. '*.md'")
+    file_types: list[str] = Field(default_factory=list, max_length=64, description="extensions, e.g. ['md', 'py']")
+    rerank: bool | None = Field(None, description="rerank on/off (default: on when a reranker is configured)")
+    mode: Literal["dense", "lexical", "hybrid"] | None = Field(None, description="retrieval mode (default: configured)")
+
+
+class HitOut(BaseModel):
+    path: str
+    start_line: int
+    end_line: int
+    page: int | None
+    heading: list[str]
+    text: str
+    score: float = Field(..., description="vector (retrieval) score, higher is better")
+    rerank_score: float | None = Field(None, description="cross-encoder score when the rerank stage ran")
+    chunk_id: str
+
+
+class SearchOut(BaseModel):
+    collection: str
+    hits: list[HitOut]
+    reranked: bool
+    rerank_note: str
+    timings_ms: dict[str, float]
+
+
+# -- errors ----------------------------------------------------------------------------------------------------
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+# -- /v1/embeddings (OpenAI) -----------------------------------------------------------------------------------
+EmbeddingInput = str | list[str] | list[int] | list[list[int]]
+
+
+class EmbeddingsBody(BaseModel):
+    model_config = ConfigDict(extra="allow")  # OpenAI clients may send fields we do not use (e.g. "user")
+
+    input: EmbeddingInput = Field(..., description="a string, a list of strings, a token list or token lists")
+    model: str | None = Field(None, max_length=1024)
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(None, description="not supported: the model's full width is always returned")
+    user: str | None = Field(None, max_length=1024)
+
+
+class EmbeddingItem(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingsOut(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingItem]
+    model: str
+    usage: Usage
+
+
+class ModelOut(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "indexer"
+    kind: Literal["embedding", "rerank"] = Field("embedding", description="what the model does here")
+
+
+class ModelsOut(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelOut]
+
+
+# -- /v1/rerank (Cohere / Jina) --------------------------------------------------------------------------------
+class RerankDocument(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    text: str
+
+
+class RerankBody(BaseModel):
+    model_config = ConfigDict(extra="allow")  # Cohere clients send e.g. max_tokens_per_doc, rank_fields
+
+    query: str = Field(..., min_length=1)
+    documents: list[str | RerankDocument] = Field(..., description="texts, or objects with a 'text' field")
+    model: str | None = Field(None, max_length=1024)
+    top_n: int | None = Field(None, ge=1)
+    return_documents: bool = False
+
+
+class RerankResultItem(BaseModel):
+    index: int
+    relevance_score: float
+    document: dict[str, Any] | None = None
+
+
+class RerankMeta(BaseModel):
+    billed_units: dict[str, int]
+    api_version: dict[str, str] = Field(default_factory=lambda: {"version": "2"})
+
+
+class RerankOut(BaseModel):
+    id: str
+    model: str
+    results: list[RerankResultItem]
+    usage: dict[str, int]
+    meta: RerankMeta
+
+
+# -- admin -----------------------------------------------------------------------------------------------------
+class SyncOut(BaseModel):
+    collection: str
+    report: dict[str, Any]

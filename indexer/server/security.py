@@ -1,0 +1,156 @@
+"""API keys with read and admin scopes, and the request body cap, as plain ASGI middleware.
+
+Middleware rather than route dependencies so that mounted apps (the MCP transport) are covered too.
+
+* Keys come in ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``. When no key is configured (the loopback
+  default) every request is allowed. Public paths (health, the page's static files, the schema) need no key.
+* Admin paths (``POST /collections/{name}/sync``) need an admin key; everything else a read or admin key.
+* Bodies larger than ``max_body_bytes`` are refused with 413, by ``Content-Length`` or while streaming.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PUBLIC_PATHS = frozenset({"/", "/healthz", "/readyz", "/openapi.json", "/docs", "/favicon.ico"})
+PUBLIC_PREFIXES = ("/static/",)
+
+
+def is_admin_path(method: str, path: str) -> bool:
+    return method == "POST" and path.startswith("/collections/") and path.endswith("/sync")
+
+
+async def send_error(send: Send, status: int, message: str, kind: str, headers: Iterable[tuple[str, str]] = ()) -> None:
+    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in headers]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+class KeyRing:
+    """Configured keys; ``extra_admin`` (the token announced to the local CLI) is accepted as an admin key but
+    does not by itself turn authentication on: with no configured key the loopback server stays open."""
+
+    def __init__(self, read: Iterable[str], admin: Iterable[str], extra_admin: Iterable[str] = ()) -> None:
+        self.read = tuple(k for k in read if k)
+        configured = tuple(k for k in admin if k)
+        self.enabled = bool(self.read or configured)
+        self.admin = configured + tuple(k for k in extra_admin if k)
+
+    def scope_of(self, key: str) -> str | None:
+        """ "admin", "read" or None; constant-time comparisons."""
+        admin = any(hmac.compare_digest(key.encode(), k.encode()) for k in self.admin)
+        read = any(hmac.compare_digest(key.encode(), k.encode()) for k in self.read)
+        return "admin" if admin else "read" if read else None
+
+
+def key_from_headers(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    for name, value in headers:
+        if name == b"authorization":
+            text = value.decode("latin-1").strip()
+            if text[:7].lower() == "bearer ":
+                return text[7:].strip()
+        elif name == b"x-api-key":
+            return value.decode("latin-1").strip()
+    return None
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.keys.enabled or scope.get("method") == "OPTIONS":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
+            await self.app(scope, receive, send)
+            return
+        key = key_from_headers(scope.get("headers", []))
+        if not key:
+            await send_error(
+                send,
+                401,
+                "an API key is required: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+                "authentication_error",
+                [("www-authenticate", "Bearer")],
+            )
+            return
+        granted = self.keys.scope_of(key)
+        if granted is None:
+            await send_error(
+                send, 401, "the API key is not valid", "authentication_error", [("www-authenticate", "Bearer")]
+            )
+            return
+        if is_admin_path(scope.get("method", ""), path) and granted != "admin":
+            await send_error(send, 403, "this operation needs an admin API key (admin_api_keys)", "permission_error")
+            return
+        scope.setdefault("state", {})["scope"] = granted
+        await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        message = (
+            f"the request body is larger than {self.max_bytes} bytes (max_body_bytes); send fewer or shorter inputs"
+        )
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared > self.max_bytes:
+                    await send_error(send, 413, message, "invalid_request_error")
+                    return
+        received = 0
+        started = False
+        refused = False
+
+        async def limited_receive() -> Message:
+            # Past the cap: answer 413 here, then tell the app the client left (its answer is dropped).
+            nonlocal received, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            msg = await receive()
+            if msg["type"] == "http.request":
+                received += len(msg.get("body", b""))
+                if received > self.max_bytes:
+                    refused = True
+                    if not started:
+                        await send_error(send, 413, message, "invalid_request_error")
+                    return {"type": "http.disconnect"}
+            return msg
+
+        async def tracking_send(msg: Message) -> None:
+            nonlocal started
+            if refused:
+                return
+            if msg["type"] == "http.response.start":
+                started = True
+            await send(msg)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except Exception:
+            if not refused:
+                raise

@@ -1,0 +1,346 @@
+"""What the server does, without HTTP: searches, status, embeddings and reranking through the facade.
+
+Threads (see docs/server.md):
+
+* the **model worker** (:class:`~indexer.server.worker.ModelWorker`) owns the query side: one ``Collection`` per
+  name (its query embedder, reranker and store handle) and the /v1 models. Every call that touches them runs
+  there, one at a time, searches first.
+* the **index thread** owns the write side: a second ``Collection`` per name with its *own* embedding context,
+  used by admin syncs and the watcher. A long indexing batch therefore never holds up a search; the two only
+  share the CPU. (Embedded Qdrant admits one client per folder, so for it the sync runs on the model worker,
+  after the searches queued before it.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from indexer.collection import Collection, list_collections, open_collection
+from indexer.errors import ConfigError, IndexerError, InputError, NotFoundError
+from indexer.pipeline import IndexReport
+from indexer.query import SearchRequest, SearchResult
+from indexer.server.metrics import Metrics
+from indexer.server.worker import PRIORITY_EMBED, PRIORITY_RERANK, PRIORITY_SEARCH, ModelWorker, Overloaded
+from indexer.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+PRIORITY_INDEX = 3
+NORM_L2 = 2  # LlamaEmbedding normalization mode: OpenAI-style embeddings are unit length
+_SEARCH_FIELDS = {f.name for f in fields(SearchRequest)}
+
+
+class Service:
+    """One per server process. Call :meth:`start` once, :meth:`close` at the end."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.worker = ModelWorker(settings.max_queue, settings.queue_timeout)
+        self.metrics = Metrics(lambda: float(self.worker.depth))
+        self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="indexer-index")
+        self._readers: dict[str, Collection] = {}  # model worker thread only
+        self._writers: dict[str, Collection] = {}  # index thread only
+        self._v1_embedder: Any = None
+        self._v1_reranker: Any = None
+        self.last_errors: deque[dict[str, Any]] = deque(maxlen=20)
+        self.started_at = time.time()
+        self.ready = False
+        self.ready_error: str | None = None
+        self.watchers: dict[str, Any] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    def warm_up(self) -> None:
+        """Load the models and open the stores (on the model worker) so the first search is fast."""
+        try:
+            self.worker.call_sync(self._warm, timeout=600)
+            self.ready, self.ready_error = True, None
+        except Exception as exc:  # reported by /readyz; the server still answers
+            self.ready, self.ready_error = False, str(exc)
+            self.record_error("warm-up", exc)
+            logger.warning("warm-up failed: %s", exc)
+
+    def _warm(self) -> None:
+        for rec in list_collections(self.settings):
+            col = self._reader(rec.name)
+            col.embedder  # noqa: B018 - loads the model
+            col.store.count(rec.name)
+            if self.settings.rerank_model:
+                col.reranker  # noqa: B018
+        self._embedder_v1()
+
+    def close(self) -> None:
+        from indexer.server.watchers import stop_watchers
+
+        stop_watchers(self)
+        try:
+            self.worker.call_sync(lambda: _close_all(self._readers, self._v1_embedder, self._v1_reranker), timeout=60)
+        except Exception as exc:  # closing is best effort
+            logger.warning("closing the query side failed: %s", exc)
+        self._v1_embedder = self._v1_reranker = None
+        self._index_pool.submit(lambda: _close_all(self._writers)).result(timeout=120)
+        self._index_pool.shutdown(wait=True)
+        self.worker.close()
+
+    def record_error(self, where: str, exc: BaseException) -> None:
+        self.last_errors.append({"time": time.time(), "where": where, "type": type(exc).__name__, "message": str(exc)})
+
+    # -- queries (model worker) --------------------------------------------------------------------------------
+    async def search(self, collection: str, query: str, **options: Any) -> SearchResult:
+        result = await self.worker.run(lambda: self._search(collection, query, options), PRIORITY_SEARCH)
+        for stage, ms in result.timings_ms.items():
+            self.metrics.stages.labels(stage=stage).observe(ms / 1000)
+        if result.reranked:
+            self.metrics.rerank_pairs.labels(source="search").inc(_rerank_count(result))
+        return result
+
+    def _search(self, name: str, query: str, options: dict[str, Any]) -> SearchResult:
+        col = self._reader(name)
+        mode = options.pop("mode", None)
+        if mode is not None:
+            if "mode" in _SEARCH_FIELDS:
+                options["mode"] = mode
+            elif mode != "dense":
+                raise InputError(f"mode {mode!r} is not available in this version; use 'dense' or leave it out")
+        if options.get("file_types") is not None:
+            options["file_types"] = tuple(t.lower().lstrip(".") for t in options["file_types"])
+        return col.search(query, **{k: v for k, v in options.items() if v is not None})
+
+    async def status(self, collection: str | None = None) -> dict[str, Any]:
+        cols = await self.worker.run(lambda: self._status(collection), PRIORITY_SEARCH)
+        for st in cols:
+            self.metrics.observe_status(st)
+        return {
+            "collections": cols,
+            "server": {
+                "uptime_s": round(time.time() - self.started_at, 1),
+                "ready": self.ready,
+                "queue_depth": self.worker.depth,
+                "queue_limit": self.settings.max_queue,
+                "jobs_completed": self.worker.completed,
+                "jobs_rejected": self.worker.rejected,
+                "watchers": sorted(self.watchers),
+                "last_errors": list(self.last_errors),
+            },
+        }
+
+    def _status(self, name: str | None) -> list[dict[str, Any]]:
+        names = [name] if name else [rec.name for rec in list_collections(self.settings)]
+        out = []
+        for n in names:
+            st = self._reader(n).status()
+            watcher = self.watchers.get(n)
+            freshness = getattr(watcher, "freshness", None)
+            if callable(freshness):
+                st["freshness"] = freshness()
+            out.append(st)
+        return out
+
+    async def collections(self) -> list[dict[str, Any]]:
+        recs = await asyncio.to_thread(list_collections, self.settings)
+        return [{"collection": r.name, "store": r.store, "model": r.model_id, "dimensions": r.dimensions} for r in recs]
+
+    async def check_ready(self) -> None:
+        """Raise unless the models are loaded and every store answers (runs on the model worker)."""
+        if not self.ready:
+            raise ConfigError(f"not ready: {self.ready_error or 'loading models'}")
+        await self.worker.run(self._probe_stores, PRIORITY_SEARCH)
+
+    def _probe_stores(self) -> None:
+        for name, col in list(self._readers.items()):
+            col.store.count(name)
+
+    def _reader(self, name: str) -> Collection:
+        col = self._readers.get(name)
+        if col is None:
+            col = open_collection(name, settings=self.settings)
+            if col.record is None:
+                col.close()
+                raise NotFoundError(f"collection {name!r} does not exist; GET /collections lists them")
+            self._readers[name] = col
+        return col
+
+    # -- file text for the search page (model worker: the state store is the query side's) --------------------
+    async def file_text(self, collection: str, path: str) -> dict[str, Any]:
+        from indexer.server.files import read_indexed_file
+
+        return await self.worker.run(lambda: read_indexed_file(self._reader(collection), path), PRIORITY_SEARCH)
+
+    # -- /v1 models (model worker) ------------------------------------------------------------------------------
+    def model_names(self) -> list[str]:
+        return [self.settings.embed_model]
+
+    def rerank_model_name(self) -> str | None:
+        return self.settings.rerank_model and Path(self.settings.rerank_model).stem
+
+    async def embed(
+        self, items: list[str | list[int]], model: str | None, dimensions: int | None = None
+    ) -> tuple[np.ndarray, int, str]:
+        vectors, tokens, name = await self.worker.run(lambda: self._embed(items, model, dimensions), PRIORITY_EMBED)
+        self.metrics.tokens_embedded.labels(source="v1").inc(tokens)
+        return vectors, tokens, name
+
+    def _embed(
+        self, items: list[str | list[int]], model: str | None, dimensions: int | None
+    ) -> tuple[np.ndarray, int, str]:
+        emb = self._embedder_v1()
+        self._check_model(model, emb)
+        if dimensions is not None and dimensions != emb.dimensions:
+            raise InputError(
+                f"dimensions={dimensions} is not supported: this model's embeddings have {emb.dimensions} dimensions "
+                "and are never shortened; leave 'dimensions' out"
+            )
+        total = 0
+        for i, item in enumerate(items):
+            n = emb.count_tokens(item) if isinstance(item, str) else len(item)
+            if isinstance(item, list) and n == 0:
+                raise InputError(f"input[{i}] is an empty token list; send at least one token id")
+            if n > emb.max_tokens:
+                raise InputError(
+                    f"input[{i}] has {n} tokens; the model takes at most {emb.max_tokens} per input: split it"
+                )
+            total += n
+            if total > self.settings.max_request_tokens:
+                raise InputError(
+                    f"the request has more than {self.settings.max_request_tokens} tokens (max_request_tokens); "
+                    "send fewer or shorter inputs per request"
+                )
+        try:
+            results, n_tokens = emb.engine.embed_arrays(list(items), normalize=NORM_L2, truncate=False)
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"{exc}; token ids must be between 0 and the model's vocabulary size") from exc
+        out = np.zeros((len(results), emb.dimensions), dtype=np.float32)
+        for i, r in enumerate(results):
+            out[i] = np.asarray(r, dtype=np.float32)
+        return out, int(n_tokens), self.settings.embed_model
+
+    def _check_model(self, model: str | None, emb: Any) -> None:
+        if not model:
+            return
+        spec = self.settings.embed_model
+        known = {
+            spec,
+            Path(spec).name,
+            Path(spec).stem,
+            emb.model_id,
+            Path(emb.model_path).name,
+            Path(emb.model_path).stem,
+        }
+        if model not in known:
+            raise NotFoundError(
+                f"model {model!r} is not served here; this server embeds with {spec!r} (GET /v1/models). Vectors "
+                "of different models cannot be compared, so no other name is accepted"
+            )
+
+    def _embedder_v1(self) -> Any:
+        if self._v1_embedder is None:
+            from indexer.embedder import LlamaEmbedder
+            from indexer.models import resolve_model
+
+            path = os.path.realpath(resolve_model(self.settings.embed_model))
+            for col in self._readers.values():  # share the context of a collection with the same model
+                if col.record is not None and os.path.realpath(col.record.model_path) == path:
+                    self._v1_embedder = col.embedder
+                    return self._v1_embedder
+            self._v1_embedder = LlamaEmbedder(path, n_threads=self.settings.threads)
+        return self._v1_embedder
+
+    async def rerank(self, query: str, documents: list[str], model: str | None) -> tuple[list[float], int, str]:
+        scores, tokens, name = await self.worker.run(lambda: self._rerank(query, documents, model), PRIORITY_RERANK)
+        self.metrics.rerank_pairs.labels(source="v1").inc(len(documents))
+        return scores, tokens, name
+
+    def _rerank(self, query: str, documents: list[str], model: str | None) -> tuple[list[float], int, str]:
+        name = self.rerank_model_name()
+        if not name or not self.settings.rerank_model:
+            raise NotFoundError("no reranker model is configured on this server; set rerank_model and restart")
+        spec = self.settings.rerank_model
+        if model and model not in {spec, name, Path(spec).name}:
+            raise NotFoundError(f"rerank model {model!r} is not served here; this server reranks with {name!r}")
+        if self._v1_reranker is None:
+            from indexer.embedder import LlamaReranker
+            from indexer.models import resolve_model
+
+            self._v1_reranker = LlamaReranker(
+                str(resolve_model(spec)), max_tokens=self.settings.rerank_max_tokens, n_threads=self.settings.threads
+            )
+        rr = self._v1_reranker
+        tokens = sum(len(s) for s in rr.engine.rank_sequences(query, documents, max_tokens=rr.max_tokens))
+        return rr.rerank(query, documents), tokens, name
+
+    # -- the write side (index thread) -------------------------------------------------------------------------
+    async def sync(self, collection: str) -> IndexReport:
+        """Re-sync every root of ``collection`` (admin); searches go on meanwhile."""
+        embedded_qdrant = await self.worker.run(lambda: self._is_embedded_qdrant(collection), PRIORITY_SEARCH)
+        if embedded_qdrant:
+            report = await self.worker.run(lambda: self._reader(collection).sync(), PRIORITY_INDEX)
+        else:
+            report = await self.run_on_index_thread(lambda: self.writer(collection).sync())
+        self.metrics.tokens_embedded.labels(source="index").inc(report.tokens_embedded)
+        return report
+
+    def _is_embedded_qdrant(self, name: str) -> bool:
+        rec = self._reader(name).record
+        return rec is not None and rec.store == "qdrant" and not rec.store_options.get("url")
+
+    async def run_on_index_thread(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._index_pool, fn)
+
+    def writer(self, name: str) -> Collection:
+        """The write-side Collection of ``name`` (call on the index thread only)."""
+        col = self._writers.get(name)
+        if col is None:
+            col = open_collection(name, settings=self.settings)
+            if col.record is None:
+                col.close()
+                raise NotFoundError(f"collection {name!r} does not exist; index it first (`indexer index PATH`)")
+            self._writers[name] = col
+        return col
+
+
+def search_options(body: Any) -> dict[str, Any]:
+    """The facade's search options from a request body (the facade applies defaults and range checks)."""
+    return {
+        "k": body.k,
+        "candidates": body.candidates,
+        "path_prefix": body.path_prefix,
+        "path_glob": body.path_glob,
+        "file_types": tuple(body.file_types) if body.file_types else None,
+        "rerank": body.rerank,
+        "mode": body.mode,
+    }
+
+
+def _rerank_count(result: SearchResult) -> int:
+    note = result.rerank_note.split()
+    return int(note[1]) if len(note) > 1 and note[0] == "reranked" and note[1].isdigit() else len(result.hits)
+
+
+def _close_all(cols: dict[str, Collection], *models: Any) -> None:
+    for col in cols.values():
+        try:
+            col.close()
+        except IndexerError as exc:
+            logger.warning("closing collection %s failed: %s", col.name, exc)
+    cols.clear()
+    shared = set()
+    for m in models:
+        if m is not None and id(m) not in shared:
+            shared.add(id(m))
+            closer = getattr(m, "close", None)
+            if closer is not None:
+                closer()
+
+
+__all__ = ["Overloaded", "Service", "search_options"]

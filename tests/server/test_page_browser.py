@@ -1,0 +1,82 @@
+"""The search page at `/` in a real headless browser (Debian's chromium + chromedriver, driven by selenium).
+
+`make test` installs the browser when it is missing (tools/ensure_browser.sh); run directly without it, this
+test is skipped with that instruction.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.server.conftest import ServerHandle
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("no chromium/chromedriver: run tools/ensure_browser.sh (make test does) to install them")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def test_search_page_end_to_end(served: ServerHandle, browser) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 60)
+    browser.get(served.url + "/")
+    rerank = browser.find_element(By.ID, "rerank")
+    wait.until(lambda d: d.find_element(By.ID, "collection").get_attribute("value") == "default")
+    wait.until(lambda d: rerank.is_enabled() and rerank.is_selected())  # a reranker is configured
+
+    # type a query: the expected file is on top, with span, heading and both scores
+    box = browser.find_element(By.ID, "q")
+    box.send_keys("how do I rotate the API keys?")
+    browser.find_element(By.ID, "go").click()
+    wait.until(lambda d: "reranked" in d.find_element(By.ID, "note").text)
+    first = browser.find_elements(By.CSS_SELECTOR, ".hit")[0]
+    assert first.find_element(By.CSS_SELECTOR, "a.path").text.endswith("docs/keys.md")
+    meta = first.find_element(By.CSS_SELECTOR, ".meta").text
+    assert "lines" in meta and "score" in meta and "rerank" in meta
+    assert "vault rotate" in first.find_element(By.CSS_SELECTOR, ".passage").text
+
+    # toggle rerank off: a new search without the rerank stage
+    rerank.click()
+    wait.until(lambda d: "disabled for this query" in d.find_element(By.ID, "note").text)
+    first = browser.find_elements(By.CSS_SELECTOR, ".hit")[0]
+    assert "rerank" not in first.find_element(By.CSS_SELECTOR, ".meta").text
+
+    # the link opens the file's text at the passage, highlighted
+    first.find_element(By.CSS_SELECTOR, "a.path").click()
+    wait.until(ec.visibility_of_element_located((By.ID, "viewer")))
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#viewer-text .hl"))
+    highlighted = " ".join(e.text for e in browser.find_elements(By.CSS_SELECTOR, "#viewer-text .hl"))
+    assert "vault rotate" in highlighted or "rotate" in highlighted.lower()
+    assert browser.find_element(By.ID, "viewer-title").text.startswith(
+        first.find_element(By.CSS_SELECTOR, "a.path").text
+    )
+
+    # an error is shown, not a blank page
+    box.clear()
+    browser.execute_script("document.getElementById('q').value = 'x'.repeat(5000)")
+    browser.find_element(By.ID, "go").click()
+    error = wait.until(ec.visibility_of_element_located((By.ID, "error")))
+    assert "4096" in error.text
+    assert browser.find_elements(By.CSS_SELECTOR, ".hit") == []

@@ -1,0 +1,113 @@
+"""`indexer serve` as a real process: it announces itself in the data directory, `indexer search` goes through
+it, and the announcement is gone after SIGTERM (then `indexer search` runs in-process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from indexer.server import announce
+from tests.server.conftest import index_corpus, make_settings, wait_for, write_corpus
+
+pytestmark = pytest.mark.slow
+
+
+def _env(data_dir: Path, model: Path, tmp: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        INDEXER_DATA_DIR=str(data_dir),
+        INDEXER_EMBED_MODEL=str(model),
+        INDEXER_THREADS="2",
+        INDEXER_CONFIG=str(tmp / "none.toml"),
+        INDEXER_SERVER_PORT="0",
+    )
+    env.pop("INDEXER_RERANK_MODEL", None)
+    return env
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "indexer.cli", *args], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def _search_count(url: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=30).text
+    m = re.search(
+        r'indexer_http_request_duration_seconds_count\{method="POST",route="/search",status="200"\} (\S+)', text
+    )
+    return float(m.group(1)) if m else 0.0
+
+
+def test_serve_announces_cli_search_uses_it_and_exit_cleans_up(tmp_path: Path, embed_model_path: Path) -> None:
+    root = write_corpus(tmp_path / "corpus").resolve()
+    data = tmp_path / "data"
+    index_corpus(make_settings(data, embed_model_path, None), root)
+    env = _env(data, embed_model_path, tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "indexer.cli", "serve", "--no-watch"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(lambda: announce.read(data) is not None or proc.poll() is not None, 180, "the announcement")
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        ann = announce.read(data)
+        assert ann is not None and ann.pid == proc.pid and ann.url.startswith("http://127.0.0.1:")
+        assert (announce.path_for(data).stat().st_mode & 0o777) == 0o600
+        wait_for(lambda: _answers(ann.url), 60, "the server to answer")
+
+        before = _search_count(ann.url)
+        out = _cli("search", "nightly backups of the database", "-k", "1", "--json", env=env)
+        assert out.returncode == 0, out.stderr
+        hits = json.loads(out.stdout)
+        assert hits[0]["path"] == str(root / "docs" / "backup.md")
+        assert _search_count(ann.url) == before + 1, httpx.get(ann.url + "/metrics").text  # answered by the server
+
+        missing = _cli("search", "x", "-c", "missing", env=env)
+        assert missing.returncode == 1 and "does not exist" in missing.stderr
+
+        local = _cli("search", "nightly backups of the database", "-k", "1", "--json", "--local", env=env)
+        assert local.returncode == 0 and json.loads(local.stdout)[0]["path"] == hits[0]["path"]
+        assert _search_count(ann.url) == before + 1  # --local did not go through the server
+
+        second = _cli("serve", "--no-watch", env=env)
+        assert second.returncode == 1 and "already serves" in second.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert not announce.path_for(data).exists()
+    after = _cli("search", "nightly backups of the database", "-k", "1", "--json", env=env)
+    assert after.returncode == 0 and json.loads(after.stdout)[0]["path"] == hits[0]["path"]
+
+
+def test_a_stale_announcement_is_ignored(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    announce.write(tmp_path, announce.Announcement("http://127.0.0.1:9", dead.pid, "t", time.time(), str(tmp_path)))
+    assert announce.read(tmp_path) is None
+    from indexer.server.client import remote_search
+
+    assert remote_search(tmp_path, {"query": "x"}) is None
+
+
+def test_an_announced_server_that_does_not_answer_falls_back(tmp_path: Path) -> None:
+    from indexer.server.client import remote_search
+
+    # our own (live) pid, but nothing listens on the port: the CLI must fall back to in-process
+    announce.write(tmp_path, announce.Announcement("http://127.0.0.1:9", os.getpid(), "t", time.time(), str(tmp_path)))
+    assert remote_search(tmp_path, {"query": "x"}) is None
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url + "/readyz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
