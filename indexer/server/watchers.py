@@ -49,7 +49,7 @@ def _roots_of(svc: Service, name: str) -> list[str]:
 def start_watchers(svc: Service) -> None:
     """Start one watcher per collection (FAISS and Qdrant server stores) when ``indexer.watch`` is available."""
     try:
-        from indexer import watch  # type: ignore[attr-defined]
+        from indexer import watch
     except ImportError:
         logger.warning("live sync is not available in this build (no indexer.watch); serving without watchers")
         return
