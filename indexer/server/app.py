@@ -29,7 +29,7 @@ from indexer.errors import (
 from indexer.server import schemas
 from indexer.server.metrics import PROMETHEUS_CONTENT_TYPE
 from indexer.server.security import AuthMiddleware, BodyLimitMiddleware, KeyRing
-from indexer.server.service import Service, search_options
+from indexer.server.service import Service, search_request
 from indexer.server.worker import Overloaded
 from indexer.settings import Settings, load_settings
 
@@ -173,7 +173,7 @@ def _add_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/search", response_model=schemas.SearchOut, tags=["search"])
     async def search(body: schemas.SearchBody) -> dict[str, Any]:
         """Search a collection: embed the query, fetch candidates (filters applied), rerank, top k."""
-        result = await svc.search(body.collection, body.query, **search_options(body))
+        result = await svc.search(body.collection, search_request(body))
         return {"collection": body.collection, **result.to_dict()}
 
     @app.get("/collections", tags=["status"])

@@ -84,4 +84,10 @@ def result_from_json(answer: dict[str, Any]) -> Any:
         for h in answer["hits"]
     )
     timings = {k: float(v) for k, v in answer.get("timings_ms", {}).items()}
-    return SearchResult(hits, bool(answer.get("reranked")), str(answer.get("rerank_note", "")), timings)
+    return SearchResult(
+        hits,
+        bool(answer.get("reranked")),
+        str(answer.get("rerank_note", "")),
+        timings,
+        str(answer.get("mode", "dense")),
+    )

@@ -29,7 +29,7 @@ def build_mcp(svc: Service) -> Any:
     from mcp.server.mcpserver.exceptions import ToolError
 
     from indexer.errors import IndexerError
-    from indexer.server.service import search_options
+    from indexer.server.service import search_request
 
     server = MCPServer(name="indexer", instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -62,7 +62,7 @@ def build_mcp(svc: Service) -> Any:
                 path_glob=path_glob,
                 file_types=file_types or [],
             )
-            result = await svc.search(body.collection, body.query, **search_options(body))
+            result = await svc.search(body.collection, search_request(body))
         except (IndexerError, ValidationError) as exc:  # the message names the problem and the fix
             raise ToolError(str(exc)) from exc
         return {"collection": collection, **result.to_dict()}

@@ -47,6 +47,7 @@ class SearchOut(BaseModel):
     hits: list[HitOut]
     reranked: bool
     rerank_note: str
+    mode: str = Field("dense", description="the retrieval mode that ran")
     timings_ms: dict[str, float]
 
 

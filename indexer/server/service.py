@@ -20,7 +20,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,7 +38,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 PRIORITY_INDEX = 3
 NORM_L2 = 2  # LlamaEmbedding normalization mode: OpenAI-style embeddings are unit length
-_SEARCH_FIELDS = {f.name for f in fields(SearchRequest)}
 
 
 class Service:
@@ -97,25 +95,13 @@ class Service:
         self.last_errors.append({"time": time.time(), "where": where, "type": type(exc).__name__, "message": str(exc)})
 
     # -- queries (model worker) --------------------------------------------------------------------------------
-    async def search(self, collection: str, query: str, **options: Any) -> SearchResult:
-        result = await self.worker.run(lambda: self._search(collection, query, options), PRIORITY_SEARCH)
+    async def search(self, collection: str, request: SearchRequest) -> SearchResult:
+        result = await self.worker.run(lambda: self._reader(collection).search(request), PRIORITY_SEARCH)
         for stage, ms in result.timings_ms.items():
             self.metrics.stages.labels(stage=stage).observe(ms / 1000)
         if result.reranked:
             self.metrics.rerank_pairs.labels(source="search").inc(_rerank_count(result))
         return result
-
-    def _search(self, name: str, query: str, options: dict[str, Any]) -> SearchResult:
-        col = self._reader(name)
-        mode = options.pop("mode", None)
-        if mode is not None:
-            if "mode" in _SEARCH_FIELDS:
-                options["mode"] = mode
-            elif mode != "dense":
-                raise InputError(f"mode {mode!r} is not available in this version; use 'dense' or leave it out")
-        if options.get("file_types") is not None:
-            options["file_types"] = tuple(t.lower().lstrip(".") for t in options["file_types"])
-        return col.search(query, **{k: v for k, v in options.items() if v is not None})
 
     async def status(self, collection: str | None = None) -> dict[str, Any]:
         cols = await self.worker.run(lambda: self._status(collection), PRIORITY_SEARCH)
@@ -251,7 +237,8 @@ class Service:
             path = os.path.realpath(resolve_model(self.settings.embed_model))
             for col in self._readers.values():  # share the context of a collection with the same model
                 if col.record is not None and os.path.realpath(col.record.model_path) == path:
-                    self._v1_embedder = col.embedder
+                    # the facade wraps it in a lock (SerialEmbedder); every call here is on the worker thread anyway
+                    self._v1_embedder = getattr(col.embedder, "inner", col.embedder)
                     return self._v1_embedder
             self._v1_embedder = LlamaEmbedder(path, n_threads=self.settings.threads)
         return self._v1_embedder
@@ -309,17 +296,22 @@ class Service:
         return col
 
 
-def search_options(body: Any) -> dict[str, Any]:
-    """The facade's search options from a request body (the facade applies defaults and range checks)."""
-    return {
-        "k": body.k,
-        "candidates": body.candidates,
-        "path_prefix": body.path_prefix,
-        "path_glob": body.path_glob,
-        "file_types": tuple(body.file_types) if body.file_types else None,
-        "rerank": body.rerank,
-        "mode": body.mode,
-    }
+def search_request(body: Any) -> SearchRequest:
+    """The facade's request from an HTTP or MCP body (the facade applies defaults and range checks).
+
+    A relative ``path_prefix`` is refused: it would be resolved against the server's working directory."""
+    if body.path_prefix and not os.path.isabs(os.path.expanduser(body.path_prefix)):
+        raise InputError(f"path_prefix {body.path_prefix!r} is relative; send an absolute folder or file path")
+    return SearchRequest(
+        query=body.query,
+        k=body.k,
+        candidates=body.candidates,
+        path_prefix=body.path_prefix,
+        path_glob=body.path_glob,
+        file_types=tuple(body.file_types),
+        rerank=body.rerank,
+        mode=body.mode,
+    )
 
 
 def _rerank_count(result: SearchResult) -> int:
@@ -343,4 +335,4 @@ def _close_all(cols: dict[str, Collection], *models: Any) -> None:
                 closer()
 
 
-__all__ = ["Overloaded", "Service", "search_options"]
+__all__ = ["Overloaded", "Service", "search_request"]

@@ -63,13 +63,15 @@ def test_search_bad_input_is_a_json_error_without_stack_trace(served: ServerHand
         wrong_type = c.post("/search", json={"query": "keys", "k": "many"})
         extra = c.post("/search", json={"query": "keys", "colection": "typo"})
         not_json = c.post("/search", content=b"{not json", headers={"content-type": "application/json"})
+        relative = c.post("/search", json={"query": "keys", "path_prefix": "docs"})
     assert big_k.status_code == 400 and "max_top_k" in big_k.json()["error"]["message"]
     assert missing.status_code == 404 and "'nope' does not exist" in missing.json()["error"]["message"]
     assert blank.status_code == 400 and "empty" in blank.json()["error"]["message"]
     assert wrong_type.status_code == 422 and "k:" in wrong_type.json()["error"]["message"]
     assert extra.status_code == 422 and "colection" in extra.json()["error"]["message"]
     assert not_json.status_code == 422
-    for r in (big_k, missing, blank, wrong_type, extra, not_json):
+    assert relative.status_code == 400 and "absolute" in relative.json()["error"]["message"]
+    for r in (big_k, missing, blank, wrong_type, extra, not_json, relative):
         assert "Traceback" not in r.text and r.headers["content-type"].startswith("application/json")
 
 
