@@ -9,7 +9,9 @@ converter version is rebuilt (indexer.models.store checks ``indexer.converter_ve
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,23 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TEST_RERANKER = FIXTURES / "models" / "test-reranker-q8_0.gguf"
 TEST_MODELS_ENV = "INDEXER_TEST_MODELS_DIR"
 USER_MODELS_DIR = os.environ.get("INDEXER_MODELS_DIR")  # as the user set it (never used by the tests)
+THIRD_PARTY_PLUGINS = FIXTURES / "plugins"  # a third-party plugin distribution (see its README.md)
+
+
+def _install_third_party_plugin() -> None:
+    """Install the test's third-party plugin the way pip does: its package and dist-info folder on sys.path.
+
+    ``importlib.metadata`` then finds its entry points like those of any installed distribution. Done when this
+    conftest is imported, before any test module or nested conftest (the contract suite's parameters) asks."""
+    if str(THIRD_PARTY_PLUGINS) not in sys.path:
+        sys.path.insert(0, str(THIRD_PARTY_PLUGINS))
+        importlib.invalidate_caches()
+    from indexer import plugins
+
+    plugins.refresh()
+
+
+_install_third_party_plugin()
 
 
 def models_dir_for_tests() -> Path:
