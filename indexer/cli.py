@@ -90,7 +90,7 @@ def _open(collection: str | None, **overrides: Any) -> Collection:
 def index(
     paths: list[Path] = typer.Argument(None, help="folders to add as roots and sync (none: re-sync every root)"),
     collection: str | None = CollectionOpt,
-    store: str | None = typer.Option(None, help="faiss (default) or qdrant, for a new collection"),
+    store: str | None = typer.Option(None, help="store plugin for a new collection: faiss (default), qdrant, ..."),
     qdrant_url: str | None = typer.Option(None, help="Qdrant server URL (else embedded storage)"),
     metric: str | None = typer.Option(None, help="cosine (default), dot, euclid"),
     model: str | None = typer.Option(None, "--model", help="embedding model: catalogue name or .gguf path"),

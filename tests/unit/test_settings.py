@@ -29,3 +29,19 @@ def test_defaults_without_config(tmp_path, monkeypatch):
 def test_invalid_settings_are_config_errors_naming_the_field(field, value, message):
     with pytest.raises(ConfigError, match=message):
         load_settings(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"store": "mongo"}, "invalid setting store='mongo': unknown store 'mongo'; registered stores: "),
+        ({"top_k": 0}, "invalid setting top_k=0: input should be greater than or equal to 1"),
+        ({"metric": "jaccard"}, "invalid setting metric='jaccard': input should be 'cosine', 'dot'"),
+    ],
+)
+def test_invalid_settings_read_as_one_plain_line_without_pydantic_wording(overrides, expected):
+    with pytest.raises(ConfigError) as exc:
+        load_settings(**overrides)
+    text = str(exc.value)
+    assert text.startswith(expected) and "\n" not in text
+    assert "pydantic" not in text and "Value error" not in text and "validation error" not in text
