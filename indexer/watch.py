@@ -497,13 +497,11 @@ class Watcher:
         self._finish_batch(batch, report)
 
     def _sync(self, paths: list[str]) -> IndexReport:
-        sync_paths = getattr(self.collection, "sync_paths", None)
-        if sync_paths is not None:
-            stop = _StopCheck(self._stopping)
-            takes_progress = "progress" in inspect.signature(sync_paths).parameters
-            report: IndexReport = sync_paths(paths, progress=stop) if takes_progress else sync_paths(paths)
-            return report
-        report = self.collection.sync()  # until the facade has sync_paths
+        sync_paths = self.collection.sync_paths
+        if "progress" in inspect.signature(sync_paths).parameters:  # stop() interrupts between file batches
+            report: IndexReport = sync_paths(paths, progress=_StopCheck(self._stopping))
+        else:
+            report = sync_paths(paths)
         return report
 
     def _failed(self, batch: Batch, exc: Exception) -> None:

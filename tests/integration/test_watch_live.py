@@ -141,8 +141,7 @@ def test_folder_moved_out_and_back_in(live, tmp_path):
     shutil.move(str(outside / "baking"), str(live.root / "kitchen"))
     live.settle(lambda: "kitchen/bread.md" in live.files(), "tree moved back in")
     assert live.top("knead the dough and bake the loaf") == "kitchen/bread.md"
-    if hasattr(live.col, "sync_paths"):  # a full sync (the stopgap before sync_paths) drops unused cached vectors
-        assert live.embedded() == before, "moving a tree back in re-embedded chunks"
+    assert live.embedded() == before, "moving a tree back in re-embedded chunks"
 
 
 def test_folder_created_then_deleted(live):
