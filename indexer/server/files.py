@@ -9,7 +9,6 @@ match the hits), capped by ``max_file_size``.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from indexer import plugins
@@ -36,8 +35,7 @@ def read_indexed_file(col: Collection, path: str) -> dict[str, Any]:
         st = os.stat(real)
     except OSError as exc:
         raise NotFoundError(f"{path!r} was indexed but cannot be read now: {exc.strerror}") from exc
-    source_cls = plugins.load("indexer.sources", "filesystem")
-    source = source_cls([Path(root)], max_file_size=col.settings.max_file_size)
+    source = plugins.open_source(col.settings, [root])  # the readers the index used: same lines and pages
     try:
         doc = source.read(SourceRef(root=root, path=real, size=st.st_size, mtime_ns=st.st_mtime_ns))
     except SourceError as exc:

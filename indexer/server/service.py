@@ -127,9 +127,13 @@ class Service:
         for n in names:
             st = self._reader(n).status()
             watcher = self.watchers.get(n)
-            freshness = getattr(watcher, "freshness", None)
-            if callable(freshness):
-                st["freshness"] = freshness()
+            if watcher is not None:
+                from indexer.server.watchers import watch_status
+
+                st["watch"] = watch_status(watcher)
+                last = (st["watch"].get("freshness") or {}).get("last_ms")
+                if last is not None:
+                    self.metrics.freshness.labels(collection=n).set(last / 1000)
             out.append(st)
         return out
 
@@ -285,7 +289,8 @@ class Service:
         return await asyncio.get_running_loop().run_in_executor(self._index_pool, fn)
 
     def writer(self, name: str) -> Collection:
-        """The write-side Collection of ``name`` (call on the index thread only)."""
+        """The write-side Collection of ``name``: opened on the index thread; used there (admin syncs) and by the
+        collection's watcher thread (the facade serializes model calls; the writer lock serializes writes)."""
         col = self._writers.get(name)
         if col is None:
             col = open_collection(name, settings=self.settings)
