@@ -73,6 +73,11 @@ def _store_dir(settings: Settings, options: dict[str, Any]) -> Path | None:
     return p if p.is_absolute() else Path(settings.data_dir) / p
 
 
+def _vectors(rec: dict[str, Any]) -> str:
+    """The store collection holding the collection's vectors (another name after `indexer reindex`)."""
+    return str(rec["store_options"].get("vectors") or rec["name"])
+
+
 def _sqlite_copy(src: Path, dest: Path) -> None:
     """A consistent copy of a live SQLite database (WAL included), via the online backup API."""
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -171,7 +176,7 @@ def _store_guard(settings: Settings, rec: dict[str, Any]) -> Any:
     """The lock that keeps the store still while the store and then the state are copied."""
     folder = _store_dir(settings, rec["store_options"])
     if rec["store"] == "faiss" and folder is not None:
-        return _flock(folder / rec["name"] / "writer.lock")
+        return _flock(folder / _vectors(rec) / "writer.lock")
     if rec["store"] == "qdrant" and folder is not None:
         return _collection_lock(settings, rec["name"])
     return nullcontext()
@@ -205,7 +210,7 @@ def _collection_lock(settings: Settings, name: str) -> Iterator[None]:
 
 def _copy_store(settings: Settings, rec: dict[str, Any], dest: Path) -> int:
     """Copy the collection's vectors into ``dest``; returns the number of points copied."""
-    name, options = rec["name"], rec["store_options"]
+    name, options = _vectors(rec), rec["store_options"]
     folder = _store_dir(settings, options)
     if rec["store"] == "faiss" and folder is not None:
         src = folder / name
@@ -344,17 +349,18 @@ def restore(settings: Settings, source: str | Path) -> BackupReport:
 
 def _restore_store(settings: Settings, rec: dict[str, Any], src: Path) -> dict[str, Any]:
     """Put the vectors back; returns the store options to record (embedded stores: inside the data dir)."""
-    name, options = rec["name"], dict(rec["store_options"])
+    options = dict(rec["store_options"])
     data_dir = Path(settings.data_dir)
     if options.get("url"):
-        _qdrant_server_restore(settings, options["url"], name, src / f"{name}.snapshot")
+        vectors = _vectors(rec)
+        _qdrant_server_restore(settings, options["url"], vectors, src / f"{vectors}.snapshot")
         return options
-    relative = Path(rec["store"]) / name
+    relative = Path(rec["store"]) / rec["name"]
     target = data_dir / relative
     if target.exists() and any(target.iterdir()):
         raise InputError(f"{target} already holds store files; restore into an empty data directory")
     shutil.copytree(src, target, dirs_exist_ok=True)
-    options["path"] = str(target)
+    options["path"] = str(relative)  # inside the data directory: relative, so the directory can move
     return options
 
 

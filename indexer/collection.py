@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from indexer import plugins
+from indexer import plugins, reindex
 from indexer.errors import CollectionMismatchError, ConfigError, IndexerError, InputError, StoreError
 from indexer.normalization import choose_normalization, normalization_name
 from indexer.pipeline import IndexReport, Pipeline, Progress, within
@@ -122,7 +122,8 @@ class Collection:
                 kind = rec.store if rec else self.settings.store
                 options = rec.store_options if rec else self._new_store_options()
                 metric = Metric(rec.metric if rec else self.settings.metric)
-                self._store = plugins.open_store(kind, self._absolute(options), metric, self.settings)
+                store = plugins.open_store(kind, self._absolute(options), metric, self.settings)
+                self._store = reindex.wrap_store(store, rec)
             return self._store
 
     def _new_store_options(self) -> dict[str, Any]:
@@ -246,7 +247,8 @@ class Collection:
             raise CollectionMismatchError(
                 f"collection {self.name!r} was built with "
                 + ", ".join(problems)
-                + f"; its normalization is {normalization_name(rec.normalization)}. Vectors of different models or "
+                + f"; its normalization is {normalization_name(rec.normalization)}. To change its model without "
+                + f"downtime run `indexer reindex -c {self.name} --model NEW`. Vectors of different models or "
                 "metrics cannot be mixed: index into a new collection (--collection NEW), or drop this one "
                 f"(`indexer drop {self.name}`) and re-index."
             )
@@ -337,7 +339,11 @@ class Collection:
     def search(self, request: SearchRequest | str, **options: Any) -> SearchResult:
         """Run one search. ``request`` is a :class:`SearchRequest`, or the query text with the request's fields
         as keyword options. Defaults (``top_k``, ``candidates``, mode, rerank) and caps come from the settings;
-        anything out of range is an InputError naming the valid range."""
+        anything out of range is an InputError naming the valid range. Follows a model switch made by
+        `indexer reindex` in another process (one SELECT per query)."""
+        return reindex.following(self, lambda: self._search(request, **options))
+
+    def _search(self, request: SearchRequest | str, **options: Any) -> SearchResult:
         rec = self._require_record()
         if isinstance(request, str):
             request = SearchRequest.from_options(request, **options)
@@ -391,6 +397,7 @@ class Collection:
             "watcher": _watcher_status(self.settings, self.name),
             "health": health,
             "failures": [{"path": p, "reason": r} for p, r in self.state.failures(self.name)],
+            "reindex": reindex.progress(self),
         }
 
     def _require_record(self) -> CollectionRecord:
@@ -403,6 +410,7 @@ class Collection:
         if self.record is None:
             raise InputError(f"collection {self.name!r} does not exist")
         with self._writer_lock():
+            reindex.abort(self)
             self.store.drop(self.name)
             path = self._absolute(self.record.store_options).get("path")
             self.store.close()

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
-from indexer.errors import IndexerError
+from indexer.errors import IndexerError, InputError
 from indexer.settings import load_settings
 
 err = Console(stderr=True, soft_wrap=True)
@@ -106,8 +107,76 @@ def restore(
         )
 
 
+class _Bar:
+    """Pipeline progress drawn on stderr (files of the current pass)."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self.task = bar.add_task("re-embedding files", total=None)
+
+    def files_total(self, n: int) -> None:
+        self.bar.update(self.task, total=n, completed=0)
+
+    def file_done(self, path: str) -> None:
+        self.bar.advance(self.task)
+
+    def embedded(self, chunks: int, tokens: int) -> None:
+        pass
+
+
+def reindex(
+    model: str | None = typer.Option(None, "--model", metavar="MODEL", help="New embedding model (name or .gguf)."),
+    collection: str | None = _COLLECTION,
+    abort: bool = typer.Option(False, "--abort", help="Cancel a reindex under way; the old vectors stay."),
+    as_json: bool = _JSON,
+) -> None:
+    """Switch a collection to another embedding model without downtime (searches use the old vectors until the
+    new ones are complete); run again to resume after an interruption."""
+    import sys
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from indexer import reindex as job
+    from indexer.collection import open_collection
+
+    if not abort and not model:
+        raise _fail(InputError("pass --model NEW (or --abort to cancel a reindex under way)"), as_json)
+    try:
+        with open_collection(collection) as col:
+            if abort:
+                cancelled = job.abort(col)
+                result: dict[str, Any] = {"collection": col.name, "aborted": cancelled}
+            else:
+                assert model is not None
+                show = sys.stderr.isatty() and not as_json
+                with Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    console=err,
+                    disable=not show,
+                    transient=True,
+                ) as bar:
+                    result = job.run(col, model, _Bar(bar)).to_dict()
+    except IndexerError as exc:
+        raise _fail(exc, as_json) from exc
+    if as_json:
+        out.print_json(json.dumps(result))
+    elif abort:
+        err.print("reindex cancelled; the collection is unchanged" if result["aborted"] else "no reindex under way")
+    else:
+        first, last = result["first_pass"], result["catch_up"]
+        err.print(
+            f"{result['collection']} now uses {result['model']} (was {result['old_model']}): "
+            f"{first.get('chunks_embedded', 0)} chunks embedded, {last.get('files_indexed', 0)} files caught up "
+            f"at the switch, in {result['seconds']:.1f}s",
+            highlight=False,
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add the operations commands to ``app``."""
     app.command()(migrate)
     app.command()(backup)
     app.command()(restore)
+    app.command()(reindex)
