@@ -29,7 +29,6 @@ LOOP = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     from indexer.collection import open_collection
-from indexer.settings import load_settings
 
     out, stop = Path(sys.argv[1]), Path(sys.argv[2])
     with open_collection() as col, out.open("a") as log:
