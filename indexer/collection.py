@@ -122,7 +122,8 @@ class Collection:
                 kind = rec.store if rec else self.settings.store
                 options = rec.store_options if rec else self._new_store_options()
                 metric = Metric(rec.metric if rec else self.settings.metric)
-                store = plugins.open_store(kind, self._absolute(options), metric, self.settings)
+                opts = reindex.store_options(self._absolute(options))
+                store = plugins.open_store(kind, opts, metric, self.settings)
                 self._store = reindex.wrap_store(store, rec)
             return self._store
 

@@ -111,6 +111,11 @@ class AliasedStore:
         return getattr(self.inner, attr)
 
 
+def store_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Recorded options less ours (``vectors``): what the store plugin is built from."""
+    return {k: v for k, v in options.items() if k != VECTORS}
+
+
 def wrap_store(store: VectorStore, rec: CollectionRecord | None) -> VectorStore:
     """The collection's store, aliased to the store collection that holds its vectors after a reindex."""
     if rec is None or vectors_name(rec) == rec.name:
