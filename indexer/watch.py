@@ -154,7 +154,7 @@ class Watcher:
         self._next_rescan = float("inf")
         self._reconciled = False
         self.errors: dict[str, str] = {}
-        self.freshness = Freshness()
+        self.freshness_stats = Freshness()
         self.batches = 0
         self.totals = {
             "files_indexed": 0,
@@ -218,6 +218,19 @@ class Watcher:
                 return False
         return False
 
+    def freshness(self) -> dict[str, Any]:
+        """A short summary for a service's status page: state, queue, errors, change->searchable times."""
+        with self._cond:
+            queued = len(self._batcher) + (len(self._in_flight) if self._in_flight else 0)
+        return {
+            "state": self._state,
+            "queued": queued,
+            "files_with_errors": len(self.errors),
+            "batches": self.batches,
+            "polled_roots": list(self.polled_roots),
+            **self.freshness_stats.summary(),
+        }
+
     def status(self) -> dict[str, Any]:
         with self._cond:
             queued = sorted(set(self._batcher.paths()) | set(self._in_flight.paths if self._in_flight else ()))
@@ -234,7 +247,7 @@ class Watcher:
             "queued_paths": queued[:STATUS_PATHS_SHOWN],
             "errors": dict(list(self.errors.items())[-ERRORS_KEPT:]),
             "last_error": self.last_error,
-            "freshness": self.freshness.summary(),
+            "freshness": self.freshness_stats.summary(),
             "batches": self.batches,
             "totals": dict(self.totals),
             "last_batch": self.last_batch,
@@ -554,7 +567,7 @@ class Watcher:
         # Freshness counts file changes (a folder pass mostly re-checks files already synced one by one).
         ages = [now - batch.first_seen.get(p, now) for p in batch.paths if not os.path.isdir(p)]
         for age in ages:
-            self.freshness.add(age)
+            self.freshness_stats.add(age)
         self._record_failures(report, batch.paths)
         self.batches += 1
         self.last_batch = {
@@ -570,7 +583,7 @@ class Watcher:
         }
         with self._cond:
             queued = len(self._batcher)
-        fresh = self.freshness.summary()
+        fresh = self.freshness_stats.summary()
         logger.info(
             "batch %d: %d paths in %.2fs: %d indexed, %d removed, %d unchanged, %d failed; %d chunks embedded, "
             "%d reused; change->searchable %.0f ms (p50 %s, p95 %s); %d queued",
@@ -623,6 +636,43 @@ class Watcher:
             write_json_atomic(status_path(self.data_dir, self.name), self.status())
         except OSError as exc:
             logger.debug("cannot write the watch status: %s", exc)
+
+
+# -- embedding in a service ---------------------------------------------------------------------------------------
+class _SyncTarget:
+    """What the Watcher needs of a Collection, made of a ``sync_paths`` callable (the HTTP service runs the
+    writes on its own index thread). The reconciliation scan is ``sync_paths(roots)``: a folder is rescanned."""
+
+    record = True
+
+    def __init__(
+        self, name: str, roots: Sequence[str], settings: Any, sync_paths: Callable[[list[str]], IndexReport]
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self._roots = [str(Path(r)) for r in roots]
+        self._sync_paths = sync_paths
+        self.state = self
+
+    def roots(self, name: str) -> list[str]:
+        return list(self._roots)
+
+    def sync_paths(self, paths: list[str]) -> IndexReport:
+        return self._sync_paths(paths)
+
+    def sync(self, progress: Any = None) -> IndexReport:
+        return self._sync_paths(list(self._roots))
+
+
+def start_watcher(
+    name: str, roots: Sequence[str], settings: Any, sync_paths: Callable[[list[str]], IndexReport]
+) -> Watcher:
+    """Start a watcher of collection ``name`` whose batches go to ``sync_paths`` (the HTTP service's hook).
+
+    Returns the running :class:`Watcher`: ``stop()`` finishes the batch in hand; ``freshness()`` is for /status."""
+    watcher = Watcher(_SyncTarget(name, roots, settings, sync_paths))
+    watcher.start()
+    return watcher
 
 
 # -- watchdog glue ---------------------------------------------------------------------------------------------
@@ -699,10 +749,10 @@ def search_note(collection: Any) -> str | None:
     url = options.get("url") if rec is not None else collection.settings.qdrant_url
     if store == "qdrant" and not url:
         return (
-            "embedded Qdrant admits one process: while this watcher runs, `indexer search` from another shell is "
-            "refused. Search through `indexer serve` (it runs this same watcher inside and `indexer search` is "
-            "routed to it), or use a Qdrant server (--qdrant-url) or the FAISS store, which other processes can "
-            "search while a watcher writes."
+            "embedded Qdrant admits one process per folder: while this watcher runs, `indexer search` and `indexer "
+            "status` from another shell are refused. To search a live collection, run the watcher and the searches "
+            "in one process (Python: `Watcher(col).start()`, then `col.search(...)`), or use a Qdrant server "
+            "(--qdrant-url) or the FAISS store, which other processes can search while a watcher writes."
         )
     return None
 

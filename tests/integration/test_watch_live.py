@@ -245,8 +245,7 @@ class FlakyStore:
         return call
 
 
-def test_store_unreachable_then_restored_loses_nothing(live_faiss):
-    live = live_faiss
+def test_store_unreachable_then_restored_loses_nothing(live):
     flaky = FlakyStore(live.col.store)
     live.col._store = flaky  # the facade's lazily built store, replaced by the switchable wrapper
     flaky.down = True
@@ -260,3 +259,21 @@ def test_store_unreachable_then_restored_loses_nothing(live_faiss):
     live.settle(lambda: "comet.md" in live.files() and "astronomy/planets.txt" not in live.files(), "applied")
     assert live.top("a comet that returns every 76 years") == "comet.md"
     assert load_queue(data_dir, live.col.name) == []
+
+
+def test_service_hook_with_the_real_collection(tmp_path, embed_model_path):
+    """The HTTP service's way in: ``start_watcher(name, roots, settings, sync_paths)``."""
+    from indexer.watch import start_watcher
+
+    root = write_corpus(tmp_path / "root").resolve()
+    with indexer.open_collection("svc") as col:
+        col.index([root])
+        handle = start_watcher(col.name, [str(root)], col.settings, col.sync_paths)
+        try:
+            (root / "kites.md").write_text("Kites fly best in steady coastal winds.\n")
+            until(lambda: handle.wait_idle(DEADLINE) and any(p.endswith("kites.md") for p in col.state.files("svc")))
+            hits = col.search("flying a kite at the beach", k=1).hits
+            assert hits[0].path.endswith("kites.md")
+            assert handle.freshness()["samples"] >= 1
+        finally:
+            handle.stop()

@@ -261,3 +261,29 @@ def test_batches_are_sized_to_the_measured_pace(fake):
     assert watcher._batch_limit() == FAST.timing.min_paths
     watcher._pace = 1e6
     assert watcher._batch_limit() == FAST.timing.max_paths
+
+
+def test_start_watcher_is_the_service_hook(tmp_path):
+    from indexer.watch import start_watcher
+
+    root = tmp_path / "root"
+    root.mkdir()
+    calls: list[list[str]] = []
+    lock = threading.Lock()
+
+    def sync_paths(paths: list[str]) -> IndexReport:
+        with lock:
+            calls.append(list(paths))
+        return IndexReport()
+
+    handle = start_watcher("svc", [str(root)], FakeSettings(tmp_path / "data"), sync_paths)
+    try:
+        until(lambda: calls and calls[0] == [str(root)])  # the reconciliation scan: the root rescanned
+        (root / "n.md").write_text("note")
+        until(lambda: [str(root / "n.md")] in calls)
+        summary = handle.freshness()
+        assert summary["samples"] >= 1
+        assert {"state", "queued", "p50_ms", "p95_ms", "last_ms"} <= set(summary)
+    finally:
+        handle.stop()
+    assert (read_status(tmp_path / "data", "svc") or {}).get("state") == "stopped"
