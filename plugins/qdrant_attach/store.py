@@ -84,13 +84,17 @@ class AttachedStore:
         """Attached stores are never made from settings: ``indexer qdrant attach`` records their options."""
         raise ConfigError(
             f"the {cls.name} store attaches to an existing Qdrant collection and cannot create {collection!r}: "
-            "attach one with `indexer qdrant attach URL COLLECTION`, or choose another store (--store faiss)"
+            "attach one with `indexer qdrant index COLLECTION PATH --url URL` (or --path DIR), or choose another "
+            "store (--store faiss)"
         )
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], metric: Metric, settings: Settings) -> AttachedStore:
         """The API key is found as the module docstring says (never recorded with the options)."""
-        return cls(**{**options, "metric": metric})
+        opts: dict[str, Any] = {**options, "metric": metric}
+        if opts.get("url") and not opts.get("api_key"):
+            opts["api_key"] = api_key_for(str(opts["url"])) or settings.qdrant_api_key
+        return cls(**opts)
 
     # -- checks -------------------------------------------------------------------------------------------
     def _check(self) -> None:
