@@ -19,6 +19,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from indexer import plugins
 from indexer.errors import (
     CollectionMismatchError,
     IndexerError,
@@ -122,6 +123,8 @@ def create_app(
     from indexer.server.v1 import add_v1_routes
 
     add_v1_routes(app, svc)
+    for factory in plugins.load_all("indexer.routers").values():  # plugin routers, e.g. Qdrant's query API
+        app.include_router(factory(svc))
     if mcp_server is not None:
         _add_mcp_route(app, mcp_server, settings)
     return app

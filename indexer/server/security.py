@@ -2,8 +2,9 @@
 
 Middleware rather than route dependencies so that mounted apps (the MCP transport) are covered too.
 
-* Keys come in ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``. When no key is configured (the loopback
-  default) every request is allowed. Public paths (health, the page's static files, the schema) need no key.
+* Keys come in ``Authorization: Bearer KEY``, ``X-API-Key: KEY`` or ``api-key: KEY`` (what Qdrant clients
+  send). When no key is configured (the loopback default) every request is allowed. Public paths (health, the
+  page's static files, the schema) need no key.
 * Admin paths (``POST /collections/{name}/sync``) need an admin key; everything else a read or admin key.
 * Bodies larger than ``max_body_bytes`` are refused with 413, by ``Content-Length`` or while streaming.
 """
@@ -60,7 +61,7 @@ def key_from_headers(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
             text = value.decode("latin-1").strip()
             if text[:7].lower() == "bearer ":
                 return text[7:].strip()
-        elif name == b"x-api-key":
+        elif name in (b"x-api-key", b"api-key"):  # api-key: what Qdrant clients send (/collections/*/points/query)
             return value.decode("latin-1").strip()
     return None
 

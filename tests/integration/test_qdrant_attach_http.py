@@ -129,3 +129,31 @@ def test_raw_http_shape_and_scores(served):
         timeout=60,
     )
     assert bad.status_code == 400 and "prefetch" in bad.json()["status"]["error"]
+
+
+def test_the_http_service_serves_it_behind_its_api_keys(tmp_path, embedder, embed_model_path):
+    """The real service (create_app) includes the router through its entry point; qdrant-client's own
+    api_key (sent as the 'api-key' header) passes the service's key check."""
+    pytest.importorskip("indexer.server.app")
+    from tests.server.conftest import make_settings, start_server
+
+    loc = Loc(None, tmp_path / "qdrant")
+    name = f"theirs_{uuid.uuid4().hex[:8]}"
+    make_plain_named(loc, name, embedder)
+    settings = make_settings(tmp_path / "data", embed_model_path, None, api_keys=("read-key",))
+    with attach(name, path=loc.path, embedder=embedder, settings=settings) as col:
+        col.index([write_corpus(tmp_path / "corpus")])
+    handle = start_server(settings, tmp_path, warm_up=False, mcp=False)
+    try:
+        anonymous = QdrantClient(url=handle.url, cloud_inference=True, check_compatibility=False)
+        with pytest.raises(UnexpectedResponse) as exc:
+            anonymous.query_points(name, query=qm.Document(text="x", model="indexer"))
+        assert exc.value.status_code == 401
+        anonymous.close()
+        client = QdrantClient(url=handle.url, api_key="read-key", cloud_inference=True, check_compatibility=False)
+        res = client.query_points(name, query=qm.Document(text="exponential backoff between retries", model="m"))
+        assert res.points[0].payload["source"].endswith("retry.py")
+        client.close()
+        assert "/collections/{name}/points/query" in httpx.get(f"{handle.url}/openapi.json").json()["paths"]
+    finally:
+        handle.stop()
