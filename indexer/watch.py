@@ -21,6 +21,7 @@ background thread); :func:`run_watch` is ``indexer watch`` in the foreground. Ho
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import inspect
@@ -140,6 +141,10 @@ class Watcher:
         self._idle = threading.Event()
         self._thread: threading.Thread | None = None
         self._observers: list[Any] = []
+        self._native: Any = None
+        self._polling: Any = None
+        self._handler: Any = None
+        self._watches: dict[str, tuple[Any, Any]] = {}  # root -> (observer, its watch)
         self._lock_fh: IO[str] | None = None
         self.roots: list[str] = []
         self.polled_roots: list[str] = []
@@ -298,36 +303,61 @@ class Watcher:
         return present
 
     def _start_observers(self) -> None:
-        handler = _make_handler(self)
-        native = None
-        polling = None
+        self._handler = _make_handler(self)
         for root in self._watchable(self.roots):
-            if not self.options.polling:
-                try:
-                    if native is None:
-                        native = self._new_observer()
-                        native.start()
-                        self._observers.append(native)
-                    native.schedule(handler, root, recursive=True, event_filter=_event_filter())
-                    continue
-                except OSError as exc:
-                    sysctl = INOTIFY_LIMITS.get(exc.errno or 0)
-                    if sysctl is None:
-                        raise WatchError(f"cannot watch {root}: {exc}") from exc
-                    logger.warning(
-                        "cannot watch %s with inotify (%s): polling it every %.1fs instead; raise the limit with "
-                        "`sudo sysctl %s=<higher>` (and in /etc/sysctl.d/) to get instant updates",
-                        root,
-                        exc.strerror or exc,
-                        self.options.poll_seconds,
-                        sysctl,
-                    )
-            if polling is None:
-                polling = self._new_polling_observer()
-                polling.start()
-                self._observers.append(polling)
-            polling.schedule(handler, root, recursive=True)
+            self._watch_root(root)
+
+    def _watch_root(self, root: str) -> None:
+        """Watch ``root`` with inotify, or poll it (``polling`` option, or inotify refused by a kernel limit)."""
+        if not self.options.polling:
+            try:
+                if self._native is None:
+                    self._native = self._new_observer()
+                    self._native.start()
+                    self._observers.append(self._native)
+                watch = self._native.schedule(self._handler, root, recursive=True, event_filter=_event_filter())
+                self._watches[root] = (self._native, watch)
+                return
+            except OSError as exc:
+                sysctl = INOTIFY_LIMITS.get(exc.errno or 0)
+                if sysctl is None:
+                    raise WatchError(f"cannot watch {root}: {exc}") from exc
+                logger.warning(
+                    "cannot watch %s with inotify (%s): polling it every %.1fs instead; raise the limit with "
+                    "`sudo sysctl %s=<higher>` (and in /etc/sysctl.d/) to get instant updates",
+                    root,
+                    exc.strerror or exc,
+                    self.options.poll_seconds,
+                    sysctl,
+                )
+        if self._polling is None:
+            self._polling = self._new_polling_observer()
+            self._polling.start()
+            self._observers.append(self._polling)
+        self._watches[root] = (self._polling, self._polling.schedule(self._handler, root, recursive=True))
+        if root not in self.polled_roots:
             self.polled_roots.append(root)
+
+    def _refresh_watches(self) -> None:
+        """After a rescan: watch roots added to the collection since the start (no PATH given) and roots that
+        came back after being deleted or unmounted (their watch ended with them)."""
+        if not self._add_paths:
+            self.roots = list(self.collection.state.roots(self.name))
+        for root in self.roots:
+            held = self._watches.get(root)
+            if held is not None and _watch_alive(*held):
+                continue
+            if not os.path.isdir(root):
+                continue
+            if held is not None:
+                with contextlib.suppress(Exception):
+                    held[0].unschedule(held[1])
+                self._watches.pop(root, None)
+            try:
+                self._watch_root(root)
+                logger.info("watching %s again", root)
+            except (WatchError, OSError) as exc:
+                logger.warning("cannot watch %s: %s (the periodic rescan covers it)", root, exc)
 
     def _new_observer(self) -> Any:
         if self._observer_factory is not None:
@@ -345,6 +375,8 @@ class Watcher:
 
     def _stop_observers(self) -> None:
         observers, self._observers = self._observers, []
+        self._native = self._polling = None
+        self._watches = {}
         for observer in observers:
             try:
                 observer.stop()
@@ -452,6 +484,8 @@ class Watcher:
         self._succeeded()
         if not self._reconciled:
             self._warm_up()
+        else:
+            self._refresh_watches()
         self._reconciled = True
         if self.options.rescan_seconds > 0:
             self._next_rescan = self._clock() + self.options.rescan_seconds
@@ -676,6 +710,11 @@ def start_watcher(
 
 
 # -- watchdog glue ---------------------------------------------------------------------------------------------
+def _watch_alive(observer: Any, watch: Any) -> bool:
+    """Whether ``observer`` still has a running emitter for ``watch`` (one ends when its root is deleted)."""
+    return any(getattr(e, "watch", None) == watch and e.is_alive() for e in getattr(observer, "emitters", ()))
+
+
 def _event_filter() -> list[type[Any]]:
     from watchdog import events as ev
 

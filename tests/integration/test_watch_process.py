@@ -76,7 +76,8 @@ def _index_state(data_dir: Path) -> tuple[dict[str, list[str]], set[str], set[st
     return chunks, state_ids, store_ids
 
 
-def test_sigterm_finishes_and_exits_0_and_status_shows_the_watcher(tmp_path, embed_model_path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_finishes_and_exits_0_and_status_shows_the_watcher(tmp_path, embed_model_path, stop_signal):
     root = write_corpus(tmp_path / "root")
     data = tmp_path / "data"
     log = tmp_path / "watch.log"
@@ -88,7 +89,7 @@ def test_sigterm_finishes_and_exits_0_and_status_shows_the_watcher(tmp_path, emb
         (root / "late.md").write_text("Lighthouses warn ships away from rocky coasts.\n")
         until(lambda: (_status(data).get("totals") or {}).get("files_indexed", 0) >= 6, what="late file")
     finally:
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop_signal)
         code = proc.wait(120)
     text = log.read_text()
     assert code == 0, text
@@ -112,6 +113,8 @@ def test_sigkill_during_a_burst_then_restart_equals_a_clean_index(tmp_path, embe
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(60)
+    killed = _status(crashed)
+    assert killed["running"] is False and killed["state"] == "stopped"  # the lock died with the process
     # more changes while no watcher runs: found by the restart's reconciliation scan
     (root / "baking" / "bread.md").unlink()
     write_many(root / "later", n_files=5, paragraphs=2)

@@ -287,3 +287,36 @@ def test_start_watcher_is_the_service_hook(tmp_path):
     finally:
         handle.stop()
     assert (read_status(tmp_path / "data", "svc") or {}).get("state") == "stopped"
+
+
+def test_watching_a_collection_without_roots_says_what_to_do(tmp_path, monkeypatch):
+    from indexer.watch import watch_command
+
+    monkeypatch.setenv("INDEXER_DATA_DIR", str(tmp_path / "data"))
+    with pytest.raises(InputError, match="indexer watch PATH"):
+        watch_command(None, "nothing-here")
+    with pytest.raises(InputError, match="not an existing folder"):
+        watch_command([tmp_path / "missing"], "nothing-here")
+
+
+def test_rescans_watch_new_roots_and_roots_that_came_back(fake, tmp_path):
+    import shutil
+
+    from indexer.watch import _watch_alive
+
+    options = WatchOptions(rescan_seconds=0.2, timing=FAST.timing)
+    with Watcher(fake, options=options) as watcher:
+        assert watcher.wait_idle(20)
+        other = tmp_path / "other"
+        other.mkdir()
+        fake.state.root_list.append(str(other))  # `indexer index other` while the watcher runs
+        until(lambda: str(other) in watcher._watches)
+        (other / "o.md").write_text("in the new root")
+        until(lambda: str(other / "o.md") in fake.all_synced())
+
+        shutil.rmtree(fake.root)  # the root goes away (unmounted, deleted) and comes back
+        until(lambda: not _watch_alive(*watcher._watches[str(fake.root)]))
+        fake.root.mkdir()
+        until(lambda: _watch_alive(*watcher._watches[str(fake.root)]))
+        (fake.root / "back.md").write_text("watched again")
+        until(lambda: str(fake.root / "back.md") in fake.all_synced())
