@@ -789,9 +789,10 @@ def search_note(collection: Any) -> str | None:
     if store == "qdrant" and not url:
         return (
             "embedded Qdrant admits one process per folder: while this watcher runs, `indexer search` and `indexer "
-            "status` from another shell are refused. To search a live collection, run the watcher and the searches "
-            "in one process (Python: `Watcher(col).start()`, then `col.search(...)`), or use a Qdrant server "
-            "(--qdrant-url) or the FAISS store, which other processes can search while a watcher writes."
+            "status` from another shell are refused. To search while the collection is kept live, run `indexer "
+            "serve` instead of `indexer watch`: it runs this same watcher inside and `indexer search` goes through "
+            "it. Or use a Qdrant server (--qdrant-url) or the FAISS store, which other processes can search while a "
+            "watcher writes."
         )
     return None
 
