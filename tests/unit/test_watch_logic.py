@@ -320,3 +320,24 @@ def test_rescans_watch_new_roots_and_roots_that_came_back(fake, tmp_path):
         until(lambda: _watch_alive(*watcher._watches[str(fake.root)]))
         (fake.root / "back.md").write_text("watched again")
         until(lambda: str(fake.root / "back.md") in fake.all_synced())
+
+
+def test_a_collection_locked_by_another_writer_is_retried_not_skipped(fake):
+    from indexer import errors
+
+    locked = getattr(errors, "LockedError", errors.IndexerError)
+    attempts: list[int] = []
+    real = fake.sync_paths
+
+    def busy_then_free(paths: list[str]) -> IndexReport:
+        if len(attempts) < 4:  # more failures than a bad path is allowed
+            attempts.append(1)
+            raise locked(f"collection {fake.name!r} is being written by another indexer process; wait for it")
+        return real(paths)
+
+    with Watcher(fake, options=FAST) as watcher:
+        assert watcher.wait_idle(20)
+        fake.sync_paths = busy_then_free  # type: ignore[method-assign]
+        (fake.root / "a.md").write_text("waits for the lock")
+        until(lambda: str(fake.root / "a.md") in fake.all_synced(), timeout=60)
+    assert len(attempts) == 4 and not watcher.errors
