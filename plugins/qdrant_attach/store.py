@@ -118,7 +118,18 @@ class AttachedStore:
             )
         self._checked = True
 
+    def _own(self, collection: str) -> None:
+        """The port's ``collection`` must be this attachment: it holds exactly one set of vectors (ours, in one
+        slot of their collection), so no second store collection can live beside it (e.g. ``indexer reindex``)."""
+        if collection != self.marker:
+            raise ConfigError(
+                f"the attached Qdrant collection {self.collection!r} holds one set of our vectors, as {self.marker!r}; "
+                f"it cannot hold {collection!r} too. To change the model, detach (`indexer qdrant detach`) and index "
+                "again with the new model (into a vector that fits it, or --add-vector)"
+            )
+
     def ensure_collection(self, collection: str, dimensions: int, meta: Mapping[str, str]) -> None:
+        self._own(collection)
         self._check()
         want = self.meta.get("dimensions")
         if want is not None and int(want) != dimensions:
@@ -128,11 +139,14 @@ class AttachedStore:
             )
 
     def collection_meta(self, collection: str) -> dict[str, str] | None:
+        if collection != self.marker:
+            return None
         self._check()
         return {**self.meta, "metric": self.metric.value}
 
     # -- writes -------------------------------------------------------------------------------------------
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
+        self._own(collection)
         if not points:
             return
         self._check()
@@ -166,6 +180,7 @@ class AttachedStore:
         return self.client.retrieve(self.collection, ids, with_payload=True, with_vectors=False)
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
+        self._own(collection)
         if not ids:
             return
         self._check()
@@ -184,7 +199,10 @@ class AttachedStore:
                 )
 
     def drop(self, collection: str) -> None:
-        """Delete our points only; the collection, its config and everyone else's points stay."""
+        """Delete our points only; the collection, its config and everyone else's points stay. Another name
+        (no such store collection here) is a no-op."""
+        if collection != self.marker:
+            return
         if not call(self.where, "check a collection", lambda: self.client.collection_exists(self.collection)):
             return
         call(
@@ -199,6 +217,7 @@ class AttachedStore:
 
     def search(self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None) -> list[Hit]:
         """Nearest points of the whole collection (theirs and ours), in our payload terms (path, text, lines)."""
+        self._own(collection)
         if limit <= 0:
             return []
         self._check()
@@ -222,11 +241,13 @@ class AttachedStore:
         return hits[:limit]
 
     def count(self, collection: str) -> int:
+        self._own(collection)
         self._check()
         flt = self.ours_filter()
         return int(call(self.where, "count points", lambda: self.client.count(self.collection, flt, exact=True)).count)
 
     def list_ids(self, collection: str) -> set[str]:
+        self._own(collection)
         self._check()
         out: set[str] = set()
         offset: Any = None

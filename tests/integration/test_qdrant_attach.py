@@ -511,3 +511,22 @@ def test_add_a_named_vector_for_our_model(loc, cname, tmp_path, embedder):
         ConfigError, match="writes into vector minilm"
     ):
         col.index([tmp_path / "corpus"])
+
+
+def test_reindex_cannot_put_a_second_model_into_their_collection(loc, cname, tmp_path, embedder, embed_model_q8_path):
+    """`indexer reindex` builds new vectors beside the old in a second store collection; an attachment has one
+    slot in a foreign collection, so it is refused before anything is written (same size, another model file)."""
+    from typer.testing import CliRunner
+
+    from indexer.cli import app
+
+    make_plain_unnamed(loc, cname, embedder)
+    with attach(cname, **loc.kw(), embedder=embedder) as col:
+        col.index([write_corpus(tmp_path / "corpus")])
+        attached_as = col.name
+    before = dump(loc, cname)
+    result = CliRunner().invoke(app, ["reindex", "-c", attached_as, "--model", str(embed_model_q8_path)])
+    assert result.exit_code != 0 and "cannot hold" in result.output, result.output
+    assert dump(loc, cname) == before
+    with indexer.open_collection(attached_as) as own:
+        assert own.search("rings of Saturn").hits[0].path.endswith("planets.txt")
