@@ -89,14 +89,19 @@ class Collection:
                     )
                 embedder = LlamaEmbedder(path, n_threads=self.settings.threads)
                 if self.record is not None and embedder.model_id != self.record.model_id:
+                    if reindex.same_vectors(self, embedder):  # rebuilt from the same weights: keeps the vectors
+                        embedder.model_id = self.record.model_id
+                        self._embedder = SerialEmbedder(embedder)
+                        return self._embedder
                     closer = getattr(embedder, "close", None)
                     if closer is not None:
                         closer()
                     raise CollectionMismatchError(
                         f"the model file {path} is now {embedder.model_id!r}, but collection {self.name!r} was "
                         f"embedded with {self.record.model_id!r} (the file was rebuilt or replaced). Its vectors "
-                        "cannot be mixed with the new model's: restore the original file, or re-embed with "
-                        f"`indexer drop {self.name} --yes` and `indexer index` (or index into a new collection)."
+                        "cannot be mixed with the new model's: restore the original file, re-embed without downtime "
+                        f"(`indexer reindex -c {self.name} --model {path}`), or drop and re-index "
+                        f"(`indexer drop {self.name} --yes`, then `indexer index`)."
                     )
                 self._embedder = SerialEmbedder(embedder)
             return self._embedder

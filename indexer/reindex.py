@@ -454,3 +454,51 @@ def _cleanup(col: Collection, job: Job) -> None:
     if col.record is not None and col.record.store == "faiss" and isinstance(folder, Path):
         shutil.rmtree(folder / job.source, ignore_errors=True)
     shutil.rmtree(job_dir(col), ignore_errors=True)
+
+
+# -- a rebuilt model file with the same weights -----------------------------------------------------------------
+SAME_VECTORS_TOLERANCE = 2e-4  # max |difference| per component; f16 vs q8_0 of one model differ by ~5e-3
+SAME_VECTORS_SAMPLES = 4
+
+
+def same_vectors(col: Collection, embedder: Embedder, samples: int = SAME_VECTORS_SAMPLES) -> bool:
+    """True when ``embedder`` reproduces the collection's stored vectors (within float noise).
+
+    The model identity is a fingerprint of the GGUF file, so a file rebuilt from the same weights (a new
+    converter version, a copy elsewhere) gets a new id although it embeds exactly as before. This re-embeds the
+    texts of a few stored points and compares them with their vectors; only a match lets the collection keep
+    its vectors (an upgraded 0.1 data directory then searches and syncs without re-embedding). Any other
+    model, including another quantization of the same one, fails the comparison.
+    """
+    from indexer.normalization import cache_tag
+
+    rec = col.record
+    if rec is None or embedder.dimensions != rec.dimensions:
+        return False
+    key = f"{rec.model_id}|norm={cache_tag(rec.normalization)}"
+    db = sqlite3.connect(f"file:{col.state.path}?mode=ro", uri=True, timeout=30)
+    try:
+        rows = db.execute(
+            "SELECT v.content_hash, v.vector FROM vector_cache v JOIN chunks c ON c.content_hash = v.content_hash"
+            " WHERE v.model_key=? AND c.collection=? LIMIT ?",
+            (key, col.name, samples * 4),
+        ).fetchall()
+    finally:
+        db.close()
+    texts: list[str] = []
+    stored: list[np.ndarray] = []
+    for content_hash, blob in rows:
+        vector = np.frombuffer(blob, dtype=np.float32)
+        hits = col.store.search(col.name, vector, 3)
+        text = next((h.payload.get("text") for h in hits if h.payload.get("content_hash") == content_hash), None)
+        if isinstance(text, str) and text.strip():
+            texts.append(text)
+            stored.append(vector)
+        if len(texts) >= samples:
+            break
+    if not texts:
+        return False  # nothing to compare with: keep refusing
+    fresh = np.asarray(embedder.embed_batch(texts, rec.normalization), dtype=np.float32)
+    worst = float(np.abs(fresh - np.stack(stored)).max())
+    logger.info("model check for %s: %d texts re-embedded, max difference %.2e", col.name, len(texts), worst)
+    return worst <= SAME_VECTORS_TOLERANCE

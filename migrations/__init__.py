@@ -127,38 +127,25 @@ def m0001_initial(db: sqlite3.Connection) -> None:
 def m0002_relative_store_paths(db: sqlite3.Connection) -> None:
     """Store locations inside the data directory become relative to it (0.1 recorded absolute paths).
 
-    0.1 put every embedded store at ``<data dir>/faiss/<name>`` or ``<data dir>/qdrant/<name>``. Such a path is
-    rewritten to ``faiss/<name>`` (resolved against the data directory on open) when it lies in this data
-    directory, or when it no longer exists but the same layout exists here: the directory was moved or copied.
-    Any other path (a store the user placed elsewhere) is left as it is.
+    0.1 created every embedded store at ``<data dir>/faiss/<name>`` or ``<data dir>/qdrant/<name>`` of the data
+    directory holding the state. A path of that form is rewritten to ``faiss/<name>`` (resolved against the data
+    directory on open), so a moved or copied data directory uses its own store, never the original's. Any other
+    path (a store placed elsewhere by hand) is left as it is.
     """
-    data_dir = _data_dir(db)
-    for name, raw in db.execute("SELECT name, store_options FROM collections").fetchall():
+    for name, store, raw in db.execute("SELECT name, store, store_options FROM collections").fetchall():
         options = json.loads(raw)
         path = options.get("path")
         if not isinstance(path, str) or not Path(path).is_absolute():
             continue
         p = Path(path)
-        relative = Path(p.parent.name) / p.name
-        if p.parent.name not in ("faiss", "qdrant") or data_dir is None:
-            continue
-        moved = not p.exists() and (data_dir / relative).exists()
-        if p.parent.parent == data_dir or moved:
-            options["path"] = str(relative)
+        if p.parent.name == store and p.name == name:
+            options["path"] = str(Path(store) / name)
             db.execute(
                 "UPDATE collections SET store_options=? WHERE name=?", (json.dumps(options, sort_keys=True), name)
             )
 
 
-def _data_dir(db: sqlite3.Connection) -> Path | None:
-    """The folder of the main database file (None for an in-memory database)."""
-    for _seq, schema, filename in db.execute("PRAGMA database_list"):
-        if schema == "main":
-            return Path(filename).parent if filename else None
-    return None
-
-
-MIGRATIONS: list[Migration] = [m0001_initial]
+MIGRATIONS: list[Migration] = [m0001_initial, m0002_relative_store_paths]
 
 
 # -- the runner ----------------------------------------------------------------------------------------------
