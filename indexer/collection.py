@@ -22,12 +22,12 @@ from indexer import plugins, reindex
 from indexer.errors import CollectionMismatchError, ConfigError, IndexerError, InputError, StoreError
 from indexer.normalization import choose_normalization, normalization_name
 from indexer.pipeline import IndexReport, Pipeline, Progress, within
-from indexer.ports import Embedder, Reranker, Source, VectorStore
+from indexer.ports import Chunker, Embedder, Reranker, Source, VectorStore
 from indexer.query import QueryLimits, SearchRequest, SearchResult, prepare, run_search
 from indexer.settings import Settings, load_settings
 from indexer.state import CollectionRecord, StateStore
 from indexer.threads import SerialEmbedder, SerialReranker
-from indexer.types import Metric
+from indexer.types import Chunk, Document, Metric
 
 logger = logging.getLogger(__name__)
 
@@ -305,15 +305,12 @@ class Collection:
         return report
 
     def _mark_lost_points(self) -> None:
-        """Files whose points the store lost are re-read on this sync (their vectors come from the cache)."""
-        state_ids = self.state.point_ids(self.name)
-        if not state_ids:
+        """Files whose points the store lost are re-read on this sync (their vectors come from the cache).
+        The full id comparison runs only when the counts disagree (``health()`` always compares ids)."""
+        expected = self.state.count_points(self.name)
+        if expected == 0 or self.store.count(self.name) == expected:
             return
-        if self.store.count(self.name) >= len(state_ids):
-            store_ids = self.store.list_ids(self.name)
-            lost = state_ids - store_ids
-        else:
-            lost = state_ids - self.store.list_ids(self.name)
+        lost = self.state.point_ids(self.name) - self.store.list_ids(self.name)
         if lost:
             paths = self.state.paths_of_points(self.name, lost)
             logger.warning("the store lost %d points of %d files; re-writing them", len(lost), len(paths))
@@ -321,6 +318,8 @@ class Collection:
 
     def _remove_orphans(self) -> int:
         """Delete points the store holds but no committed chunk owns (e.g. left behind by a lost state file)."""
+        if self.store.count(self.name) == self.state.count_points(self.name):
+            return 0  # lost points were re-written above, so equal counts mean equal sets
         orphans = self.store.list_ids(self.name) - self.state.point_ids(self.name)
         if orphans:
             logger.warning("deleting %d points of collection %r that no indexed file owns", len(orphans), self.name)
@@ -432,14 +431,14 @@ class Collection:
 
     # -- helpers -----------------------------------------------------------------------------------------
     def _pipeline(self, rec: CollectionRecord, progress: Progress | None) -> Pipeline:
-        from indexer.chunking import TokenChunker
-
+        """The pipeline for this collection. The model is loaded on the first chunk or embedding, so a run that
+        finds nothing changed never pays for it."""
         return Pipeline(
             collection=self.name,
             state=self.state,
             store=self.store,
-            embedder=self.embedder,
-            chunker=TokenChunker(self.embedder, overlap_tokens=self.settings.chunk_overlap),
+            embedder=_LazyEmbedder(self, rec),
+            chunker=_LazyChunker(self),
             normalization=rec.normalization,
             batch_chunks=self.settings.embed_batch_chunks,
             progress=progress,
@@ -520,6 +519,45 @@ def _resolve_root(path: str | Path) -> str:
     if not p.is_dir():
         raise InputError(f"{path} is a file; pass the folder that contains it (roots are folders)")
     return str(p.resolve())
+
+
+class _LazyEmbedder:
+    """The collection's embedder, loaded on first use; identity and size come from the collection's record."""
+
+    def __init__(self, collection: Collection, rec: CollectionRecord) -> None:
+        self._collection = collection
+        self.model_id = rec.model_id
+        self.dimensions = rec.dimensions
+
+    @property
+    def similarity(self) -> str:
+        return self._collection.embedder.similarity
+
+    @property
+    def max_tokens(self) -> int:
+        return self._collection.embedder.max_tokens
+
+    def count_tokens(self, text: str) -> int:
+        return self._collection.embedder.count_tokens(text)
+
+    def embed_batch(self, texts: Sequence[str], normalize: Any) -> Any:
+        return self._collection.embedder.embed_batch(texts, normalize)
+
+
+class _LazyChunker:
+    """A TokenChunker on the collection's embedder, built on the first document."""
+
+    def __init__(self, collection: Collection) -> None:
+        self._collection = collection
+        self._chunker: Chunker | None = None
+
+    def chunk(self, doc: Document) -> Iterator[Chunk]:
+        if self._chunker is None:
+            from indexer.chunking import TokenChunker
+
+            embedder = self._collection.embedder
+            self._chunker = TokenChunker(embedder, overlap_tokens=self._collection.settings.chunk_overlap)
+        return self._chunker.chunk(doc)
 
 
 def _group_by_root(paths: Iterable[str | Path], roots: Sequence[str]) -> dict[str, list[str]]:

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 class TokenCounter(Protocol):
     """What the chunker needs of a model: exact token counts (special tokens included) and the limit."""
 
-    max_tokens: int
+    @property
+    def max_tokens(self) -> int: ...
 
     def count_tokens(self, text: str) -> int: ...
 
@@ -30,7 +31,9 @@ class Embedder(TokenCounter, Protocol):
 
     model_id: str
     dimensions: int
-    similarity: str
+
+    @property
+    def similarity(self) -> str: ...
 
     def embed_batch(self, texts: Sequence[str], normalize: Normalization) -> np.ndarray:
         """Return a float32 array of shape (len(texts), dimensions), normalised as asked (see indexer.normalization)."""

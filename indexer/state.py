@@ -203,6 +203,9 @@ class StateStore:
         rows = self._db.execute("SELECT point_id FROM chunks WHERE collection=?", (collection,))
         return {r[0] for r in rows}
 
+    def count_points(self, collection: str) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM chunks WHERE collection=?", (collection,)).fetchone()[0])
+
     def pending_ids(self, collection: str) -> list[str]:
         return [r[0] for r in self._db.execute("SELECT point_id FROM pending WHERE collection=?", (collection,))]
 
