@@ -69,6 +69,7 @@ def _idle(data_dir: Path) -> bool:
 def _index_state(data_dir: Path) -> tuple[dict[str, list[str]], set[str], set[str]]:
     """(path -> chunk content hashes), the state's point ids and the store's point ids."""
     with indexer.open_collection("default", data_dir=data_dir) as col:
+        assert col.record is not None and col.record.store == os.environ.get("INDEXER_STORE", "faiss")
         files = col.state.files("default")
         chunks = {p: [c.content_hash for c in col.state.chunks("default", p)] for p in files}
         state_ids = {pid for ids in col.state.chunk_ids("default", list(files)).values() for pid in ids}
@@ -100,7 +101,9 @@ def test_signal_finishes_and_exits_0_and_status_shows_the_watcher(tmp_path, embe
     assert json.loads(out.stdout)[0]["path"].endswith("late.md")
 
 
-def test_sigkill_during_a_burst_then_restart_equals_a_clean_index(tmp_path, embed_model_path):
+@pytest.mark.parametrize("store", ["faiss", "qdrant"])
+def test_sigkill_during_a_burst_then_restart_equals_a_clean_index(tmp_path, embed_model_path, store, monkeypatch):
+    monkeypatch.setenv("INDEXER_STORE", store)  # the collection the first watcher creates, and the clean one
     root = tmp_path / "root"
     write_corpus(root)
     crashed, clean = tmp_path / "crashed", tmp_path / "clean"
