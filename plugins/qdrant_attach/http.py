@@ -247,7 +247,7 @@ async def _forward(endpoint: QueryEndpoint, name: str, body: dict[str, Any], sta
     if rec_name is not None:
         rec = next(r for r in list_collections(endpoint.settings) if r.name == rec_name)
         target = rec.store_options["collection"]
-    key = api_key_for(url)
+    key = api_key_for(url, endpoint.settings)
     headers = {"api-key": key} if key else {}
     try:
         async with httpx.AsyncClient(timeout=30.0) as client:

@@ -93,7 +93,7 @@ class AttachedStore:
         """The API key is found as the module docstring says (never recorded with the options)."""
         opts: dict[str, Any] = {**options, "metric": metric}
         if opts.get("url") and not opts.get("api_key"):
-            opts["api_key"] = api_key_for(str(opts["url"])) or settings.qdrant_api_key
+            opts["api_key"] = api_key_for(str(opts["url"]), settings)
         return cls(**opts)
 
     # -- checks -------------------------------------------------------------------------------------------
@@ -285,9 +285,14 @@ def remember_api_key(url: str, api_key: str) -> None:
     _API_KEYS[url] = api_key
 
 
-def api_key_for(url: str) -> str | None:
-    """The API key for ``url``: one given to attach() in this process, else the setting (or its variable)."""
-    return _API_KEYS.get(url) or os.environ.get("INDEXER_QDRANT_API_KEY") or _settings_api_key()
+def api_key_for(url: str, settings: Settings | None = None) -> str | None:
+    """The API key for ``url``: one given to attach() in this process, else the ``qdrant_api_key`` setting (of
+    ``settings`` when given, else as loaded from the environment and config file)."""
+    if url in _API_KEYS:
+        return _API_KEYS[url]
+    if settings is not None:
+        return settings.qdrant_api_key
+    return os.environ.get("INDEXER_QDRANT_API_KEY") or _settings_api_key()
 
 
 def _settings_api_key() -> str | None:

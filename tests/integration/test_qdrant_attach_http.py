@@ -157,3 +157,73 @@ def test_the_http_service_serves_it_behind_its_api_keys(tmp_path, embedder, embe
         assert "/collections/{name}/points/query" in httpx.get(f"{handle.url}/openapi.json").json()["paths"]
     finally:
         handle.stop()
+
+
+def test_queries_we_do_not_extend_are_forwarded_unchanged(tmp_path):
+    """A vector query goes to the collection's Qdrant server as sent, with the API key, and its answer (status
+    and body) comes back as is. The upstream here is a loopback stand-in recording what it receives."""
+    import json
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    from plugins.qdrant_attach.http import build_router
+
+    seen: list[tuple[str, str | None, dict[str, Any]]] = []
+
+    class Upstream(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            seen.append((self.path, self.headers.get("api-key"), body))
+            status = 404 if "missing" in self.path else 200
+            out = json.dumps({"result": {"points": [{"id": 7, "version": 3, "score": 0.25}]}, "status": "ok",
+                              "time": 0.5} if status == 200 else {"status": {"error": "Not found"}}).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    upstream = HTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    settings = indexer.load_settings(
+        qdrant_url=f"http://127.0.0.1:{upstream.server_port}", qdrant_api_key="secret", data_dir=tmp_path / "data"
+    )
+
+    async def run(fn):
+        return fn()
+
+    app = FastAPI()
+    app.include_router(build_router(settings, run))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    try:
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        client = QdrantClient(url=url, check_compatibility=False)
+        flt = qm.Filter(must=[qm.FieldCondition(key="k", match=qm.MatchValue(value="v"))])
+        res = client.query_points("docs", query=[0.5, 0.25], using="dense", query_filter=flt, limit=4)
+        assert [(p.id, p.version, p.score) for p in res.points] == [(7, 3, 0.25)]
+        path, key, body = seen[-1]
+        assert path == "/collections/docs/points/query" and key == "secret"
+        sent = {"must": [{"key": "k", "match": {"value": "v"}}]}
+        assert body == {"query": {"nearest": [0.5, 0.25]}, "using": "dense", "filter": sent, "limit": 4,
+                        "with_vector": False, "with_payload": True}
+        with pytest.raises(UnexpectedResponse) as exc:
+            client.query_points("missing", query=[0.5, 0.25])
+        assert exc.value.status_code == 404 and b"Not found" in exc.value.content
+        client.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        upstream.shutdown()
