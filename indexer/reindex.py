@@ -138,17 +138,19 @@ def follow(col: Collection) -> bool:
         return False
     logger.info("collection %s changed under this process (reindex switch); reloading", col.name)
     with getattr(col, "_parts_lock", nullcontext()):
-        old_store, old_embedder = col._store, col._embedder
+        old_store = col._store
         col.record = current
         col._store = None
+        # The old model is not closed here: another thread may still be embedding with it; it is freed when the
+        # last reference goes. The store is closed (embedded Qdrant allows one client per folder); a search
+        # racing this on another thread fails with a StoreError and is retried on the new parts.
         col._embedder = None
-    for part in (old_store, old_embedder):
-        closer = getattr(part, "close", None)
-        if closer is not None:
-            try:
-                closer()
-            except Exception as exc:  # a stale part must not fail the query that replaces it
-                logger.warning("closing a replaced part of %s: %s", col.name, exc)
+    closer = getattr(old_store, "close", None)
+    if closer is not None:
+        try:
+            closer()
+        except Exception as exc:  # a stale part must not fail the query that replaces it
+            logger.warning("closing the replaced store of %s: %s", col.name, exc)
     return True
 
 
