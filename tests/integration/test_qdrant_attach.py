@@ -378,7 +378,6 @@ def test_the_framework_reads_our_points_as_its_own(case_id, loc, cname, tmp_path
 
 def test_facade_and_cli_work_on_an_attachment(loc, cname, tmp_path, embedder):
     make_plain_unnamed(loc, cname, embedder)
-    before = dump(loc, cname)
     corpus = write_corpus(tmp_path / "corpus")
     from typer.testing import CliRunner
 
@@ -386,9 +385,15 @@ def test_facade_and_cli_work_on_an_attachment(loc, cname, tmp_path, embedder):
 
     where = ["--url", loc.url] if loc.url else ["--path", str(loc.path)]
     runner = CliRunner()
-    shown = runner.invoke(app, ["qdrant", "inspect", cname, *where, "--json"])
+    alias = f"{cname}_alias"
+    with_client(loc, lambda c: c.update_collection_aliases(change_aliases_operations=[
+        qm.CreateAliasOperation(create_alias=qm.CreateAlias(collection_name=cname, alias_name=alias))
+    ]))
+    before = dump(loc, cname)
+    shown = runner.invoke(app, ["qdrant", "inspect", alias, *where, "--json"])  # an alias names the collection
     assert shown.exit_code == 0, shown.output
     data = json.loads(shown.stdout)
+    assert data["collection"] == cname and data["aliases"] == [alias] and data["points"] == len(FOREIGN)
     assert data["layout"]["text_field"] == "body" and data["dense_vectors"][0]["size"] == 384
     assert data["compatibility"]["vector"]["vector"] == "" and data["compatibility"]["probe"]["verdict"] == "same"
 
@@ -530,3 +535,19 @@ def test_reindex_cannot_put_a_second_model_into_their_collection(loc, cname, tmp
     assert dump(loc, cname) == before
     with indexer.open_collection(attached_as) as own:
         assert own.search("rings of Saturn").hits[0].path.endswith("planets.txt")
+
+
+def test_an_empty_collection_gets_our_points_in_a_plain_layout(loc, cname, tmp_path, embedder):
+    with_client(loc, lambda c: c.create_collection(
+        cname, vectors_config=qm.VectorParams(size=384, distance=qm.Distance.DOT)
+    ))
+    before = dump(loc, cname)
+    with attach(cname, **loc.kw(), embedder=embedder) as col:
+        assert col.report.points == 0 and col.layout.kind == "custom" and col.probe().verdict == "unknown"
+        col.index([write_corpus(tmp_path / "corpus")])
+    with attach(cname, **loc.kw(), embedder=embedder) as col:  # re-attach: the layout is read back from our points
+        assert (col.layout.text_field, col.layout.source_field) == ("text", "path") and col.report.ours > 0
+        hit = col.search("patch a punctured inner tube", k=1).hits[0]
+        assert hit.ours and hit.source.endswith("page.html") and hit.metadata["indexer"] == col.name
+        col.detach()
+    assert dump(loc, cname) == before
