@@ -1,11 +1,17 @@
-"""The ``indexer`` command line. Exit codes: 0 success, 1 fatal error, 2 some files failed to index."""
+"""The ``indexer`` command line.
+
+Exit codes (every command): 0 success; 1 error (one line on stderr naming the problem and the fix; with
+``--json`` also ``{"error": {"type": ..., "message": ...}}`` on stdout); 2 usage error (bad flag, missing or
+malformed argument: the click/typer convention); 3 ``index`` ran but some files failed (listed in the summary).
+"""
 
 from __future__ import annotations
 
 import json
-import logging
+import re
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +19,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from indexer import plugins
+from indexer.cli_options import STATE, CollectionOpt, JsonOpt, VerboseOpt, add_verbose_everywhere, set_verbose
 from indexer.collection import Collection, list_collections, open_collection
 from indexer.errors import IndexerError
 from indexer.pipeline import IndexReport
@@ -39,19 +47,13 @@ from indexer.server.cli import register as _register_server  # noqa: E402 - `ser
 
 _register_server(app)
 
-CollectionOpt = typer.Option(None, "--collection", "-c", help="collection name (default: 'default')")
-JsonOpt = typer.Option(False, "--json", help="machine-readable output on stdout")
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FILES_FAILED = 0, 1, 2, 3
+_STATE = STATE  # verbose/json flags of this run (indexer.cli_options)
 
 
 @app.callback()
-def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="log details and stage timings")) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
-    _STATE["verbose"] = verbose
-
-
-_STATE: dict[str, Any] = {"verbose": False}
+def _main(verbose: bool = VerboseOpt) -> None:
+    """Index local folders with llama.cpp embeddings and search them."""
 
 
 class _BarProgress:
@@ -77,9 +79,20 @@ class _BarProgress:
         self.bar.update(self.chunks, advance=chunks, description=f"chunks embedded{rate}")
 
 
-def _fail(exc: Exception, code: int = 1) -> typer.Exit:
-    err.print(f"[red]error:[/red] {exc}", highlight=False)
+def _fail(exc: BaseException, code: int = EXIT_ERROR) -> typer.Exit:
+    """Report ``exc`` as one line on stderr (and a JSON error object on stdout with --json)."""
+    _report_error(type(exc).__name__, _one_line(str(exc)) or type(exc).__name__)
     return typer.Exit(code)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _report_error(kind: str, message: str) -> None:
+    if _STATE["json"]:
+        print(json.dumps({"error": {"type": kind, "message": message}}))
+    err.print(Text.assemble(("error:", "red"), " ", message), highlight=False, soft_wrap=True)
 
 
 def _open(collection: str | None, **overrides: Any) -> Collection:
@@ -88,15 +101,22 @@ def _open(collection: str | None, **overrides: Any) -> Collection:
 
 @app.command()
 def index(
-    paths: list[Path] = typer.Argument(None, help="folders to add as roots and sync (none: re-sync every root)"),
+    paths: list[Path] = typer.Argument(
+        None, metavar="PATH", help="Folders to add as roots and sync (none: re-sync every root)."
+    ),
     collection: str | None = CollectionOpt,
-    store: str | None = typer.Option(None, help="store plugin for a new collection: faiss (default), qdrant, ..."),
-    qdrant_url: str | None = typer.Option(None, help="Qdrant server URL (else embedded storage)"),
-    metric: str | None = typer.Option(None, help="cosine (default), dot, euclid"),
-    model: str | None = typer.Option(None, "--model", help="embedding model: catalogue name or .gguf path"),
+    store: str | None = typer.Option(
+        None, metavar="NAME", help="Store plugin for a new collection: faiss (default), qdrant, ..."
+    ),
+    qdrant_url: str | None = typer.Option(None, metavar="URL", help="Qdrant server URL (else embedded storage)."),
+    metric: str | None = typer.Option(None, metavar="NAME", help="cosine (default), dot, euclid or manhattan."),
+    model: str | None = typer.Option(
+        None, "--model", metavar="MODEL", help="Embedding model: catalogue name or .gguf path."
+    ),
     as_json: bool = JsonOpt,
+    verbose: bool = VerboseOpt,
 ) -> None:
-    """Index PATHS into a collection (adds them as roots), or re-sync all its roots; unchanged files are skipped."""
+    """Add folders as roots of a collection and sync them, or re-sync every root; unchanged files are skipped."""
     try:
         with _open(collection, store=store, qdrant_url=qdrant_url, metric=metric, embed_model=model) as col:
             show = sys.stderr.isatty() and not as_json
@@ -117,7 +137,7 @@ def index(
         out.print_json(json.dumps(report.to_dict()))
     else:
         _print_report(report)
-    raise typer.Exit(2 if report.failed else 0)
+    raise typer.Exit(EXIT_FILES_FAILED if report.failed else EXIT_OK)
 
 
 def _print_report(r: IndexReport) -> None:
@@ -137,17 +157,28 @@ def _print_report(r: IndexReport) -> None:
 
 @app.command()
 def search(
-    query: str = typer.Argument(..., help="what to look for"),
+    query: str = typer.Argument(..., metavar="QUERY", help="What to look for."),
     collection: str | None = CollectionOpt,
-    k: int | None = typer.Option(None, "-k", help="results to return (default 10)"),
-    candidates: int | None = typer.Option(None, help="candidates fetched before reranking (default 50)"),
-    path: str | None = typer.Option(None, "--path", help="glob on the file path, e.g. '*.md' or 'docs/*'"),
-    under: Path | None = typer.Option(None, "--under", help="only files under this folder"),
-    file_type: list[str] = typer.Option([], "--type", help="file extension(s), e.g. --type md --type py"),
-    rerank: bool | None = typer.Option(None, "--rerank/--no-rerank", help="default: on when a reranker is set"),
-    rerank_model: str | None = typer.Option(None, help="reranker model (.gguf path or name)"),
-    local: bool = typer.Option(False, "--local", help="search in-process even when a server serves this data dir"),
+    k: int | None = typer.Option(None, "-k", metavar="N", help="Results to return (default 10)."),
+    candidates: int | None = typer.Option(
+        None, metavar="N", help="Candidates fetched before reranking (default 50)."
+    ),
+    path: str | None = typer.Option(
+        None, "--path", metavar="GLOB", help="Glob on the file path, e.g. '*.md' or 'docs/*'."
+    ),
+    under: Path | None = typer.Option(None, "--under", metavar="DIR", help="Only files under this folder."),
+    file_type: list[str] = typer.Option(
+        [], "--type", metavar="EXT", help="File extension(s), e.g. --type md --type py."
+    ),
+    rerank: bool | None = typer.Option(
+        None, "--rerank/--no-rerank", help="Rerank the candidates (default: on when a reranker is set)."
+    ),
+    rerank_model: str | None = typer.Option(None, metavar="MODEL", help="Reranker model (.gguf path or name)."),
+    local: bool = typer.Option(
+        False, "--local", help="Search in-process even when a server serves this data directory."
+    ),
     as_json: bool = JsonOpt,
+    verbose: bool = VerboseOpt,
 ) -> None:
     """Search a collection (through `indexer serve` when one serves this data directory; else in-process)."""
     prefix = str(under.expanduser().resolve()) if under else None  # resolved here: the server's cwd is not ours
@@ -196,7 +227,7 @@ def _remote_search(collection: str | None, **body: Any) -> Any:
 
 
 @app.command()
-def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt) -> None:
+def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verbose: bool = VerboseOpt) -> None:
     """Show a collection's files, chunks, points, store, model and roots."""
     try:
         with _open(collection) as col:
@@ -217,7 +248,7 @@ def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt) -> N
 
 
 @app.command()
-def collections(as_json: bool = JsonOpt) -> None:
+def collections(as_json: bool = JsonOpt, verbose: bool = VerboseOpt) -> None:
     """List collections."""
     try:
         recs = list_collections(load_settings())
@@ -237,7 +268,12 @@ def collections(as_json: bool = JsonOpt) -> None:
 
 
 @app.command()
-def forget(path: Path, collection: str | None = CollectionOpt, as_json: bool = JsonOpt) -> None:
+def forget(
+    path: Path = typer.Argument(..., metavar="PATH", help="The root folder to remove."),
+    collection: str | None = CollectionOpt,
+    as_json: bool = JsonOpt,
+    verbose: bool = VerboseOpt,
+) -> None:
     """Remove a root from a collection, with every point of its files."""
     try:
         with _open(collection) as col:
@@ -252,12 +288,14 @@ def forget(path: Path, collection: str | None = CollectionOpt, as_json: bool = J
 
 @app.command()
 def drop(
-    name: str,
-    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    name: str = typer.Argument(..., metavar="NAME", help="The collection to delete."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    verbose: bool = VerboseOpt,
 ) -> None:
     """Delete a collection: its points, state and embedded store files."""
-    if not yes and not typer.confirm(f"Delete collection {name!r} and all its points?"):
-        raise typer.Exit(1)
+    if not yes and not typer.confirm(f"Delete collection {name!r} and all its points?", err=True):
+        err.print("not dropped", highlight=False)
+        raise typer.Exit(EXIT_ERROR)
     try:
         with _open(name) as col:
             col.drop()
@@ -268,10 +306,17 @@ def drop(
 
 @app.command()
 def watch(
-    paths: list[Path] = typer.Argument(None, help="folders to watch, added as roots (none: every root)"),
+    paths: list[Path] = typer.Argument(
+        None, metavar="PATH", help="Folders to watch, added as roots (none: every root)."
+    ),
     collection: str | None = CollectionOpt,
-    polling: bool | None = typer.Option(None, "--polling/--no-polling", help="poll (network filesystems)"),
-    rescan: float | None = typer.Option(None, "--rescan", help="seconds between full rescans (default 600)"),
+    polling: bool | None = typer.Option(
+        None, "--polling/--no-polling", help="Poll instead of OS events (network filesystems)."
+    ),
+    rescan: float | None = typer.Option(
+        None, "--rescan", metavar="SECONDS", help="Seconds between full rescans (default 600)."
+    ),
+    verbose: bool = VerboseOpt,
 ) -> None:
     """Keep a collection in step with its folders until Ctrl-C or SIGTERM; one log line per batch."""
     from indexer.watch import watch_command
@@ -288,8 +333,89 @@ from indexer import ops_cli  # noqa: E402  (migrate, backup, restore, reindex: l
 ops_cli.register(app)
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; every expected failure ends as one line on stderr and a documented exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    options = args[: args.index("--")] if "--" in args else args
+    _STATE["json"] = "--json" in options
+    if "-v" in options or "--verbose" in options:
+        set_verbose(True)  # also covers failures before the option's callback runs (e.g. a usage error)
+    sys.exit(_run(args))
+
+
+def cli_command() -> Any:
+    """The click command tree of ``app``, with help that shows metavars (NAME, N, PATH...) and no Python type
+    tags (typer prints ``<list[Path]>``, ``<bool>``)."""
+    add_verbose_everywhere(app)
+    command = typer.main.get_command(app)
+    _hide_type_tags(command)
+    return command
+
+
+def _hide_type_tags(command: Any) -> None:
+    for param in getattr(command, "params", []):
+        if hasattr(param, "display_type"):
+            label = "" if getattr(param, "param_type_name", "") == "argument" or getattr(param, "is_flag", False) else (
+                param.metavar or (param.name or "value").upper()
+            )
+            param.display_type = lambda ctx, label=label: label
+    get_help_option = getattr(command, "get_help_option", None)
+    if get_help_option is not None:
+
+        def help_option(ctx: Any, get: Any = get_help_option) -> Any:
+            option = get(ctx)
+            if option is not None and hasattr(option, "display_type"):
+                option.display_type = lambda ctx: ""
+            return option
+
+        command.get_help_option = help_option
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _hide_type_tags(sub)
+
+
+def _run(args: list[str]) -> int:
+    command = cli_command()
+    try:
+        code = command.main(args=args, prog_name="indexer", standalone_mode=False)
+    except typer.Abort:  # confirmation prompt without input (EOF)
+        err.print()
+        _report_error("Aborted", "aborted: no answer given")
+        return EXIT_ERROR
+    except IndexerError as exc:  # a command that did not catch its own
+        return _fail(exc).exit_code
+    except typer.TyperException as exc:  # usage errors (click's UsageError and friends)
+        return _usage_error(exc)
+    except KeyboardInterrupt:
+        _report_error("Interrupted", "interrupted")
+        return 130
+    except OSError as exc:
+        _report_error(type(exc).__name__, _one_line(str(exc)))
+        return EXIT_ERROR
+    except Exception as exc:  # a bug: one line, and the traceback with -v
+        if _STATE["verbose"]:
+            traceback.print_exc()
+        _report_error(
+            "InternalError",
+            f"internal error: {type(exc).__name__}: {_one_line(str(exc))} (a bug: rerun with -v for the traceback "
+            "and report it)",
+        )
+        return EXIT_ERROR
+    return code if isinstance(code, int) else EXIT_OK
+
+
+_INPUT_SHOULD_BE = re.compile(r"Input should be ([^,.;]+)[^.;]*")  # typer's pydantic-style wording
+
+
+def _usage_error(exc: typer.TyperException) -> int:
+    code = int(getattr(exc, "exit_code", EXIT_USAGE))
+    if type(exc).__name__ == "NoArgsIsHelpError":  # bare `indexer` or `indexer models`: show the help
+        err.print(exc.format_message(), highlight=False, markup=False)
+        return EXIT_USAGE
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    message = _INPUT_SHOULD_BE.sub(r"expected \1", _one_line(exc.format_message()))
+    _report_error("UsageError", message + where)
+    return code if code else EXIT_USAGE
 
 
 if __name__ == "__main__":

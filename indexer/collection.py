@@ -6,7 +6,6 @@ parts it wires know nothing of each other.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -20,6 +19,7 @@ from typing import Any
 
 from indexer import plugins, reindex
 from indexer.errors import CollectionMismatchError, ConfigError, IndexerError, InputError, StoreError
+from indexer.locks import writer_lock
 from indexer.normalization import choose_normalization, normalization_name
 from indexer.pipeline import IndexReport, Pipeline, Progress, within
 from indexer.ports import Chunker, Embedder, Reranker, Source, VectorStore
@@ -461,20 +461,8 @@ class Collection:
 
     @contextmanager
     def _writer_lock(self) -> Iterator[None]:
-        lock_dir = Path(self.settings.data_dir) / "locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with open(lock_dir / f"{self.name}.lock", "a+") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError as exc:
-                raise IndexerError(
-                    f"collection {self.name!r} is being written by another indexer process; wait for it to "
-                    "finish (searching works meanwhile)"
-                ) from exc
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        with writer_lock(Path(self.settings.data_dir) / "locks" / f"{self.name}.lock", f"collection {self.name!r}"):
+            yield
 
 
 def open_collection(name: str | None = None, settings: Settings | None = None, **overrides: Any) -> Collection:

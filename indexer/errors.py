@@ -13,7 +13,8 @@ libraries are translated at the adapter that calls them (``raise StoreError(...)
     ├── StoreError           the vector store failed or refused
     │   ├── StoreUnavailableError   the store cannot be reached (retryable)
     │   └── CollectionMismatchError the collection was made with another model/normalization/metric
-    └── StateError           the SQLite state store is unusable (corrupt, newer schema)
+    ├── StateError           the SQLite state store is unusable (corrupt, locked, newer schema)
+    └── LockedError          a collection, store or model build is held by another process (wait and retry)
 
 Messages name the problem and the fix.
 """
@@ -68,3 +69,7 @@ class CollectionMismatchError(StoreError):
 
 class StateError(IndexerError):
     """The state store is unusable."""
+
+
+class LockedError(IndexerError):
+    """A lock (collection writer, store writer, model build) is held by another process or thread."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -23,7 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from indexer.errors import ConfigError
+from indexer.config_errors import settings_error
 
 
 def default_data_dir() -> Path:
@@ -138,19 +138,5 @@ def load_settings(**overrides: Any) -> Settings:
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings(**given)
-    except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc)) from exc
-    except ValueError as exc:
-        raise ConfigError(f"invalid settings: {exc}") from exc
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line per problem, naming the setting and the value, without pydantic's own wording around it."""
-    problems = []
-    for err in exc.errors():
-        field = ".".join(str(part) for part in err.get("loc", ())) or "settings"
-        message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-        value = err.get("input")
-        shown = f"{field}={value!r}" if not isinstance(value, dict) and "input" in err else field
-        problems.append(f"{shown}: {message[:1].lower()}{message[1:]}")
-    return "invalid setting " + "; ".join(problems)
+    except ValueError as exc:  # pydantic's ValidationError/SettingsError and TOML errors subclass ValueError
+        raise settings_error(exc, config_file_path()) from exc

@@ -22,8 +22,12 @@ from indexer import migrations
 from indexer.errors import StateError
 from indexer.migrations import MIGRATIONS
 from indexer.normalization import Normalization
+from indexer.sqlite_errors import database_error, translating
 
 logger = logging.getLogger(__name__)
+
+STATE_DB = "the state database"
+STATE_REBUILD = "re-index your folders (`indexer index PATH`)"
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class FileUpdate:
     chunks: tuple[ChunkRecord, ...]
 
 
+@translating(what=STATE_DB, rebuild=STATE_REBUILD, error=StateError, catch=(sqlite3.Error, OSError))
 class StateStore:
     """Typed access to the state database. Each public write is one transaction."""
 
@@ -85,7 +90,7 @@ class StateStore:
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except sqlite3.DatabaseError as exc:
-            raise StateError(f"cannot open the state database {self.path}: {exc}; move it aside to start over") from exc
+            raise database_error(exc, self.path, what=STATE_DB, rebuild=STATE_REBUILD, error=StateError) from exc
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from indexer.errors import ModelError
+from indexer.locks import lock_for
 from indexer.models import fetch
 from indexer.models.catalogue import CATALOGUE, DEFAULT_EMBED_MODEL, CatalogueEntry
 from indexer.models.convert import CONVERTER_VERSION, KEY_CONVERTER_VERSION, QUANTS, convert_checkpoint
@@ -20,6 +18,7 @@ logger = logging.getLogger(__name__)
 
 MODELS_DIR_ENV = "INDEXER_MODELS_DIR"
 LISTED_QUANTS = ("f16", "q8_0")
+BUILD_LOCK_TIMEOUT = 1800.0  # seconds a build waits for another process building the same model
 
 
 @dataclass(frozen=True)
@@ -65,31 +64,6 @@ def model_path(name: str, quant: str = "f16") -> Path:
 def _check_quant(quant: str) -> None:
     if quant not in QUANTS:
         raise ModelError(f"unknown quantization {quant!r}; use one of {', '.join(QUANTS)}")
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive inter-process lock held while the block runs (blocks until available)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as fh:
-        if sys.platform == "win32":
-            import msvcrt
-
-            fh.seek(0)
-            msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
-            try:
-                yield
-            finally:
-                fh.seek(0)
-                msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
-        else:
-            import fcntl
-
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def converter_version(path: Path) -> int | None:
@@ -143,7 +117,10 @@ def ensure_model(name: str = DEFAULT_EMBED_MODEL, quant: str = "f16") -> Path:
 
 def _build_locked(entry: CatalogueEntry, quant: str, root: Path, out: Path) -> Path:
     name = entry.name
-    with _file_lock(root / f".{name}.lock"):
+    message = (f"another process has been building {name} in {root} for more than {BUILD_LOCK_TIMEOUT // 60:.0f} "
+               "minutes; wait for it to finish or stop it")
+    root.mkdir(parents=True, exist_ok=True)  # an OSError here gets the INDEXER_MODELS_DIR hint of ensure_model
+    with lock_for(root / f".{name}.lock").hold(timeout=BUILD_LOCK_TIMEOUT, message=message, error=ModelError):
         if out.is_file():
             if is_current(out):  # another process built it while we waited
                 return out

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from indexer.errors import StoreError
+from indexer.sqlite_errors import database_error
 
 SCHEMA_VERSION = "1"
 
@@ -56,15 +57,16 @@ class SyncState:
     generation: str
 
 
-def sidecar_error(exc: sqlite3.Error, path: Path, what: str) -> StoreError:
-    text = str(exc)
-    if "locked" in text or "busy" in text:
-        hint = "another process holds a long write transaction; retry when it finishes"
-    elif "malformed" in text or "not a database" in text:
-        hint = "the file is corrupt; drop the collection and re-index"
-    else:
-        hint = "check the disk (space, permissions) and retry"
-    return StoreError(f"FAISS sidecar {path}: {what} failed: {text}; {hint}")
+def sidecar_error(exc: BaseException, path: Path, what: str) -> StoreError:
+    """One line naming the sidecar file, what failed and the fix (locked, damaged, disk full, permissions)."""
+    return database_error(
+        exc,
+        path,
+        what="the FAISS store file",
+        rebuild="run `indexer index` to rebuild it (or drop the collection and re-index)",
+        error=StoreError,
+        action=what,
+    )
 
 
 class Sidecar:
@@ -80,7 +82,9 @@ class Sidecar:
             st = path.stat()
             self.inode = (st.st_dev, st.st_ino)
         except (sqlite3.Error, OSError) as exc:
-            raise StoreError(f"cannot open FAISS sidecar {path}: {exc}; check permissions and disk") from exc
+            with suppress(sqlite3.Error, AttributeError):
+                self.conn.close()
+            raise sidecar_error(exc, path, "opening it") from exc
 
     def close(self) -> None:
         with suppress(sqlite3.Error):
@@ -104,10 +108,14 @@ class Sidecar:
         try:
             yield
         finally:
-            try:
-                self.conn.execute("COMMIT")
-            except sqlite3.Error:
-                self.conn.execute("ROLLBACK")
+            # SQLite may have ended the transaction itself (a damaged page): then there is nothing to end, and
+            # the error that ended it is the one to report.
+            if self.conn.in_transaction:
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error:
+                    with suppress(sqlite3.Error):
+                        self.conn.execute("ROLLBACK")
 
     @contextmanager
     def write(self) -> Iterator[None]:

@@ -282,12 +282,15 @@ class FaissStore:
                 except OSError as exc:
                     raise StoreError(f"cannot save FAISS cache {coll.cache}: {exc}; check disk space") from exc
                 # Keep one save interval of ops so readers a little behind can still replay.
-                with coll.sidecar.write():
-                    pruned = coll.sidecar.sync_state().pruned_through
-                    through = min(old_seq, coll.index.seq)
-                    if through > pruned:
-                        coll.sidecar.prune_ops(through)
-                        coll.sidecar.set_meta("pruned_through", str(through))
+                try:
+                    with coll.sidecar.write():
+                        pruned = coll.sidecar.sync_state().pruned_through
+                        through = min(old_seq, coll.index.seq)
+                        if through > pruned:
+                            coll.sidecar.prune_ops(through)
+                            coll.sidecar.set_meta("pruned_through", str(through))
+                except sqlite3.Error as exc:
+                    raise sidecar_error(exc, coll.sidecar.path, "pruning the op log") from exc
             coll.dirty = 0
             coll.rewrite_cache = False
 

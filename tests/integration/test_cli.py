@@ -31,7 +31,7 @@ def test_cli_index_search_status_forget_drop(tmp_path, embed_model_path):
     (corpus / "broken.pdf").write_bytes(b"%PDF-1.4\nnot really a pdf\n")  # a reader failure
 
     first = run("index", str(corpus), "--json")
-    assert first.returncode == 2, first.stderr  # one file failed
+    assert first.returncode == 3, first.stderr  # one file failed
     report = json.loads(first.stdout)
     assert report["files_indexed"] == 5
     assert [f["path"] for f in report["failed"]] == [str((corpus / "broken.pdf").resolve())]

@@ -35,8 +35,8 @@ def test_invalid_settings_are_config_errors_naming_the_field(field, value, messa
     ("overrides", "expected"),
     [
         ({"store": "mongo"}, "invalid setting store='mongo': unknown store 'mongo'; registered stores: "),
-        ({"top_k": 0}, "invalid setting top_k=0: input should be greater than or equal to 1"),
-        ({"metric": "jaccard"}, "invalid setting metric='jaccard': input should be 'cosine', 'dot'"),
+        ({"top_k": 0}, "invalid setting top_k=0: must be at least 1"),
+        ({"metric": "jaccard"}, "invalid setting metric='jaccard': use 'cosine', 'dot'"),
     ],
 )
 def test_invalid_settings_read_as_one_plain_line_without_pydantic_wording(overrides, expected):
