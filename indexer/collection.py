@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from indexer import plugins, reindex
-from indexer.errors import CollectionMismatchError, ConfigError, IndexerError, InputError, StoreError
+from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
 from indexer.locks import writer_lock
 from indexer.normalization import choose_normalization, normalization_name
 from indexer.pipeline import IndexReport, Pipeline, Progress, within
