@@ -182,10 +182,6 @@ def test_declined_drop_is_one_line(world):
 def test_k_out_of_range_is_an_input_error_with_the_range(indexed):
     check_one_error(indexer("search", "bread", "-k", "100000", env=indexed.env), ERROR, "k", "100")
     check_one_error(indexer("search", "bread", "-k", "-3", env=indexed.env), ERROR, "k")
-
-
-@pytest.mark.xfail(reason="issue 7 section 3 (lead): the CLI turns -k 0 into the default 10 until SearchRequest lands")
-def test_k_zero_is_an_input_error(indexed):
     check_one_error(indexer("search", "bread", "-k", "0", env=indexed.env), ERROR, "k")
 
 

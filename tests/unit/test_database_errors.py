@@ -119,10 +119,11 @@ def test_an_unwritable_data_dir_is_a_state_error(tmp_path):
 def _faiss_with_points(root: Path) -> Path:
     store = FaissStore(root)
     store.ensure_collection("c", 8, {"indexer.model_id": "m"})
-    rng = np.random.default_rng(0)
+    vectors = np.random.default_rng(0).normal(size=(300, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)  # cosine collections take unit vectors
     store.upsert(
         "c",
-        [Point(f"00000000-0000-0000-0000-{i:012d}", rng.normal(size=8), {"path": f"/r/{i}.md"}) for i in range(300)],
+        [Point(f"00000000-0000-0000-0000-{i:012d}", vectors[i], {"path": f"/r/{i}.md"}) for i in range(300)],
     )
     store.close()
     sidecar = root / "c" / "points.sqlite"
@@ -151,7 +152,7 @@ def test_a_corrupt_page_inside_the_faiss_sidecar_is_a_store_error(tmp_path):
     _garble(sidecar, range(2, n))
     store = FaissStore(tmp_path / "faiss")
     with pytest.raises(StoreError) as info:
-        store.search("c", np.ones(8, dtype=np.float32), 5)
+        store.search("c", np.ones(8, dtype=np.float32) / np.sqrt(8), 5)
         store.list_ids("c")
     text = _one_line(info.value)
     assert "cannot rollback" not in text and str(sidecar) in text
