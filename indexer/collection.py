@@ -247,7 +247,7 @@ class Collection:
             problems.append(f"store {rec.store!r} (asked: {self.settings.store!r})")
         if "embed_model" in given:
             asked = str(_resolve_model(self.settings.embed_model))
-            if os.path.realpath(asked) != os.path.realpath(rec.model_path):
+            if os.path.realpath(asked) != os.path.realpath(rec.model_path) and not reindex.explains(self, asked):
                 problems.append(f"model {rec.model_path!r} (asked: {asked!r})")
         if problems:
             raise CollectionMismatchError(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import os
 import shutil
 import sqlite3
 import time
@@ -53,6 +54,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 VECTORS = "vectors"  # store_options key: the store collection holding a collection's vectors (default: its name)
+PREVIOUS_MODEL = "reindexed_from"  # store_options key: the model path the last reindex switched away from
 JOB = "job.json"
 LOCK_WAIT_S = 600.0
 
@@ -113,7 +115,26 @@ class AliasedStore:
 
 def store_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Recorded options less ours (``vectors``): what the store plugin is built from."""
-    return {k: v for k, v in options.items() if k != VECTORS}
+    return {k: v for k, v in options.items() if k not in (VECTORS, PREVIOUS_MODEL)}
+
+
+def explains(col: Collection, asked_model_path: str) -> bool:
+    """Whether a configured model that differs from the collection's is the other side of a reindex: the target
+    of one under way, or the model the last one switched away from. Such a setting is tolerated (logged), so a
+    server configured with either model keeps answering across the switch; the collection's own model embeds."""
+    rec = col.record
+    if rec is None:
+        return False
+    asked = os.path.realpath(asked_model_path)
+    candidates = [rec.store_options.get(PREVIOUS_MODEL)]
+    job = load_job(col)
+    if job is not None:
+        candidates.append(job.model_path)
+    if any(c and os.path.realpath(str(c)) == asked for c in candidates):
+        logger.info("collection %s uses %s; the configured %s is the other side of a reindex", col.name,
+                    rec.model_path, asked_model_path)
+        return True
+    return False
 
 
 def wrap_store(store: VectorStore, rec: CollectionRecord | None) -> VectorStore:
@@ -240,7 +261,7 @@ def _record_for(job: Job, live: CollectionRecord) -> CollectionRecord:
     return CollectionRecord(
         name=live.name,
         store=live.store,
-        store_options={**live.store_options, VECTORS: job.target},
+        store_options={**live.store_options, VECTORS: job.target, PREVIOUS_MODEL: live.model_path},
         metric=live.metric,
         model_id=job.model_id,
         model_path=job.model_path,

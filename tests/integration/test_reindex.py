@@ -205,3 +205,42 @@ def test_reindex_embedded_qdrant_and_cli(tmp_path, embed_model_path, embed_model
     assert same.returncode == 1 and "nothing to do" in same.stderr
     missing = cli("reindex", "-c", "q")
     assert missing.returncode == 1 and "--model" in missing.stderr
+
+
+def test_http_server_keeps_answering_across_a_switch(tmp_path, embed_model_path, embed_model_q8_path):
+    """`indexer serve` (real HTTP on loopback) configured with the old model answers every query during and after
+    the reindex; its long-lived collection follows the switch on its own."""
+    import threading
+
+    from tests.server.conftest import index_corpus, make_settings, start_server
+    from tests.server.conftest import write_corpus as write_server_corpus
+
+    root = write_server_corpus(tmp_path / "corpus").resolve()
+    settings = make_settings(tmp_path / "data", embed_model_path, None)
+    index_corpus(settings, root)
+    handle = start_server(settings, root, watch=False)
+    answers: list[tuple[int, float | None]] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        with handle.client() as client:
+            while not stop.is_set():
+                r = client.post("/search", json={"query": "how do I rotate the API keys?", "k": 1})
+                answers.append((r.status_code, r.json()["hits"][0]["score"] if r.status_code == 200 else None))
+
+    worker = threading.Thread(target=loop, daemon=True)
+    worker.start()
+    try:
+        _wait_for(lambda: len(answers) >= 3, "the first answers")
+        with open_collection(settings=settings) as col:
+            reindex.run(col, str(embed_model_q8_path))
+            expected = col.search("how do I rotate the API keys?", k=1).hits[0].score
+        at_switch = len(answers)
+        _wait_for(lambda: len(answers) >= at_switch + 3, "answers after the switch")
+    finally:
+        stop.set()
+        worker.join(timeout=120)
+        handle.stop()
+    assert all(code == 200 for code, _ in answers), [a for a in answers if a[0] != 200][:3]
+    assert answers[0][1] != pytest.approx(expected, abs=1e-6)  # the old vectors answered first
+    assert answers[-1][1] == pytest.approx(expected, abs=1e-6)  # the new ones at the end
