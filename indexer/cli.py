@@ -177,6 +177,9 @@ def search(
     local: bool = typer.Option(
         False, "--local", help="Search in-process even when a server serves this data directory."
     ),
+    mode: str | None = typer.Option(
+        None, "--mode", metavar="MODE", help="dense, lexical or hybrid (default: hybrid)."
+    ),
     as_json: bool = JsonOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
@@ -185,6 +188,8 @@ def search(
     types = tuple(t.lower().lstrip(".") for t in file_type)
     try:
         remote = dict(query=query, k=k, candidates=candidates, path_glob=path, path_prefix=prefix, rerank=rerank)
+        if mode is not None:
+            remote["mode"] = mode
         result = None if rerank_model or local else _remote_search(collection, file_types=list(types), **remote)
         if result is None:
             with _open(collection, rerank_model=rerank_model) as col:
@@ -197,6 +202,7 @@ def search(
                         path_prefix=prefix,
                         file_types=tuple(file_type),
                         rerank=rerank,
+                        mode=mode,
                     )
                 )
     except IndexerError as exc:

@@ -19,10 +19,15 @@ from typing import Any
 
 from indexer import plugins, reindex
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
+from indexer.fusion import FusionConfig
+from indexer.lexical import LexicalSearch
 from indexer.locks import writer_lock
 from indexer.normalization import choose_normalization, normalization_name
 from indexer.pipeline import IndexReport, Pipeline, Progress, within
 from indexer.ports import Chunker, Embedder, Reranker, Source, VectorStore
+from indexer.prompts import Prompts, prompted_model_id, with_prompt
+from indexer.prompts import recorded as recorded_prompts
+from indexer.prompts import resolve as resolve_prompts
 from indexer.query import QueryLimits, SearchRequest, SearchResult, prepare, run_search
 from indexer.settings import Settings, load_settings
 from indexer.state import CollectionRecord, StateStore
@@ -56,6 +61,7 @@ class Collection:
         self._store: VectorStore | None = None
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
+        self._prompts: Prompts | None = None
         # Parts are built lazily; the lock makes that safe when threads share the collection (see docs/architecture.md).
         self._parts_lock = threading.RLock()
 
@@ -176,7 +182,8 @@ class Collection:
             self.record = rec
             self._check_store_meta(rec)  # adopting a collection left by an earlier state db must match
         else:
-            self.store.ensure_collection(self.name, rec.dimensions, _meta(rec))
+            prompts = self._new_prompts()
+            self.store.ensure_collection(self.name, rec.dimensions, {**_meta(rec), **prompts.meta()})
         self.state.create_collection(rec)
         self.record = rec
         return rec
@@ -297,6 +304,7 @@ class Collection:
         with self._writer_lock():
             pipeline = self._pipeline(self._ensure_created(), progress)
             pipeline.recover()
+            self._ensure_lexical()
             self._mark_lost_points()
             for root in roots():
                 pipeline.sync(self._source(root), root, report)
@@ -325,6 +333,59 @@ class Collection:
             logger.warning("deleting %d points of collection %r that no indexed file owns", len(orphans), self.name)
             self.store.delete(self.name, sorted(orphans))
         return len(orphans)
+
+    def _new_prompts(self) -> Prompts:
+        """Prompts for a new collection: settings, else the model's GGUF metadata, else the catalogue's."""
+        from indexer.models import CATALOGUE
+
+        entry = CATALOGUE.get(self.settings.embed_model)
+        engine = getattr(getattr(self.embedder, "inner", self.embedder), "engine", None)
+        return resolve_prompts(
+            query_setting=self.settings.query_prompt,
+            document_setting=self.settings.document_prompt,
+            gguf_metadata=dict(getattr(engine, "metadata", None) or {}),
+            catalogue_query=entry.query_prompt if entry else "",
+            catalogue_document=entry.document_prompt if entry else "",
+        )
+
+    @property
+    def prompts(self) -> Prompts:
+        """The prompts the collection was created with; explicit settings that differ are a mismatch."""
+        if self._prompts is None:
+            meta = self.store.collection_meta(self.name) or {}
+            prompts = recorded_prompts(meta)
+            asked = {"query_prompt": prompts.query, "document_prompt": prompts.document}
+            diffs = [
+                f"{name} {recorded!r} (asked: {getattr(self.settings, name)!r})"
+                for name, recorded in asked.items()
+                if name in self.settings.model_fields_set and (getattr(self.settings, name) or "") != recorded
+            ]
+            if diffs:
+                raise CollectionMismatchError(
+                    f"collection {self.name!r} was embedded with " + ", ".join(diffs) + "; queries must use the "
+                    "prompts its documents were embedded with: index into a new collection (--collection NEW), "
+                    f"or drop this one (`indexer drop {self.name}`) and re-index."
+                )
+            self._prompts = prompts
+        return self._prompts
+
+    @property
+    def document_embedder(self) -> Embedder:
+        """The embedder with the collection's document prompt (what chunks are counted and embedded with)."""
+        return with_prompt(self.embedder, self.prompts.document)
+
+    def _ensure_lexical(self) -> None:
+        """Give a collection made before lexical search its lexical index (from the stored texts, no re-embedding)."""
+        store = self.store
+        if isinstance(store, LexicalSearch) and store.ensure_lexical(self.name):
+            logger.info("built the lexical index of collection %r", self.name)
+
+    def _lexical_ready(self) -> bool:
+        store = self.store
+        return isinstance(store, LexicalSearch) and store.has_lexical(self.name)
+
+    def fusion_config(self) -> FusionConfig:
+        return FusionConfig(method=self.settings.fusion, dense_weight=self.settings.fusion_dense_weight)
 
     def forget(self, path: str | Path) -> IndexReport:
         """Remove a root and every point of its files."""
@@ -357,15 +418,21 @@ class Collection:
         req = prepare(request, self.query_limits())
         self.check_settings()
         self._check_store_meta(rec)
+        if request.mode is None and req.mode != "dense" and not self._lexical_ready():
+            # The default needs a lexical index this collection does not have yet (made by an older version).
+            logger.warning("collection %r has no lexical index yet: searching dense only; `indexer index` builds it",
+                           self.name)
+            req = replace(req, mode="dense")
         rerank_wanted = req.rerank is not False
         return run_search(
             req,
             collection=self.name,
             store=self.store,
-            embedder=self.embedder,
+            embedder=with_prompt(self.embedder, self.prompts.query),
             normalization=rec.normalization,
             reranker=self.reranker if rerank_wanted else None,
             reranker_configured=bool(self.settings.rerank_model),
+            fusion=self.fusion_config(),
         )
 
     def query_limits(self) -> QueryLimits:
@@ -375,7 +442,7 @@ class Collection:
             candidates=s.candidates,
             max_top_k=s.max_top_k,
             max_candidates=s.max_candidates,
-            mode=getattr(s, "search_mode", "dense"),
+            mode=s.search_mode,
         )
 
     def status(self) -> dict[str, Any]:
@@ -428,6 +495,7 @@ class Collection:
                 shutil.rmtree(path, ignore_errors=True)
             self.state.drop_collection(self.name)
             self.record = None
+            self._prompts = None
 
     # -- helpers -----------------------------------------------------------------------------------------
     def _pipeline(self, rec: CollectionRecord, progress: Progress | None) -> Pipeline:
@@ -514,7 +582,7 @@ class _LazyEmbedder:
 
     def __init__(self, collection: Collection, rec: CollectionRecord) -> None:
         self._collection = collection
-        self.model_id = rec.model_id
+        self.model_id = prompted_model_id(rec.model_id, collection.prompts.document)
         self.dimensions = rec.dimensions
 
     @property
@@ -526,10 +594,10 @@ class _LazyEmbedder:
         return self._collection.embedder.max_tokens
 
     def count_tokens(self, text: str) -> int:
-        return self._collection.embedder.count_tokens(text)
+        return self._collection.document_embedder.count_tokens(text)
 
     def embed_batch(self, texts: Sequence[str], normalize: Any) -> Any:
-        return self._collection.embedder.embed_batch(texts, normalize)
+        return self._collection.document_embedder.embed_batch(texts, normalize)
 
 
 class _LazyChunker:
@@ -543,7 +611,7 @@ class _LazyChunker:
         if self._chunker is None:
             from indexer.chunking import TokenChunker
 
-            embedder = self._collection.embedder
+            embedder = self._collection.document_embedder
             self._chunker = TokenChunker(embedder, overlap_tokens=self._collection.settings.chunk_overlap)
         return self._chunker.chunk(doc)
 

@@ -1,4 +1,4 @@
-"""Query path: embed the query -> store.search(candidates, filters) -> rerank -> top k."""
+"""Query path: dense, lexical or hybrid retrieval (indexer.fusion) of the candidates -> rerank -> top k."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from indexer.errors import InputError
+from indexer.fusion import MODES, FusionConfig, retrieve
 from indexer.normalization import Normalization
 from indexer.ports import Embedder, Reranker, VectorStore
 from indexer.types import Filter, Hit, SearchHit
@@ -17,7 +18,7 @@ from indexer.types import Filter, Hit, SearchHit
 MAX_QUERY_CHARS = 4096
 
 
-MODES = ("dense", "lexical", "hybrid")
+__all__ = ["MODES", "QueryLimits", "SearchRequest", "SearchResult", "prepare", "run_search"]
 
 
 @dataclass(frozen=True)
@@ -143,31 +144,36 @@ def run_search(
     normalization: Normalization,
     reranker: Reranker | None,
     reranker_configured: bool | None = None,
+    fusion: FusionConfig | None = None,
 ) -> SearchResult:
     """Run one search. ``reranker`` may be None when the caller skipped loading it because the query asked for no
     rerank; ``reranker_configured`` then says whether one exists (for the note in the result)."""
     if req.k is None or req.candidates is None:
         raise ValueError("run_search needs a prepared request (indexer.query.prepare fills in k and candidates)")
-    if req.mode not in (None, "dense"):
-        raise InputError(f"search mode {req.mode!r} is not available for this collection; use mode 'dense'")
     k, candidates = req.k, req.candidates
+    mode = req.mode or "dense"
     configured = reranker is not None if reranker_configured is None else reranker_configured
-    timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    if embedder.count_tokens(req.query) > embedder.max_tokens:
+    if mode != "lexical" and embedder.count_tokens(req.query) > embedder.max_tokens:
         raise InputError(f"the query is longer than the model's {embedder.max_tokens} tokens; shorten it")
-    vector = embedder.embed_batch([req.query], normalization)[0]
-    t1 = time.perf_counter()
-    timings["embed"] = (t1 - t0) * 1000
 
     where = Filter(req.path_prefix, req.file_types) if (req.path_prefix or req.file_types) else None
     # A glob is applied after the store search; fetch more so k matching hits survive it.
     limit = candidates * (4 if req.path_glob else 1)
-    hits = store.search(collection, vector, limit, where)
+    hits, timings = retrieve(
+        store,
+        collection,
+        mode,
+        req.query,
+        lambda: embedder.embed_batch([req.query], normalization)[0],
+        limit,
+        where,
+        fusion or FusionConfig(),
+    )
     if req.path_glob:
         hits = [h for h in hits if _glob_match(h, req.path_glob)][:candidates]
     t2 = time.perf_counter()
-    timings["search"] = (t2 - t1) * 1000
+    timings["search"] = (t2 - t0) * 1000
 
     want_rerank = req.rerank if req.rerank is not None else reranker is not None
     if want_rerank and reranker is None:
@@ -182,7 +188,7 @@ def run_search(
         out = [_to_hit(h, None) for h in hits[:k]]
         note = "no rerank stage ran: " + ("disabled for this query" if configured else "no reranker model configured")
     timings["total"] = (time.perf_counter() - t0) * 1000
-    return SearchResult(tuple(out), bool(want_rerank and reranker and hits), note, timings, "dense")
+    return SearchResult(tuple(out), bool(want_rerank and reranker and hits), note, timings, mode)
 
 
 def _glob_match(hit: Hit, pattern: str) -> bool:

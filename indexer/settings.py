@@ -61,12 +61,18 @@ class Settings(BaseSettings):
     )
     embed_model: str = "all-MiniLM-L6-v2"
     rerank_model: str | None = None
+    query_prompt: str | None = Field(None, description="prefix for queries (default: the model's, if any)")
+    document_prompt: str | None = Field(None, description="prefix for documents (default: the model's, if any)")
     # search
     top_k: int = Field(10, ge=1)
     candidates: int = Field(50, ge=1)
     max_top_k: int = Field(100, ge=1)
     max_candidates: int = Field(200, ge=1)
-    search_mode: Literal["dense", "lexical", "hybrid"] = "dense"
+    search_mode: Literal["dense", "lexical", "hybrid"] = Field(
+        "hybrid", description="default search: dense vectors, lexical BM25, or both fused"
+    )
+    fusion: Literal["rrf", "score"] = Field("score", description="how hybrid search fuses its two rankings")
+    fusion_dense_weight: float = Field(0.5, ge=0.0, le=1.0, description="the dense side's share in hybrid fusion")
     rerank_max_tokens: int = Field(256, ge=16, description="cap on query+document tokens per rerank pair")
     # sources and chunking
     include: tuple[str, ...] = ()

