@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -104,7 +104,6 @@ def create_app(
         lifespan=lifespan,
         docs_url="/docs",
         redoc_url=None,
-        responses=ERRORS,
     )
     app.max_body_bytes = settings.max_body_bytes
     app.state.service = svc
@@ -119,10 +118,12 @@ def create_app(
     app.add_middleware(AuthMiddleware, keys=keys)
     _install_error_handlers(app, svc)
     app.add_middleware(TimingMiddleware, svc=svc)
-    _add_routes(app, svc)
     from indexer.server.v1 import add_v1_routes
 
-    add_v1_routes(app, svc)
+    router = APIRouter(responses=ERRORS)  # our error shape, documented on our routes (plugins document theirs)
+    _add_routes(router, svc)
+    add_v1_routes(router, svc)
+    app.include_router(router)
     for factory in plugins.load_all("indexer.routers").values():  # plugin routers, e.g. Qdrant's query API
         app.include_router(factory(svc))
     if mcp_server is not None:
@@ -151,7 +152,7 @@ def _version() -> str:
 
 
 # -- routes ------------------------------------------------------------------------------------------------------
-def _add_routes(app: FastAPI, svc: Service) -> None:
+def _add_routes(app: APIRouter, svc: Service) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
         html = resources.files("indexer.server").joinpath("static/index.html").read_text(encoding="utf-8")

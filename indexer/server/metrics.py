@@ -41,6 +41,12 @@ class Metrics:
             "requests refused with 503 because the model queue was full",
             registry=r,
         )
+        self.embed_batch = Histogram(
+            "indexer_embedding_batch_requests",
+            "/v1/embeddings requests answered by one engine call",
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+            registry=r,
+        )
         self.errors = Counter("indexer_errors_total", "error answers by type", ["type"], registry=r)
         self.queue_depth = Gauge("indexer_queue_depth", "model jobs queued or running", registry=r)
         self.queue_depth.set_function(queue_depth)

@@ -14,19 +14,22 @@ Threads (see docs/server.md):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from indexer.collection import Collection, list_collections, open_collection
-from indexer.errors import ConfigError, IndexerError, InputError, NotFoundError
+from indexer.errors import ConfigError, IndexerError, InputError, ModelError, NotFoundError
 from indexer.pipeline import IndexReport
 from indexer.query import SearchRequest, SearchResult
 from indexer.server.metrics import Metrics
@@ -57,6 +60,10 @@ class Service:
         self.ready = False
         self.ready_error: str | None = None
         self.watchers: dict[str, Any] = {}
+        self._embed_lock = threading.Lock()
+        self._embed_pending: list[_EmbedRequest] = []
+        self._flush_scheduled = False
+        self.embed_flushes = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def warm_up(self) -> None:
@@ -177,25 +184,91 @@ class Service:
     async def embed(
         self, items: list[str | list[int]], model: str | None, dimensions: int | None = None
     ) -> tuple[np.ndarray, int, str]:
-        vectors, tokens, name = await self.worker.run(lambda: self._embed(items, model, dimensions), PRIORITY_EMBED)
+        """Embed one request's items. Requests that wait for the model together are embedded in one engine call
+        (the engine packs short texts into shared decodes); each is validated on its own first."""
+        loop = asyncio.get_running_loop()
+        request = _EmbedRequest(items, model, dimensions, loop.create_future(), loop)
+        with self._embed_lock:
+            if len(self._embed_pending) >= self.settings.max_queue or self.worker.depth >= self.worker.max_queue:
+                self.worker.rejected += 1
+                raise Overloaded(
+                    f"the server is busy ({len(self._embed_pending)} embedding requests and {self.worker.depth} model "
+                    f"jobs waiting, the limit is {self.settings.max_queue}); retry in {self.worker.retry_after()} s",
+                    self.worker.retry_after(),
+                )
+            self._embed_pending.append(request)
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self.worker.submit_nowait(self._flush_embeddings, PRIORITY_EMBED)
+        vectors, tokens, name = await request.future
         self.metrics.tokens_embedded.labels(source="v1").inc(tokens)
         return vectors, tokens, name
 
-    def _embed(
-        self, items: list[str | list[int]], model: str | None, dimensions: int | None
-    ) -> tuple[np.ndarray, int, str]:
+    def _flush_embeddings(self) -> None:
+        """On the worker: take waiting requests (up to ``max_inputs`` texts), validate each, embed the valid ones
+        in one engine call and answer each; another flush is queued for any left waiting."""
+        with self._embed_lock:
+            batch: list[_EmbedRequest] = []
+            count = 0
+            limit = self.settings.max_inputs
+            while self._embed_pending and (not batch or count + len(self._embed_pending[0].items) <= limit):
+                request = self._embed_pending.pop(0)
+                batch.append(request)
+                count += len(request.items)
+            self._flush_scheduled = bool(self._embed_pending)
+            if self._flush_scheduled:
+                self.worker.submit_nowait(self._flush_embeddings, PRIORITY_EMBED)
+        try:
+            self.embed_flushes += 1
+            self.metrics.embed_batch.observe(len(batch))
+            self._embed_batch([r for r in batch if not r.future.cancelled()])
+        except BaseException as exc:  # every waiting request gets an answer
+            for r in batch:
+                _resolve(r, None, exc)
+            raise
+
+    def _embed_batch(self, batch: list[_EmbedRequest]) -> None:
         emb = self._embedder_v1()
-        self._check_model(model, emb)
-        if dimensions is not None and dimensions != emb.dimensions:
+        valid: list[tuple[_EmbedRequest, int]] = []
+        for r in batch:
+            try:
+                valid.append((r, self._validate_embed(r, emb)))
+            except IndexerError as exc:
+                _resolve(r, None, exc)
+        if not valid:
+            return
+        merged = [item for r, _ in valid for item in r.items]
+        try:
+            results, _ = emb.engine.embed_arrays(merged, normalize=NORM_L2, truncate=False)
+        except (ValueError, TypeError) as exc:  # validated above, so this is not one request's fault
+            raise ModelError(f"embedding failed: {exc}") from exc
+        vectors = np.asarray([np.asarray(x, dtype=np.float32) for x in results], dtype=np.float32)
+        at = 0
+        for r, tokens in valid:
+            n = len(r.items)
+            _resolve(r, (vectors[at : at + n], tokens, self.settings.embed_model), None)
+            at += n
+
+    def _validate_embed(self, r: _EmbedRequest, emb: Any) -> int:
+        """Tokens of one request; InputError naming the problem and the fix."""
+        self._check_model(r.model, emb)
+        if r.dimensions is not None and r.dimensions != emb.dimensions:
             raise InputError(
-                f"dimensions={dimensions} is not supported: this model's embeddings have {emb.dimensions} dimensions "
-                "and are never shortened; leave 'dimensions' out"
+                f"dimensions={r.dimensions} is not supported: this model's embeddings have {emb.dimensions} "
+                "dimensions and are never shortened; leave 'dimensions' out"
             )
+        vocab = emb.engine.n_vocab()
         total = 0
-        for i, item in enumerate(items):
-            n = emb.count_tokens(item) if isinstance(item, str) else len(item)
-            if isinstance(item, list) and n == 0:
-                raise InputError(f"input[{i}] is an empty token list; send at least one token id")
+        for i, item in enumerate(r.items):
+            if isinstance(item, str):
+                n = emb.count_tokens(item)
+            else:
+                n = len(item)
+                if n == 0:
+                    raise InputError(f"input[{i}] is an empty token list; send at least one token id")
+                bad = next((t for t in item if not 0 <= t < vocab), None)
+                if bad is not None:
+                    raise InputError(f"input[{i}] has token id {bad}; token ids must be between 0 and {vocab - 1}")
             if n > emb.max_tokens:
                 raise InputError(
                     f"input[{i}] has {n} tokens; the model takes at most {emb.max_tokens} per input: split it"
@@ -206,14 +279,7 @@ class Service:
                     f"the request has more than {self.settings.max_request_tokens} tokens (max_request_tokens); "
                     "send fewer or shorter inputs per request"
                 )
-        try:
-            results, n_tokens = emb.engine.embed_arrays(list(items), normalize=NORM_L2, truncate=False)
-        except (ValueError, TypeError) as exc:
-            raise InputError(f"{exc}; token ids must be between 0 and the model's vocabulary size") from exc
-        out = np.zeros((len(results), emb.dimensions), dtype=np.float32)
-        for i, r in enumerate(results):
-            out[i] = np.asarray(r, dtype=np.float32)
-        return out, int(n_tokens), self.settings.embed_model
+        return total
 
     def _check_model(self, model: str | None, emb: Any) -> None:
         if not model:
@@ -317,6 +383,28 @@ def search_request(body: Any) -> SearchRequest:
         rerank=body.rerank,
         mode=body.mode,
     )
+
+
+@dataclass
+class _EmbedRequest:
+    items: list[str | list[int]]
+    model: str | None
+    dimensions: int | None
+    future: asyncio.Future[tuple[np.ndarray, int, str]]
+    loop: asyncio.AbstractEventLoop
+
+
+def _resolve(r: _EmbedRequest, value: Any, error: BaseException | None) -> None:
+    def settle() -> None:
+        if r.future.done():
+            return
+        if error is not None:
+            r.future.set_exception(error)
+        else:
+            r.future.set_result(value)
+
+    with contextlib.suppress(RuntimeError):  # the loop is closed (shutting down)
+        r.loop.call_soon_threadsafe(settle)
 
 
 def _rerank_count(result: SearchResult) -> int:

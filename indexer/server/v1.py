@@ -12,14 +12,14 @@ import uuid
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI
+from fastapi import APIRouter
 
 from indexer.errors import InputError
 from indexer.server import schemas
 from indexer.server.service import Service
 
 
-def add_v1_routes(app: FastAPI, svc: Service) -> None:
+def add_v1_routes(app: APIRouter, svc: Service) -> None:
     settings = svc.settings
 
     @app.get("/v1/models", response_model=schemas.ModelsOut, tags=["v1"])

@@ -107,6 +107,20 @@ class ModelWorker:
         self._queue.put(_Job(priority, next(self._seq), fn, future, loop, self._clock()))
         return await future
 
+    def submit_nowait(self, fn: Callable[[], Any], priority: int = PRIORITY_SEARCH) -> None:
+        """Queue ``fn`` without waiting for it and without the bound (for follow-up work a running job schedules:
+        ``fn`` reports its own results). Errors are logged."""
+
+        def job() -> None:
+            try:
+                fn()
+            except Exception:
+                logger.exception("a follow-up model job failed")
+
+        with self._lock:
+            self._pending += 1
+        self._queue.put(_Job(priority, next(self._seq), job, None, None, self._clock()))  # type: ignore[arg-type]
+
     def close(self, timeout: float = 30.0) -> None:
         """Stop after the jobs already queued; wait up to ``timeout`` seconds for the thread."""
         if self._thread.is_alive():

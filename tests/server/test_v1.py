@@ -117,3 +117,43 @@ def test_rerank_published_shapes(served: ServerHandle, reranker_model_path) -> N
     assert np.allclose([by_index[i] for i in range(3)], direct, atol=1e-4)
     assert bad.status_code == 400
     assert wrong_model.status_code == 404 and "not served here" in wrong_model.json()["error"]["message"]
+
+
+def test_concurrent_embedding_requests_share_one_engine_call(served: ServerHandle, direct_embedder) -> None:
+    """Requests waiting for the model together are embedded in one call; each gets its own vectors, and a bad
+    request among them fails alone."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.server.conftest import wait_for
+
+    svc = served.service
+    release, running = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        running.set()
+        release.wait(120)
+
+    texts = ["alpha particles", "beta decay", "gamma rays"]
+    pool = ThreadPoolExecutor(max_workers=5)
+    try:
+        blocker = pool.submit(svc.worker.call_sync, hold, 120)
+        assert running.wait(30)
+        flushes = svc.embed_flushes
+        with served.client() as c:
+            good = [pool.submit(c.post, "/v1/embeddings", json={"input": t}) for t in texts]
+            bad = pool.submit(c.post, "/v1/embeddings", json={"input": [[10**9]]})
+            wait_for(lambda: len(svc._embed_pending) == 4, what="four waiting requests")
+            release.set()
+            answers = [f.result(timeout=60) for f in good]
+            refused = bad.result(timeout=60)
+        blocker.result(timeout=60)
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
+    assert svc.embed_flushes == flushes + 1
+    assert refused.status_code == 400 and "token id" in refused.json()["error"]["message"]
+    reference = np.asarray(direct_embedder.embed(texts))
+    for answer, ref in zip(answers, reference, strict=True):
+        assert answer.status_code == 200, answer.text
+        assert np.allclose(answer.json()["data"][0]["embedding"], ref, atol=1e-5)
