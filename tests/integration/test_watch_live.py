@@ -277,3 +277,17 @@ def test_service_hook_with_the_real_collection(tmp_path, embed_model_path):
             assert handle.freshness()["samples"] >= 1
         finally:
             handle.stop()
+
+
+def test_a_file_still_being_written_ends_up_complete(live_faiss):
+    live = live_faiss
+    path = live.root / "growing.md"
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("# Log\n\nFirst the glacier advanced across the valley floor.\n")
+        fh.flush()
+        # the writer pauses with the file open: once size and mtime hold still, the part written so far is indexed
+        live.settle(lambda: "growing.md" in live.files(), "partial file indexed after settling")
+        fh.write("\nThen the glacier retreated and left a moraine lake behind.\n")
+    live.settle(lambda: "moraine lake" in live.texts(), "the complete file indexed after the close")
+    hits = live.col.search("a lake left behind by a retreating glacier", k=1).hits
+    assert hits[0].path.endswith("growing.md") and "advanced" in hits[0].text
