@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from indexer import migrations
-from indexer.errors import ConfigError, IndexerError, InputError, StateError, StoreError
+from indexer.errors import ConfigError, InputError, StateError, StoreError
+from indexer.locks import collection_lock_path, lock_for
 from indexer.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -185,27 +186,12 @@ def _store_guard(settings: Settings, rec: dict[str, Any]) -> Any:
 @contextmanager
 def _collection_lock(settings: Settings, name: str) -> Iterator[None]:
     """Embedded Qdrant has one writer process at a time: wait for the collection's writer lock."""
-    import fcntl
-
-    lock_dir = Path(settings.data_dir) / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"{name}.lock", "a+") as fh:
-        deadline = time.monotonic() + 120.0
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError as exc:
-                if time.monotonic() > deadline:
-                    raise IndexerError(
-                        f"collection {name!r} (embedded Qdrant) has been written by another process for two "
-                        "minutes; back it up when indexing ends, or use a Qdrant server (snapshots while writing)"
-                    ) from exc
-                time.sleep(0.2)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    message = (
+        f"collection {name!r} (embedded Qdrant) has been written by another process for two minutes; back it up "
+        "when indexing ends, or use a Qdrant server (snapshots while writing)"
+    )
+    with lock_for(collection_lock_path(settings.data_dir, name)).hold(timeout=120.0, message=message):
+        yield
 
 
 def _copy_store(settings: Settings, rec: dict[str, Any], dest: Path) -> int:

@@ -21,7 +21,7 @@ from indexer import plugins, reindex
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
 from indexer.fusion import FusionConfig
 from indexer.lexical import LexicalSearch
-from indexer.locks import writer_lock
+from indexer.locks import collection_lock_path, writer_lock
 from indexer.normalization import choose_normalization, normalization_name
 from indexer.pipeline import IndexReport, Pipeline, Progress, within
 from indexer.ports import Chunker, Embedder, Reranker, Source, VectorStore
@@ -529,7 +529,7 @@ class Collection:
 
     @contextmanager
     def _writer_lock(self) -> Iterator[None]:
-        with writer_lock(Path(self.settings.data_dir) / "locks" / f"{self.name}.lock", f"collection {self.name!r}"):
+        with writer_lock(collection_lock_path(self.settings.data_dir, self.name), f"collection {self.name!r}"):
             yield
 
 

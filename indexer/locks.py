@@ -119,6 +119,11 @@ def lock_for(path: str | os.PathLike[str]) -> FileLock:
         return lock
 
 
+def collection_lock_path(data_dir: str | os.PathLike[str], collection: str) -> Path:
+    """The writer lock file of a collection: every writer of it (index, watch, backup, reindex) holds this one."""
+    return Path(data_dir) / "locks" / f"{collection}.lock"
+
+
 @contextmanager
 def writer_lock(path: str | os.PathLike[str], what: str) -> Iterator[None]:
     """The non-blocking writer lock of ``what`` (e.g. "collection 'notes'"): held, or LockedError at once."""

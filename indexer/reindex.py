@@ -25,7 +25,6 @@ Progress shows in ``indexer status`` (``reindex``: target model, files done of t
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -41,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from indexer.errors import IndexerError, InputError, StoreError
+from indexer.locks import collection_lock_path, lock_for
 from indexer.normalization import Normalization
 from indexer.pipeline import IndexReport, Pipeline, Progress, within
 from indexer.state import CollectionRecord, StateStore
@@ -410,27 +410,12 @@ def _sync_shadow(
 @contextmanager
 def _wait_writer_lock(col: Collection, wait_s: float) -> Iterator[None]:
     """The collection's writer lock, waiting for a running index or watcher batch to finish."""
-    lock_dir = Path(col.settings.data_dir) / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"{col.name}.lock", "a+") as fh:
-        deadline = time.monotonic() + wait_s
-        delay = 0.05
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError as exc:
-                if time.monotonic() > deadline:
-                    raise IndexerError(
-                        f"collection {col.name!r} has been written by another process for {wait_s:.0f} s; the "
-                        "new vectors are kept: run `indexer reindex` again to switch when it is idle"
-                    ) from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    message = (
+        f"collection {col.name!r} has been written by another process for {wait_s:.0f} s; the new vectors are "
+        "kept: run `indexer reindex` again to switch when it is idle"
+    )
+    with lock_for(collection_lock_path(col.settings.data_dir, col.name)).hold(timeout=wait_s, message=message):
+        yield
 
 
 def _switch(col: Collection, job: Job, new_rec: CollectionRecord, shadow: StateStore) -> None:
