@@ -12,6 +12,9 @@ Semantics, the same everywhere:
 * ``hold(timeout=T)`` waits up to ``T`` seconds (short critical sections: the FAISS writer lock, a model
   build), then raises ``LockedError`` (or the ``error`` class given) with the message given.
 * ``hold(timeout=None)`` waits as long as it takes.
+* :class:`LifetimeLock` is for a lock held for an object's life (a watcher): taken once without waiting,
+  released from any thread, with its own file descriptor, so a second holder is refused even in the same
+  process. It is not reentrant.
 
 The lock file stays in place (an empty file); deleting it while a lock is held would let a second process lock
 a new file of the same name.
@@ -59,11 +62,17 @@ class FileLock:
         error: type[IndexerError] = LockedError,
     ) -> Iterator[None]:
         """Hold the lock for the ``with`` block; ``timeout`` 0 = try once, None = wait forever."""
-        self._acquire(timeout, message, error)
+        self.acquire(timeout, message, error)
         try:
             yield
         finally:
-            self._release()
+            self.release()
+
+    def acquire(
+        self, timeout: float | None = None, message: str | None = None, error: type[IndexerError] = LockedError
+    ) -> None:
+        """Take the lock in this thread (``release()`` it in the same thread); see ``hold``."""
+        self._acquire(timeout, message, error)
 
     def _acquire(self, timeout: float | None, message: str | None, error: type[IndexerError]) -> None:
         deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
@@ -81,22 +90,11 @@ class FileLock:
 
     def _lock_file(self, timeout: float, message: str | None, error: type[IndexerError]) -> None:
         if self._file is None:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise error(f"cannot create the lock folder {self.path.parent}: {exc}; check permissions") from exc
-            self._file = filelock.FileLock(str(self.path), thread_local=False, preserve_lock_file=True)
-        try:
-            if timeout == 0:
-                self._file.acquire(blocking=False)
-            else:
-                self._file.acquire(timeout=timeout, poll_interval=0.01)
-        except filelock.Timeout:
-            raise error(message or self._busy_text(timeout)) from None
-        except OSError as exc:
-            raise error(f"cannot lock {self.path}: {exc}; check permissions and disk") from exc
+            self._file = _new_file_lock(self.path, error)
+        _take(self._file, self.path, timeout, message or self._busy_text(timeout), error)
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """Release one ``acquire`` of this thread."""
         try:
             self._depth -= 1
             if self._depth == 0 and self._file is not None:
@@ -107,6 +105,58 @@ class FileLock:
     def _busy_text(self, timeout: float | None) -> str:
         waited = "" if not timeout else f" for more than {timeout:.0f} s"
         return f"{self.path} is held by another process or thread{waited}; wait for it to finish and retry"
+
+
+class LifetimeLock:
+    """A lock held for an object's life: ``take()`` once (never waits), ``release()`` from any thread."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._file: filelock.BaseFileLock | None = None
+        self._guard = threading.Lock()
+
+    @property
+    def held(self) -> bool:
+        return self._file is not None
+
+    def take(self, message: str, error: type[IndexerError] = LockedError) -> None:
+        """Take the lock now, or raise ``error(message)`` when any other holder (this process too) has it."""
+        with self._guard:
+            if self._file is not None:
+                raise error(message)
+            lock = _new_file_lock(self.path, error)
+            _take(lock, self.path, 0, message, error)
+            self._file = lock
+
+    def release(self) -> None:
+        with self._guard:
+            lock, self._file = self._file, None
+        if lock is not None:
+            lock.release(force=True)
+
+
+def _new_file_lock(path: Path, error: type[IndexerError]) -> filelock.BaseFileLock:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise error(f"cannot create the lock folder {path.parent}: {exc}; check permissions") from exc
+    # One object per holder (not filelock's per-path singleton), shared by threads: exclusion between threads
+    # is ours (FileLock's RLock) or none is needed (LifetimeLock). The file stays: see the module docstring.
+    return filelock.FileLock(str(path), thread_local=False, preserve_lock_file=True)
+
+
+def _take(
+    lock: filelock.BaseFileLock, path: Path, timeout: float, message: str, error: type[IndexerError]
+) -> None:
+    try:
+        if timeout == 0:
+            lock.acquire(blocking=False)
+        else:
+            lock.acquire(timeout=timeout, poll_interval=0.01)
+    except filelock.Timeout:
+        raise error(message) from None
+    except OSError as exc:
+        raise error(f"cannot lock {path}: {exc}; check permissions and disk") from exc
 
 
 def lock_for(path: str | os.PathLike[str]) -> FileLock:

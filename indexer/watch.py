@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import inspect
 import logging
 import os
@@ -33,10 +32,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from indexer import errors
 from indexer.errors import IndexerError, InputError, StoreUnavailableError
+from indexer.locks import LifetimeLock
 from indexer.pipeline import IndexReport, within
 from indexer.watch_batch import IGNORE_FILE_NAMES, Batch, BatchTiming, ChangeBatcher, What
 from indexer.watch_state import (
@@ -145,7 +145,7 @@ class Watcher:
         self._polling: Any = None
         self._handler: Any = None
         self._watches: dict[str, tuple[Any, Any]] = {}  # root -> (observer, its watch)
-        self._lock_fh: IO[str] | None = None
+        self._lock: LifetimeLock | None = None
         self.roots: list[str] = []
         self.polled_roots: list[str] = []
         self._in_flight: Batch | None = None
@@ -260,25 +260,21 @@ class Watcher:
 
     # -- setup -----------------------------------------------------------------------------------------
     def _take_lock(self) -> None:
-        path = lock_path(self.data_dir, self.name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a+")  # noqa: SIM115 - held for the watcher's lifetime
+        lock = LifetimeLock(lock_path(self.data_dir, self.name))
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            fh.close()
+            lock.take(f"a watcher of collection {self.name!r} already runs", error=WatchError)
+        except WatchError as exc:
             other = read_status(self.data_dir, self.name) or {}
             raise WatchError(
                 f"a watcher of collection {self.name!r} already runs (pid {other.get('pid', '?')}); stop it first "
                 "(one watcher per collection)"
             ) from exc
-        self._lock_fh = fh
+        self._lock = lock
 
     def _release_lock(self) -> None:
-        if self._lock_fh is not None:
-            fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
-            self._lock_fh.close()
-            self._lock_fh = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _initial_roots(self) -> list[str]:
         known = list(self.collection.state.roots(self.name)) if self.collection.record is not None else []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from indexer.errors import LockedError, ModelError
-from indexer.locks import FileLock, lock_for, writer_lock
+from indexer.locks import FileLock, LifetimeLock, lock_for, writer_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,3 +146,26 @@ def test_an_unwritable_lock_folder_is_a_clear_error(tmp_path):
         timeout=0
     ):
         pass
+
+
+def test_a_lifetime_lock_refuses_a_second_holder_even_in_this_process_and_releases_from_any_thread(tmp_path):
+    path = tmp_path / "watch" / "c.lock"
+    first, second = LifetimeLock(path), LifetimeLock(path)
+    first.take("taken")
+    with pytest.raises(LockedError, match="a watcher already runs"):
+        second.take("a watcher already runs")
+    t = threading.Thread(target=first.release)  # stop() may run in another thread than start()
+    t.start()
+    t.join()
+    assert not first.held
+    second.take("taken")
+    holder_refused = subprocess.run(
+        [sys.executable, "-c", HOLDER, str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert holder_refused.returncode != 0 and "LockedError" in holder_refused.stderr
+    second.release()
+    Holder(path).release()  # free for another process once released
