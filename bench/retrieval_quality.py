@@ -96,10 +96,12 @@ def score(runs: dict[str, list[str]], qrels: dict[str, set[str]], qids: Sequence
 
 
 def aggregate_files(hits: Sequence[Hit]) -> list[Hit]:
-    """One hit per file (its best chunk), for fusing at the file level."""
+    """One hit per file (its best chunk's score), keyed by the path so both sides fuse per file."""
     seen: dict[str, Hit] = {}
     for h in hits:
-        seen.setdefault(str(h.payload.get("path")), h)
+        path = str(h.payload.get("path"))
+        if path not in seen:
+            seen[path] = Hit(id=path, score=h.score, payload=h.payload)
     return list(seen.values())
 
 
@@ -151,32 +153,50 @@ def main() -> int:
             print(f"indexed: {results['index']}", file=sys.stderr)
         results["chunks"] = col.state.counts(col.name)["chunks"]
 
-        # 1. The product's own path: Collection.search in each mode with the settings' defaults.
-        table: dict[str, dict[str, float]] = {}
-        modes = ["dense", "lexical", "hybrid"]
-        for mode in modes:
-            runs: dict[str, list[str]] = {}
-            t0 = time.perf_counter()
-            for q in qids:
-                res = col.search(queries[q], k=K_EVAL, candidates=K_EVAL * 2, mode=mode, rerank=False)
-                runs[q] = docs_of(h.path for h in res.hits)
-            ms = (time.perf_counter() - t0) * 1000 / max(1, len(qids))
-            for name, sub in splits.items():
-                nd, rc = score(runs, qrels, sub)
-                table[f"{mode} ({name})"] = {"ndcg@10": round(nd, 4), "recall@100": round(rc, 4)}
-            table[f"{mode} (all)"]["ms_per_query"] = round(ms, 1)
-            print(mode, table[f"{mode} (all)"], file=sys.stderr)
-        results["product"] = table
-        results["defaults"] = {"fusion": col.settings.fusion, "dense_weight": col.settings.fusion_dense_weight}
-
-        # 2. Levers, on lists fetched once per query (the product's fuse() on the store's own rankings).
+        # 1. Each query once: its dense and lexical rankings from the store, DEPTH deep (one embedding per query).
         store, embedder, norm = col.store, col.embedder, col.record.normalization  # type: ignore[union-attr]
         dense_lists: dict[str, list[Hit]] = {}
         lex_lists: dict[str, list[Hit]] = {}
+        timing = {"dense": 0.0, "lexical": 0.0}
         for q in qids:
+            t0 = time.perf_counter()
             vec = embedder.embed_batch([queries[q]], norm)[0]
             dense_lists[q] = store.search(col.name, vec, DEPTH)
+            t1 = time.perf_counter()
             lex_lists[q] = store.search_lexical(col.name, queries[q], DEPTH)  # type: ignore[attr-defined]
+            timing["dense"] += t1 - t0
+            timing["lexical"] += time.perf_counter() - t1
+
+        # 2. The three modes as the product runs them with its defaults (fusion.fuse on each side's top
+        # depth(K_EVAL * 2) = DEPTH chunks), checked against Collection.search on a sample of queries.
+        config = col.fusion_config()
+        runs_by_mode = {
+            "dense": {q: docs_of(str(h.payload["path"]) for h in dense_lists[q]) for q in qids},
+            "lexical": {q: docs_of(str(h.payload["path"]) for h in lex_lists[q]) for q in qids},
+            "hybrid": {
+                q: docs_of(str(h.payload["path"]) for h in fuse(dense_lists[q], lex_lists[q], config)) for q in qids
+            },
+        }
+        same, checked = 0, 0
+        for q in qids[:: max(1, len(qids) // 20)]:
+            for mode, runs in runs_by_mode.items():
+                res = col.search(queries[q], k=10, candidates=K_EVAL, mode=mode, rerank=False)
+                got = docs_of(h.path for h in res.hits)
+                checked += 1
+                same += got == runs[q][: len(got)]
+        results["collection_search_agrees"] = f"{same}/{checked} sampled (query, mode) top-10 rankings"
+        print("Collection.search agrees:", results["collection_search_agrees"], file=sys.stderr)
+        table: dict[str, dict[str, float]] = {}
+        for mode, runs in runs_by_mode.items():
+            for name, sub in splits.items():
+                nd, rc = score(runs, qrels, sub)
+                table[f"{mode} ({name})"] = {"ndcg@10": round(nd, 4), "recall@100": round(rc, 4)}
+        table["dense (all)"]["ms_per_query"] = round(timing["dense"] * 1000 / max(1, len(qids)), 1)
+        table["lexical (all)"]["ms_per_query"] = round(timing["lexical"] * 1000 / max(1, len(qids)), 1)
+        results["product"] = table
+        results["defaults"] = {"fusion": config.method, "dense_weight": config.dense_weight}
+        print(json.dumps(table), file=sys.stderr)
+
         grid = lever_grid(dense_lists, lex_lists, qrels, splits)
         results["levers"] = grid
         best = max(grid, key=lambda row: float(row["tune"]))  # type: ignore[arg-type]

@@ -72,7 +72,7 @@ class Settings(BaseSettings):
         "hybrid", description="default search: dense vectors, lexical BM25, or both fused"
     )
     fusion: Literal["rrf", "score"] = Field("score", description="how hybrid search fuses its two rankings")
-    fusion_dense_weight: float = Field(0.5, ge=0.0, le=1.0, description="the dense side's share in hybrid fusion")
+    fusion_dense_weight: float = Field(0.4, ge=0.0, le=1.0, description="the dense side's share in hybrid fusion")
     rerank_max_tokens: int = Field(256, ge=16, description="cap on query+document tokens per rerank pair")
     # sources and chunking
     include: tuple[str, ...] = ()
