@@ -37,9 +37,11 @@ def test_prompts_are_applied_recorded_and_enforced(tmp_path, embed_model_path):
 
     with indexer.open_collection("prompted") as col:  # no prompt settings: the recorded ones are used
         assert col.search(QUERY, k=1, mode="dense").hits[0].score == pytest.approx(with_prompts, abs=1e-4)
-    with indexer.open_collection("prompted", query_prompt="search_query: ") as col:
-        with pytest.raises(CollectionMismatchError, match="query_prompt"):
-            col.search(QUERY, k=1)
+    with (
+        indexer.open_collection("prompted", query_prompt="search_query: ") as col,
+        pytest.raises(CollectionMismatchError, match="query_prompt"),
+    ):
+        col.search(QUERY, k=1)
 
 
 def test_the_default_model_uses_no_prompts(tmp_path, embed_model_path):
