@@ -58,7 +58,7 @@ def test_installed_wheel_runs_outside_the_source_tree(wheel, tmp_path):
         "from indexer import plugins as p;"
         "from indexer.state import StateStore;"
         f"assert indexer.__file__.startswith({str(target)!r}), indexer.__file__;"
-        "assert sorted(p.available('indexer.stores')) == ['faiss', 'qdrant'];"
+        "assert sorted(p.available('indexer.stores')) == ['faiss', 'qdrant', 'qdrant_attach'];"
         "assert 'pdf' in p.available('indexer.readers');"
         f"s = StateStore(__import__('pathlib').Path({str(tmp_path / 's.sqlite')!r}));"
         "print(s.applied_migrations())"
