@@ -213,3 +213,16 @@ def test_lexical_index_survives_sigkill_like_the_vectors(tmp_path, embed_model_p
             _assert_lexical_matches_points(col)
     assert snapshots[0] == snapshots[1]
     assert snapshots[0]["kites"] and snapshots[0]["rivers"]
+
+
+def test_rerank_runs_over_the_fused_candidates(tmp_path, embed_model_path, reranker_model_path):
+    corpus = write_corpus(tmp_path / "corpus", {**DOCS, **CODES})
+    with indexer.open_collection("rerank-fused", rerank_model=str(reranker_model_path)) as col:
+        col.index([corpus])
+        result = col.search("QX1-4471 VPN tunnel", k=3, candidates=4)
+        assert result.mode == "hybrid" and result.reranked
+        assert "reranked 4 candidates" in result.rerank_note
+        assert all(h.rerank_score is not None for h in result.hits)
+        fused = col.search("QX1-4471 VPN tunnel", k=4, candidates=4, rerank=False)
+        assert {h.chunk_id for h in result.hits} <= {h.chunk_id for h in fused.hits}
+        assert "network.md" in [os.path.basename(h.path) for h in result.hits]
