@@ -194,7 +194,7 @@ def index(
             f"{len(report.failed)} failed; {report.points_upserted} points written, {report.points_deleted} deleted",
             highlight=False,
         )
-    raise typer.Exit(2 if report.failed else 0)
+    raise typer.Exit(3 if report.failed else 0)  # exit codes of every command: see indexer.cli
 
 
 @app.command()

@@ -143,6 +143,9 @@ def test_bad_settings_name_the_field_the_value_and_the_allowed_values(world):
         "'cosine'",
         "INDEXER_METRIC",
     )
+    check_one_error(
+        indexer("index", str(world.corpus), "--store", "bogus", env=world.env), ERROR, "store", "'bogus'", "faiss"
+    )
     check_one_error(indexer("status", env={**world.env, "INDEXER_TOP_K": "many"}), ERROR, "top_k", "'many'", "whole")
     check_one_error(indexer("status", env={**world.env, "INDEXER_TOP_K": "0"}), ERROR, "top_k", "at least 1")
     Path(world.env["INDEXER_CONFIG"]).write_text("store = \n", encoding="utf-8")

@@ -169,3 +169,24 @@ def test_a_lifetime_lock_refuses_a_second_holder_even_in_this_process_and_releas
     assert holder_refused.returncode != 0 and "LockedError" in holder_refused.stderr
     second.release()
     Holder(path).release()  # free for another process once released
+
+
+def test_a_faiss_store_written_by_another_process_waits_then_says_so(tmp_path):
+    import numpy as np
+
+    from indexer.types import Point
+    from plugins.faiss import FaissStore
+
+    store = FaissStore(tmp_path / "faiss", lock_timeout=0.2)
+    store.ensure_collection("c", 4, {"indexer.model_id": "m"})
+    holder = Holder(tmp_path / "faiss" / "c" / "writer.lock")
+    point = Point("00000000-0000-0000-0000-000000000001", np.array([1, 0, 0, 0], dtype=np.float32), {"path": "/a"})
+    try:
+        with pytest.raises(LockedError, match="another process has been writing .*faiss/c") as info:
+            store.upsert("c", [point])
+        assert "\n" not in str(info.value)
+    finally:
+        holder.release()
+    store.upsert("c", [point])  # free again: the write goes through
+    assert store.count("c") == 1
+    store.close()
