@@ -237,8 +237,10 @@ class Watcher:
         }
 
     def status(self) -> dict[str, Any]:
-        with self._cond:
+        with self._cond:  # the worker changes these under the same lock
             queued = sorted(set(self._batcher.paths()) | set(self._in_flight.paths if self._in_flight else ()))
+            errors = dict(list(self.errors.items())[-ERRORS_KEPT:])
+            totals = dict(self.totals)
         return {
             "pid": os.getpid(),
             "collection": self.name,
@@ -250,11 +252,11 @@ class Watcher:
             "polled_roots": self.polled_roots,
             "queued": len(queued),
             "queued_paths": queued[:STATUS_PATHS_SHOWN],
-            "errors": dict(list(self.errors.items())[-ERRORS_KEPT:]),
+            "errors": errors,
             "last_error": self.last_error,
             "freshness": self.freshness_stats.summary(),
             "batches": self.batches,
-            "totals": dict(self.totals),
+            "totals": totals,
             "last_batch": self.last_batch,
         }
 
@@ -566,8 +568,9 @@ class Watcher:
             self._retry_later(f"syncing {path} failed ({reason})")
             return
         logger.error("skipping %s after %d failures: %s (the next rescan tries again)", path, ATTEMPTS_PER_PATH, reason)
-        self.errors.pop(path, None)
-        self.errors[path] = reason
+        with self._cond:
+            self.errors.pop(path, None)
+            self.errors[path] = reason
         self.last_error = f"{path}: {reason}"
         self._failures_in_row = 0
         self._persist_queue()
@@ -642,6 +645,10 @@ class Watcher:
         self.totals["chunks_reused"] += report.chunks_reused
 
     def _record_failures(self, report: IndexReport, scope: Sequence[str]) -> None:
+        with self._cond:
+            self._record_failures_locked(report, scope)
+
+    def _record_failures_locked(self, report: IndexReport, scope: Sequence[str]) -> None:
         self._count(report)
         failed = dict(report.failed)
         for path in [p for p in self.errors if any(within(p, s) for s in scope) and p not in failed]:
