@@ -29,13 +29,13 @@ import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexer import errors
-from indexer.errors import IndexerError, InputError, StoreUnavailableError
+from indexer.errors import IndexerError, InputError, LockedError, StoreUnavailableError
 from indexer.locks import LifetimeLock
 from indexer.pipeline import IndexReport, within
 from indexer.watch_batch import IGNORE_FILE_NAMES, Batch, BatchTiming, ChangeBatcher, What
@@ -54,9 +54,7 @@ from indexer.watch_state import (
 logger = logging.getLogger(__name__)
 
 # Errors after which the same batch is simply retried later (nothing is wrong with its paths).
-RETRYABLE: tuple[type[BaseException], ...] = tuple(
-    c for c in (StoreUnavailableError, getattr(errors, "LockedError", None)) if isinstance(c, type)
-)
+RETRYABLE: tuple[type[BaseException], ...] = (StoreUnavailableError, LockedError)
 INOTIFY_LIMITS = {
     errno.ENOSPC: "fs.inotify.max_user_watches",
     errno.EMFILE: "fs.inotify.max_user_instances",
@@ -69,7 +67,7 @@ ATTEMPTS_PER_PATH = 3
 def is_retryable(exc: BaseException) -> bool:
     """Errors after which the same batch is retried as is: the store is unreachable, another writer holds the
     collection."""
-    return isinstance(exc, RETRYABLE) or "being written by another" in str(exc)
+    return isinstance(exc, RETRYABLE)
 
 
 class WatchError(IndexerError):
@@ -186,6 +184,7 @@ class Watcher:
             self._release_lock()
             raise
         self._write_status()
+        _OVERFLOW.watchers.add(self)
         self._thread = threading.Thread(target=self._run, name=f"indexer-watch-{self.name}", daemon=True)
         self._thread.start()
 
@@ -235,6 +234,13 @@ class Watcher:
             "polled_roots": list(self.polled_roots),
             **self.freshness_stats.summary(),
         }
+
+    def request_rescan(self, reason: str) -> None:
+        """Run the reconciliation scan as soon as the batch in flight is done (events were lost)."""
+        logger.warning("%s: rescanning %s", reason, ", ".join(self.roots))
+        with self._cond:
+            self._next_rescan = float("-inf")
+            self._cond.notify_all()
 
     def status(self) -> dict[str, Any]:
         with self._cond:  # the worker changes these under the same lock
@@ -485,8 +491,9 @@ class Watcher:
         else:
             self._refresh_watches()
         self._reconciled = True
-        if self.options.rescan_seconds > 0:
-            self._next_rescan = self._clock() + self.options.rescan_seconds
+        with self._cond:
+            rescan = self.options.rescan_seconds
+            self._next_rescan = self._clock() + rescan if rescan > 0 else float("inf")
         self._record_failures(report, self.roots)
         seconds = self._clock() - started
         logger.info(
@@ -713,6 +720,28 @@ def start_watcher(
 
 
 # -- watchdog glue ---------------------------------------------------------------------------------------------
+class _OverflowListener(logging.Filter):
+    """The kernel drops inotify events when its queue overflows; watchdog only logs it. This filter (it never
+    drops a record) turns that log record into an immediate rescan of every running watcher."""
+
+    logger_name = "watchdog.observers.inotify_c"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.watchers: weakref.WeakSet[Watcher] = weakref.WeakSet()
+        logging.getLogger(self.logger_name).addFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "queue overflow" in record.getMessage().lower():
+            for watcher in list(self.watchers):
+                if watcher.running:
+                    watcher.request_rescan("the inotify queue overflowed and events were lost")
+        return True
+
+
+_OVERFLOW = _OverflowListener()
+
+
 def _watch_alive(observer: Any, watch: Any) -> bool:
     """Whether ``observer`` still has a running emitter for ``watch`` (one ends when its root is deleted)."""
     return any(getattr(e, "watch", None) == watch and e.is_alive() for e in getattr(observer, "emitters", ()))

@@ -323,16 +323,15 @@ def test_rescans_watch_new_roots_and_roots_that_came_back(fake, tmp_path):
 
 
 def test_a_collection_locked_by_another_writer_is_retried_not_skipped(fake):
-    from indexer import errors
+    from indexer.errors import LockedError
 
-    locked = getattr(errors, "LockedError", errors.IndexerError)
     attempts: list[int] = []
     real = fake.sync_paths
 
     def busy_then_free(paths: list[str]) -> IndexReport:
         if len(attempts) < 4:  # more failures than a bad path is allowed
             attempts.append(1)
-            raise locked(f"collection {fake.name!r} is being written by another indexer process; wait for it")
+            raise LockedError(f"collection {fake.name!r} is being written by another indexer process; wait for it")
         return real(paths)
 
     with Watcher(fake, options=FAST) as watcher:
@@ -341,3 +340,13 @@ def test_a_collection_locked_by_another_writer_is_retried_not_skipped(fake):
         (fake.root / "a.md").write_text("waits for the lock")
         until(lambda: str(fake.root / "a.md") in fake.all_synced(), timeout=60)
     assert len(attempts) == 4 and not watcher.errors
+
+
+def test_an_inotify_queue_overflow_triggers_a_rescan(fake):
+    with Watcher(fake, options=FAST) as watcher:  # periodic rescans off
+        assert watcher.wait_idle(20) and fake.reconciles == 1
+        # what watchdog logs when the kernel dropped events (inotify_c.InotifyFD.handle_event)
+        inotify_log = logging.getLogger("watchdog.observers.inotify_c")
+        inotify_log.warning("Inotify queue overflowed; filesystem events were lost")
+        until(lambda: fake.reconciles == 2)
+        assert watcher.wait_idle(20) and fake.reconciles == 2  # once, not in a loop
