@@ -356,7 +356,6 @@ class Watcher:
             if held is not None:
                 with contextlib.suppress(Exception):
                     held[0].unschedule(held[1])
-                self._watches.pop(root, None)
             try:
                 self._watch_root(root)
                 logger.info("watching %s again", root)

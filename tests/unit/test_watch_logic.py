@@ -314,10 +314,14 @@ def test_rescans_watch_new_roots_and_roots_that_came_back(fake, tmp_path):
         (other / "o.md").write_text("in the new root")
         until(lambda: str(other / "o.md") in fake.all_synced())
 
+        def root_watched() -> bool:
+            held = watcher._watches.get(str(fake.root))
+            return held is not None and _watch_alive(*held)
+
         shutil.rmtree(fake.root)  # the root goes away (unmounted, deleted) and comes back
-        until(lambda: not _watch_alive(*watcher._watches[str(fake.root)]))
+        until(lambda: not root_watched())
         fake.root.mkdir()
-        until(lambda: _watch_alive(*watcher._watches[str(fake.root)]))
+        until(root_watched)
         (fake.root / "back.md").write_text("watched again")
         until(lambda: str(fake.root / "back.md") in fake.all_synced())
 
