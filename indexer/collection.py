@@ -382,7 +382,12 @@ class Collection:
 
     def _lexical_ready(self) -> bool:
         store = self.store
-        return isinstance(store, LexicalSearch) and store.has_lexical(self.name)
+        if not isinstance(store, LexicalSearch):
+            return False
+        try:
+            return store.has_lexical(self.name)
+        except StoreError:  # the store's collection is missing: status reports that through health
+            return False
 
     def fusion_config(self) -> FusionConfig:
         return FusionConfig(method=self.settings.fusion, dense_weight=self.settings.fusion_dense_weight)
@@ -466,6 +471,9 @@ class Collection:
             "normalization": normalization_name(rec.normalization),
             "roots": self.state.roots(self.name),
             "reranker": self.settings.rerank_model,
+            "search_mode": self.settings.search_mode,
+            "lexical_index": self._lexical_ready(),
+            "prompts": {"query": self.prompts.query, "document": self.prompts.document},
             "watcher": _watcher_status(self.settings, self.name),
             "health": health,
             "failures": [{"path": p, "reason": r} for p, r in self.state.failures(self.name)],

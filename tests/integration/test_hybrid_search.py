@@ -101,6 +101,7 @@ def test_an_old_collection_gets_its_lexical_index_without_re_embedding(tmp_path,
         col.index([corpus])
         _strip_lexical(col)
     with indexer.open_collection(name) as col:
+        assert col.status()["lexical_index"] is False
         assert col.search("QX1-4471", k=1).mode == "dense"  # the default falls back until the index is built
         with pytest.raises(InputError, match="indexer index"):
             col.search("QX1-4471", mode="lexical")
@@ -108,6 +109,7 @@ def test_an_old_collection_gets_its_lexical_index_without_re_embedding(tmp_path,
         assert report.chunks_embedded == 0 and report.files_indexed == 0
         assert _top(col, "QX1-4471", "lexical") == ["network.md"]
         assert col.search("QX1-4471", k=1).mode == "hybrid"
+        assert col.status()["lexical_index"] is True
         _assert_lexical_matches_points(col)
 
 

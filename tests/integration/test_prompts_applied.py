@@ -28,6 +28,7 @@ def test_prompts_are_applied_recorded_and_enforced(tmp_path, embed_model_path):
         col.index([corpus])
         meta = col.store.collection_meta("prompted") or {}
         assert (meta[META_QUERY], meta[META_DOCUMENT]) == ("query: ", "passage: ")
+        assert col.status()["prompts"] == {"query": "query: ", "document": "passage: "}
         hit = col.search(QUERY, k=1, mode="dense").hits[0]
         assert hit.text == DOC
         with_prompts = _cos(col, "query: " + QUERY, "passage: " + DOC)
