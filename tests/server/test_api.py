@@ -160,3 +160,15 @@ def test_admin_sync_reindexes_a_changed_file(served: ServerHandle) -> None:
         target.write_text(original)
         with served.client() as c:
             c.post("/collections/default/sync")
+
+
+def test_search_modes(served: ServerHandle) -> None:
+    with served.client() as c:
+        default = c.post("/search", json={"query": "nightly backups", "rerank": False}).json()
+        lexical = c.post("/search", json={"query": "spaghetti", "mode": "lexical", "rerank": False}).json()
+        dense = c.post("/search", json={"query": "spaghetti", "mode": "dense", "rerank": False}).json()
+        bad = c.post("/search", json={"query": "x", "mode": "fuzzy"})
+    assert default["mode"] == served.settings.search_mode
+    assert lexical["mode"] == "lexical" and lexical["hits"][0]["path"].endswith("pasta.txt")
+    assert dense["mode"] == "dense" and dense["hits"]
+    assert bad.status_code == 422 and "mode" in bad.json()["error"]["message"]
