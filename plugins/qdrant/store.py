@@ -353,11 +353,13 @@ class QdrantStore:
 
     # --- the lexical index (indexer.lexical.LexicalSearch) ---------------------------------------------
     def has_lexical(self, collection: str) -> bool:
-        known = self._lexical.get(collection)
-        if known is None:
-            sparse = self._info(collection).config.params.sparse_vectors or {}
-            known = self._lexical[collection] = LEXICAL in sparse
-        return known
+        """Whether the collection has the lexical vector. Only a yes is cached: another process (a server's
+        indexer) may add it to an older collection while this one keeps running."""
+        if self._lexical.get(collection):
+            return True
+        sparse = self._info(collection).config.params.sparse_vectors or {}
+        found = self._lexical[collection] = LEXICAL in sparse
+        return found
 
     def search_lexical(self, collection: str, query: str, limit: int, where: Filter | None = None) -> list[Hit]:
         """Points ranked by BM25: the query's terms against the sparse vectors (Qdrant multiplies in the IDF)."""
