@@ -24,6 +24,7 @@ from indexer.errors import (
     CollectionMismatchError,
     IndexerError,
     InputError,
+    LockedError,
     NotFoundError,
     StoreUnavailableError,
 )
@@ -254,7 +255,8 @@ def _install_error_handlers(app: FastAPI, svc: Service) -> None:
         if status >= 500:
             svc.record_error(request.url.path, exc)
             logger.error("%s %s: %s", request.method, request.url.path, exc)
-        return error_response(status, str(exc), kind, {"Retry-After": "5"} if status == 503 else None)
+        retry = status == 503 or kind == "locked_error"
+        return error_response(status, str(exc), kind, {"Retry-After": "5"} if retry else None)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -283,8 +285,8 @@ def _status_of(exc: IndexerError) -> tuple[int, str]:
         return 409, "conflict_error"
     if isinstance(exc, StoreUnavailableError):
         return 503, "store_unavailable"
-    if "being written by another" in str(exc):
-        return 409, "conflict_error"
+    if isinstance(exc, LockedError) or "being written by another" in str(exc):
+        return 409, "locked_error"
     return 500, "server_error"
 
 

@@ -172,3 +172,15 @@ def test_search_modes(served: ServerHandle) -> None:
     assert lexical["mode"] == "lexical" and lexical["hits"][0]["path"].endswith("pasta.txt")
     assert dense["mode"] == "dense" and dense["hits"]
     assert bad.status_code == 422 and "mode" in bad.json()["error"]["message"]
+
+
+def test_sync_while_another_writer_holds_the_collection_is_409_with_retry_after(served: ServerHandle) -> None:
+    from indexer.collection import open_collection
+
+    with open_collection("default", settings=served.settings) as other, other._writer_lock():
+        with served.client() as c:
+            locked = c.post("/collections/default/sync")
+            search = c.post("/search", json={"query": "backup", "rerank": False})
+    assert locked.status_code == 409, locked.text
+    assert locked.json()["error"]["type"] == "locked_error" and locked.headers["retry-after"] == "5"
+    assert search.status_code == 200  # searching works meanwhile
