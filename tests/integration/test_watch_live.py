@@ -291,3 +291,20 @@ def test_a_file_still_being_written_ends_up_complete(live_faiss):
     live.settle(lambda: "moraine lake" in live.texts(), "the complete file indexed after the close")
     hits = live.col.search("a lake left behind by a retreating glacier", k=1).hits
     assert hits[0].path.endswith("growing.md") and "advanced" in hits[0].text
+
+
+def test_polling_mode_for_network_filesystems(tmp_path, embed_model_path):
+    root = write_corpus(tmp_path / "root").resolve()
+    with indexer.open_collection("polled") as col:
+        watcher = Watcher(col, [root], WatchOptions(polling=True, poll_seconds=0.2, rescan_seconds=0))
+        watcher.start()
+        try:
+            assert watcher.polled_roots == [str(root)]
+            live = Live(col, watcher, root)
+            (root / "nfs.md").write_text("Network shares need polling because inotify never hears their changes.\n")
+            live.settle(lambda: "nfs.md" in live.files(), "polled change indexed")
+            assert live.top("why network shares are polled") == "nfs.md"
+            os.rename(root / "nfs.md", root / "smb.md")
+            live.settle(lambda: "smb.md" in live.files() and "nfs.md" not in live.files(), "polled rename")
+        finally:
+            watcher.stop()
