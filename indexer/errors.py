@@ -47,12 +47,13 @@ class NotFoundError(InputError):
 
 
 class SourceError(IndexerError):
-    """A source file cannot be read."""
+    """A source file cannot be read. ``code`` ``binary`` means it is not text: skipped, not failed."""
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str, reason: str, code: str = "error") -> None:
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+        self.code = code
 
 
 class StoreError(IndexerError):

@@ -253,6 +253,12 @@ class Pipeline:
                 return None
             chunks = list(self.chunker.chunk(doc))
         except SourceError as exc:
+            if exc.code == "binary":  # not text (whatever its name): skipped like a scan skips it
+                report.skipped.append((ref.path, exc.reason))
+                if rec is not None:
+                    self.remove_files([ref.path], report)
+                self.progress.file_done(ref.path)
+                return None
             self._record_failure(ref, rec, exc.reason, report)
             return None
         except IndexerError as exc:

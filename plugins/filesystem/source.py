@@ -353,7 +353,7 @@ class FilesystemSource:
                     "too_large",
                 )
                 return None
-            if self._sniffs(real) and not looks_like_text(real):
+            if self._unknown_type(real) and not looks_like_text(real):
                 self._problem(walked, "binary content (not text in any encoding); not indexed", "binary")
                 return None
         except FileNotFoundError:
@@ -367,12 +367,11 @@ class FilesystemSource:
         owner = self._root_of(real) or walk_root
         return SourceRef(root=owner, path=real, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
-    def _sniffs(self, path: str) -> bool:
-        """Whether a file's content decides if it is taken: every file read by a text reader (known text
-        extensions too: a binary file is skipped the same way whatever its name)."""
-        ext = os.path.splitext(path)[1].lower()
-        reader = self._by_ext.get(ext)
-        return reader is None or bool(getattr(reader, "reads_text", False))
+    def _unknown_type(self, path: str) -> bool:
+        """Files no reader claims by extension are taken only if their head looks like text (a scan reads
+        nothing else: a no-change re-run stays stat-only). Binary content under a text reader's extension is
+        found when the file is read (:meth:`read`) and skipped the same way, as ``binary``."""
+        return os.path.splitext(path)[1].lower() not in self._by_ext
 
     def _root_of(self, real: str) -> str | None:
         """The most specific root containing ``real`` (an absolute, resolved path), or None."""
@@ -416,6 +415,8 @@ class FilesystemSource:
         if reader is None:
             raise SourceError(path, "binary file type; no reader for it")
         data = self._read_bytes(path)
+        if getattr(reader, "reads_text", False) and not sniff_text(data[:SNIFF_BYTES], len(data) < SNIFF_BYTES):
+            raise SourceError(path, "binary content (not text in any encoding); not indexed", code="binary")
         try:
             doc = reader.read(ref, data)
         except SourceError:

@@ -216,3 +216,19 @@ def test_concurrent_searches_from_threads(tmp_path, embed_model_path):
             t.join(timeout=120)
     assert errors == []
     assert len(results) == 30 and all(queries[q] == name for q, name in results)
+
+
+def test_binary_content_under_a_text_name_is_skipped_not_failed(tmp_path, embed_model_path):
+    corpus = write_corpus(tmp_path / "corpus")
+    (corpus / "image.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    with indexer.open_collection("c") as col:
+        report = col.index([corpus])
+        assert report.failed == []
+        assert [os.path.basename(p) for p, _ in report.skipped] == ["image.md"]
+        planets = corpus / "astronomy" / "planets.txt"
+        planets.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))  # a text file turned binary
+        report = col.sync()
+        assert report.failed == [] and report.files_removed == 1
+        assert "planets.txt" not in _names(col.search("rings of Saturn", k=10))
+        again = col.sync()  # stable: skipped again, nothing else changes
+        assert again.failed == [] and again.files_removed == 0 and again.files_indexed == 0

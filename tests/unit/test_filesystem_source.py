@@ -111,10 +111,16 @@ def test_binary_and_unknown_extensions(tmp_path: Path) -> None:
     write(tmp_path / "data.md", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     write(tmp_path / "utf16.txt", codecs.BOM_UTF16_LE + "wide text\n".encode("utf-16-le"))
     source = FilesystemSource([tmp_path])
-    assert rels(source) == ["README", "empty", "latin1.dat2", "notes.weird", "utf16.txt"]
+    # a scan reads only files no reader claims by name; binary content under a text name is found on read
+    assert rels(source) == ["README", "data.md", "empty", "latin1.dat2", "notes.weird", "renamed.txt", "utf16.txt"]
     problems = {Path(p.path).name: p.code for p in source.problems}
-    assert problems == {"blob": "binary", "image.png": "binary", "renamed.txt": "binary", "data.md": "binary"}
-    assert source.ref_for(tmp_path / "renamed.txt") is None
+    assert problems == {"blob": "binary", "image.png": "binary"}
+    for name in ("renamed.txt", "data.md"):
+        ref = source.ref_for(tmp_path / name)
+        assert ref is not None
+        with pytest.raises(SourceError, match="binary content") as exc:
+            source.read(ref)
+        assert exc.value.code == "binary"
     latin1 = source.read(next(r for r in source.scan() if r.rel_path == "latin1.dat2"))
     assert latin1.text == "café au lait, crème brûlée\n"
     assert source.read(next(r for r in source.scan() if r.rel_path == "utf16.txt")).text == "wide text\n"
