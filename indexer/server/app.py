@@ -124,7 +124,7 @@ def create_app(
     router = APIRouter(responses=ERRORS)  # our error shape, documented on our routes (plugins document theirs)
     _add_routes(router, svc)
     add_v1_routes(router, svc)
-    app.include_router(router)
+    app.router.routes.extend(router.routes)  # plain APIRoutes on the app (each carries ERRORS in its responses)
     for factory in plugins.load_all("indexer.routers").values():  # plugin routers, e.g. Qdrant's query API
         app.include_router(factory(svc))
     if mcp_server is not None:
