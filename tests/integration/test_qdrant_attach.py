@@ -294,6 +294,9 @@ def test_attach_search_index_delete_leaves_theirs_unchanged(case_id, loc, cname,
         assert col.layout.source_field == case.source_field
         assert col.choice.name == case.vector and col.choice.normalization == Normalization.L2
         assert col.probe().verdict == "same" and col.probe().compared == len(FOREIGN)
+        indexed = {"plain-unnamed": "url", "plain-named": "source"}.get(case_id)
+        if indexed and loc.url:  # embedded Qdrant keeps no payload indexes; a server reports them
+            assert indexed in rep.payload_indexes
         if case_id in ("haystack-hybrid", "plain-dense-sparse"):
             assert [s.name for s in rep.sparse] == (["text-sparse"] if case.kind == "haystack" else ["bm25"])
 
