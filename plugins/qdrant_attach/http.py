@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from indexer.collection import list_collections
 from indexer.errors import (
@@ -54,6 +55,35 @@ _SUPPORTED = {"query", "using", "filter", "limit", "with_payload", "with_vector"
 
 class NotFound(IndexerError):
     """No attachment or server collection by that name."""
+
+
+class QdrantStatus(BaseModel):
+    error: str
+
+
+class QdrantErrorOut(BaseModel):
+    """Qdrant's error shape (what qdrant-client shows in UnexpectedResponse)."""
+
+    status: QdrantStatus
+    time: float
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": QdrantErrorOut, "description": "bad query (the message names the field and the fix)"},
+    404: {"model": QdrantErrorOut, "description": "no attachment or server collection by that name"},
+    502: {"model": QdrantErrorOut, "description": "Qdrant refused or failed"},
+    503: {"model": QdrantErrorOut, "description": "Qdrant unreachable, or the server is overloaded (Retry-After)"},
+}
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {
+            "type": "object",
+            "description": "Qdrant's QueryRequest; a text query is {'query': {'text': ...}} or {'query': {'nearest': "
+            "{'text': ..., 'options': {'rerank': true}}}}",
+        }}},
+    }
+}
 
 
 class QueryEndpoint:
@@ -177,6 +207,9 @@ def parse_text_query(body: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | No
         raise InputError("'rerank' is true or false")
     if options.get("candidates") is not None and not isinstance(options["candidates"], int):
         raise InputError("'candidates' is an integer")
+    limit = body.get("limit", 10)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise InputError("'limit' is a positive integer")
     unsupported = sorted(set(body) - _SUPPORTED - {"rerank", "candidates"})
     if unsupported:
         raise InputError(
@@ -205,6 +238,8 @@ def build_router(
     @router.post(
         "/collections/{name}/points/query",
         summary="Qdrant's query API, plus text queries ({'query': {'text': ...}}) and reranking",
+        responses=_ERRORS,
+        openapi_extra=_BODY,
     )
     async def query_points(name: str, request: Request) -> JSONResponse:
         started = time.perf_counter()
@@ -228,6 +263,13 @@ def build_router(
             return _error(503, str(exc), started)
         except StoreError as exc:
             return _error(502, str(exc), started)
+        except Exception as exc:  # the service's overload signal (anything with retry_after): Qdrant-shaped 503
+            retry_after = getattr(exc, "retry_after", None)
+            if retry_after is None:
+                raise
+            answer = _error(503, str(exc), started)
+            answer.headers["Retry-After"] = str(retry_after)
+            return answer
         return JSONResponse({"result": result, "status": "ok", "time": time.perf_counter() - started})
 
     return router
