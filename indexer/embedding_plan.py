@@ -26,6 +26,7 @@ __all__ = [
     "ThreadChooser",
     "VocabSpecials",
     "apply_token_limit",
+    "balanced_pack_tokens",
     "build_rank_pair",
     "choose_n_seq_max",
     "cosine_matrix",
@@ -232,6 +233,16 @@ def rank_score(output: npt.ArrayLike | float | None) -> float:
         return 0.0
     arr = np.asarray(output, dtype=np.float64).reshape(-1)
     return float(arr[0]) if arr.size else 0.0
+
+
+def balanced_pack_tokens(total_tokens: int, pack_tokens: int, workers: int, min_pack: int = 64) -> int:
+    """Tokens per packed batch when ``workers`` contexts decode batches in parallel: ``pack_tokens``, or less
+    when that would leave fewer than two batches per worker (1,500 tokens on 2 workers: 4 batches of ~375
+    rather than 3 of 512, where one worker would idle for a third of the time). Never below ``min_pack``."""
+    if workers <= 1 or total_tokens <= 0:
+        return pack_tokens
+    share = -(-total_tokens // (2 * workers))  # ceil
+    return max(min(pack_tokens, min_pack), min(pack_tokens, share))
 
 
 def fair_split(n_first: int, n_second: int, room: int) -> tuple[int, int]:

@@ -9,7 +9,8 @@ A subclass of :class:`llama_cpp.Llama` that
 * validates everything before each native call: llama.cpp's ``GGML_ASSERT`` kills the Python process (for
   example a non-causal packed batch larger than ``n_ubatch``, or an unknown pooling type);
 * is fast by default on CPUs: flash attention on (``AUTO``), inputs packed by length (sorted by token count,
-  packed, results restored to input order), many sequences per decode, all cores for batch work.
+  packed, results restored to input order), many sequences per decode, and one single-threaded context per
+  core decoding whole batches side by side (no cross-core barriers: a busy core slows only its own share).
 
 Pure logic (token budgets, packing plan, ordering, normalization, input parsing, rerank pair building) lives
 in :mod:`indexer.embedding_plan`, which imports no llama.cpp; its names are re-exported here.
@@ -28,6 +29,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any, cast
@@ -49,6 +51,7 @@ from indexer.embedding_plan import (
     ThreadChooser,
     VocabSpecials,
     apply_token_limit,
+    balanced_pack_tokens,
     build_rank_pair,
     choose_n_seq_max,
     cosine_matrix,
@@ -248,7 +251,11 @@ class LlamaEmbedding(llama_cpp.Llama):
         flash_attn: ``None`` (default) lets llama.cpp enable flash attention where supported; True forces it,
             False disables it.
         n_threads / n_threads_batch: ``None`` (default) measures per batch which of all cores or half of them
-            is faster right now (ggml threads spin at barriers, so a busy core stalls a full team).
+            is faster right now (ggml threads spin at barriers, so a busy core stalls a full team); decodes of
+            fewer than 32 tokens (a query) use one thread.
+        parallel_contexts: contexts that decode whole batches at once, one thread each, in worker threads.
+            ``None`` (default): one per core unless n_threads/n_threads_batch is given (then 1). A call with a
+            single batch (a query) uses the main context only.
         mmproj_path / embedding_handler: accepted for API compatibility; multimodal embedding is not available.
     """
 
@@ -270,6 +277,7 @@ class LlamaEmbedding(llama_cpp.Llama):
         n_threads_batch: int | None = None,
         pack_tokens: int | None = None,
         sort_by_length: bool = True,
+        parallel_contexts: int | None = None,
         **kwargs: Any,
     ) -> None:
         self._closed = True  # until validated; a failed __init__ closes itself (below)
@@ -297,6 +305,10 @@ class LlamaEmbedding(llama_cpp.Llama):
             raise ValueError(f"n_ctx must be an int >= 0 (0 = the model's training context), got {n_ctx!r}")
         if pack_tokens is not None and (not isinstance(pack_tokens, int) or pack_tokens < 1):
             raise ValueError(f"pack_tokens must be an int >= 1 or None, got {pack_tokens!r}")
+        if parallel_contexts is not None and (
+            isinstance(parallel_contexts, bool) or not isinstance(parallel_contexts, int) or parallel_contexts < 1
+        ):
+            raise ValueError(f"parallel_contexts must be an int >= 1 or None, got {parallel_contexts!r}")
         for forced in ("embedding", "embeddings", "kv_unified", "n_seq_max"):
             kwargs.pop(forced, None)
 
@@ -388,6 +400,19 @@ class LlamaEmbedding(llama_cpp.Llama):
                 self._threads = ThreadChooser([cpus, max(1, cpus // 2)])
             self.mmproj_path = mmproj_path
             self.token_batch = TokenBatch(self.batch_tokens, self.n_seq_max)
+            # Data-parallel decoding: one single-threaded context per core, each taking whole batches. No
+            # thread of one batch waits at a barrier for another, so a busy core slows only its own share
+            # (see docs/benchmarks.md). Default: one per core when the caller fixed no thread count.
+            if parallel_contexts is None:
+                parallel_contexts = cpus if n_threads is None and n_threads_batch is None else 1
+            self._extra: list[tuple[internals.LlamaContext, TokenBatch]] = []
+            if self._lora_adapter is None:
+                for _ in range(parallel_contexts - 1):
+                    extra = self._stack.enter_context(contextlib.closing(
+                        internals.LlamaContext(model=self._model, params=cp, verbose=self.verbose)))
+                    llama_cpp.llama_set_n_threads(extra.ctx, 1, 1)
+                    self._extra.append((extra, TokenBatch(self.batch_tokens, self.n_seq_max)))
+            self.parallel_contexts = 1 + len(self._extra)
         except BaseException:
             self.close()
             raise
@@ -496,11 +521,12 @@ class LlamaEmbedding(llama_cpp.Llama):
     # -- native work ---------------------------------------------------------------------------------------
 
     def _clear_state(self) -> None:
-        self.token_batch.reset()
-        if self._ctx.ctx is not None:
-            mem = llama_cpp.llama_get_memory(self._ctx.ctx)
-            if mem:  # BERT-style models have no KV memory (NULL)
-                llama_cpp.llama_memory_clear(mem, True)
+        for context, batch in [(self._ctx, self.token_batch), *getattr(self, "_extra", [])]:
+            batch.reset()
+            if context.ctx is not None:
+                mem = llama_cpp.llama_get_memory(context.ctx)
+                if mem:  # BERT-style models have no KV memory (NULL)
+                    llama_cpp.llama_memory_clear(mem, True)
         super().reset()
 
     def _tokenize_items(self, items: Sequence[Item]) -> list[list[int]]:
@@ -522,60 +548,110 @@ class LlamaEmbedding(llama_cpp.Llama):
         """Decode already checked token lists (each ``1..max_tokens`` long, ids valid); raw float32 outputs.
 
         Per input: a vector (pooled), a ``(n_tokens, width)`` matrix (NONE), a classifier vector (RANK), or
-        None for an empty input. State is reset before decoding and in ``finally``.
+        None for an empty input. State is reset before decoding and in ``finally``. With several batches and
+        ``parallel_contexts > 1`` the batches are shared out to single-threaded contexts in worker threads
+        (llama_decode releases the GIL).
         """
         self._check_open()
         for toks in token_lists:
             if len(toks) > self.max_tokens:  # last line of defence before a GGML_ASSERT
                 raise ValueError(f"Requested tokens ({len(toks)}) exceed batch size of {self.max_tokens}")
         lengths = [len(t) for t in token_lists]
-        plans = plan_batches(lengths, self.batch_tokens, self.n_seq_max, self.pack_tokens, self.sort_by_length)
+        pack = balanced_pack_tokens(sum(lengths), self.pack_tokens, 1 + len(self._extra))
+        plans = plan_batches(lengths, self.batch_tokens, self.n_seq_max, pack, self.sort_by_length)
         results: list[npt.NDArray[np.float32] | None] = [None] * len(token_lists)
-        pooling = self.pooling
-        width = self.n_cls_out if pooling == LLAMA_POOLING_TYPE_RANK else self.n_embd_out
         ctx = self._ctx.ctx
         if self.verbose:
             llama_cpp.llama_perf_context_reset(ctx)
         self._clear_state()
         try:
-            for plan in plans:
-                batch = self.token_batch
-                for seq_id, idx in enumerate(plan.indices):
-                    batch.add_sequence(token_lists[idx], seq_id, True)
-                if batch.n_tokens > self.batch_tokens or (not self.causal and batch.n_tokens > self.n_ubatch_eff):
-                    raise RuntimeError("internal error: packed batch exceeds the model's limit")
-                threads = self._threads.choose(batch.n_tokens) if self._threads is not None else self._current_threads
-                if threads != self._current_threads:
-                    llama_cpp.llama_set_n_threads(ctx, threads, threads)
-                    self._current_threads = threads
-                t0 = time.perf_counter()
-                self._ctx.decode(cast(Any, batch))  # duck-typed: LlamaContext.decode reads .batch
-                if self._threads is not None:
-                    self._threads.record(threads, batch.n_tokens, time.perf_counter() - t0)
-                if pooling == LLAMA_POOLING_TYPE_NONE:
-                    k = 0
-                    for idx in plan.indices:
-                        n = lengths[idx]
-                        rows = np.empty((n, width), dtype=np.float32)
-                        for j in range(n):
-                            ptr = llama_cpp.llama_get_embeddings_ith(ctx, k + j)
-                            rows[j] = self._read_floats(ptr, width, f"embeddings of token {k + j}")
-                        results[idx] = rows
-                        k += n
-                else:
-                    for seq_id, idx in enumerate(plan.indices):
-                        ptr = llama_cpp.llama_get_embeddings_seq(ctx, seq_id)
-                        results[idx] = self._read_floats(ptr, width, f"embeddings of sequence {seq_id}")
-                self.token_batch.reset()
-                mem = llama_cpp.llama_get_memory(ctx)
-                if mem:
-                    llama_cpp.llama_memory_clear(mem, True)
+            if self._extra and len(plans) > 1:
+                self._decode_parallel(plans, token_lists, lengths, results)
+            else:
+                for plan in plans:
+                    self._decode_plan(self._ctx, self.token_batch, plan, token_lists, lengths, results, None)
         finally:
             if not self._closed:
                 self._clear_state()
         if self.verbose:
             llama_cpp.llama_perf_context_print(ctx)
         return results
+
+    def _decode_parallel(self, plans: Sequence[BatchPlan], token_lists: Sequence[Sequence[int]],
+                         lengths: Sequence[int], results: list[npt.NDArray[np.float32] | None]) -> None:
+        """Decode ``plans`` on every context at once (one thread each, one batch at a time per context)."""
+        if self._current_threads != 1:
+            llama_cpp.llama_set_n_threads(self._ctx.ctx, 1, 1)
+            self._current_threads = 1
+        workers = [(self._ctx, self.token_batch), *self._extra][: len(plans)]
+        pending = iter(plans)
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def work(context: internals.LlamaContext, batch: TokenBatch) -> None:
+            try:
+                while not errors:
+                    with lock:
+                        plan = next(pending, None)
+                    if plan is None:
+                        return
+                    self._decode_plan(context, batch, plan, token_lists, lengths, results, 1)
+            except BaseException as exc:  # re-raised in the caller below
+                errors.append(exc)
+            finally:
+                batch.reset()
+
+        threads = [threading.Thread(target=work, args=w, daemon=True) for w in workers[1:]]
+        for t in threads:
+            t.start()
+        work(*workers[0])
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def _decode_plan(self, context: internals.LlamaContext, batch: TokenBatch, plan: BatchPlan,
+                     token_lists: Sequence[Sequence[int]], lengths: Sequence[int],
+                     results: list[npt.NDArray[np.float32] | None], fixed_threads: int | None) -> None:
+        """Fill ``batch`` with one plan, decode it on ``context`` and store each input's output."""
+        pooling = self.pooling
+        width = self.n_cls_out if pooling == LLAMA_POOLING_TYPE_RANK else self.n_embd_out
+        ctx = context.ctx
+        batch.reset()
+        for seq_id, idx in enumerate(plan.indices):
+            batch.add_sequence(token_lists[idx], seq_id, True)
+        if batch.n_tokens > self.batch_tokens or (not self.causal and batch.n_tokens > self.n_ubatch_eff):
+            raise RuntimeError("internal error: packed batch exceeds the model's limit")
+        chooser = self._threads if fixed_threads is None else None
+        if fixed_threads is None:
+            threads = chooser.choose(batch.n_tokens) if chooser is not None else self._current_threads
+            if threads != self._current_threads:
+                llama_cpp.llama_set_n_threads(ctx, threads, threads)
+                self._current_threads = threads
+        else:
+            threads = fixed_threads
+        t0 = time.perf_counter()
+        context.decode(cast(Any, batch))  # duck-typed: LlamaContext.decode reads .batch
+        if chooser is not None:
+            chooser.record(threads, batch.n_tokens, time.perf_counter() - t0)
+        if pooling == LLAMA_POOLING_TYPE_NONE:
+            k = 0
+            for idx in plan.indices:
+                n = lengths[idx]
+                rows = np.empty((n, width), dtype=np.float32)
+                for j in range(n):
+                    ptr = llama_cpp.llama_get_embeddings_ith(ctx, k + j)
+                    rows[j] = self._read_floats(ptr, width, f"embeddings of token {k + j}")
+                results[idx] = rows
+                k += n
+        else:
+            for seq_id, idx in enumerate(plan.indices):
+                ptr = llama_cpp.llama_get_embeddings_seq(ctx, seq_id)
+                results[idx] = self._read_floats(ptr, width, f"embeddings of sequence {seq_id}")
+        batch.reset()
+        mem = llama_cpp.llama_get_memory(ctx)
+        if mem:
+            llama_cpp.llama_memory_clear(mem, True)
 
     def _prepare(self, input: Input, truncate: bool, separator: str | None) -> tuple[list[list[int]], bool]:
         items, batched = parse_input(input, separator)

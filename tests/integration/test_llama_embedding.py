@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ctypes
+import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -443,3 +445,54 @@ def test_rank_batched_equals_one_by_one_on_the_test_reranker(reranker_model_path
         assert batched[0] > batched[1]
     finally:
         r.close()
+
+
+# ---------------------------------------------------------------- parallel contexts (the default on >1 core)
+
+
+def test_parallel_contexts_match_one_context_in_input_order(embed_model_path: Path) -> None:
+    texts = [f"passage {i}: " + f"words about topic {i % 7} " * (1 + i % 23) for i in range(120)]
+    par = LlamaEmbedding(str(embed_model_path), parallel_contexts=2, verbose=False)
+    one = LlamaEmbedding(str(embed_model_path), parallel_contexts=1, verbose=False)
+    try:
+        assert par.parallel_contexts == 2 and one.parallel_contexts == 1
+        a, b = np.array(par.embed(texts)), np.array(one.embed(texts))
+        np.testing.assert_allclose(a, b, atol=1e-6)  # same vectors, same (input) order
+        assert par.embed(texts[:1]) == one.embed(texts[:1])  # one batch: no worker threads
+        with pytest.raises(ValueError, match="out of range"):
+            par.embed([[1, 2], [10**9]])  # validated before any worker decodes
+        # still usable; a small input is cut into smaller batches so both contexts get work: f16 rounding differs
+        small_par, small_one = np.array(par.embed(texts[:40])), np.array(one.embed(texts[:40]))
+        assert float(np.min(np.sum(small_par * small_one, axis=1))) > 0.99999
+    finally:
+        par.close()
+        one.close()
+
+
+def test_parallel_contexts_default_and_validation(embed_model_path: Path) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    e = LlamaEmbedding(str(embed_model_path), verbose=False)
+    fixed = LlamaEmbedding(str(embed_model_path), n_threads=2, verbose=False)
+    try:
+        assert e.parallel_contexts == cpus  # one single-threaded context per core
+        assert fixed.parallel_contexts == 1  # a caller who fixes threads gets one context with them
+    finally:
+        e.close()
+        fixed.close()
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="parallel_contexts"):
+            LlamaEmbedding(str(embed_model_path), parallel_contexts=bad, verbose=False)  # type: ignore[arg-type]
+
+
+def test_default_engine_meets_the_f16_accuracy_bar(embed_model_path: Path) -> None:
+    # packed, parallel decoding against sentence-transformers' reference vectors (min cosine >= 0.9999)
+    ref = json.loads((Path(__file__).parents[1] / "fixtures" / "reference_embeddings.json").read_text("utf-8"))
+    e = LlamaEmbedding(str(embed_model_path), verbose=False)
+    try:
+        items = ref["items"] * 8  # enough inputs for several batches on every context
+        got = np.array(e.embed([item["token_ids"] for item in items]))
+    finally:
+        e.close()
+    want = np.array([item["embedding"] for item in items])
+    want /= np.linalg.norm(want, axis=1, keepdims=True)
+    assert float(np.min(np.sum(got * want, axis=1))) >= 0.9999

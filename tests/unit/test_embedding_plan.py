@@ -18,6 +18,7 @@ from indexer.embedding_plan import (
     ThreadChooser,
     VocabSpecials,
     apply_token_limit,
+    balanced_pack_tokens,
     build_rank_pair,
     choose_n_seq_max,
     cosine_matrix,
@@ -341,3 +342,12 @@ def test_small_decodes_run_on_one_thread_and_are_not_recorded() -> None:
     assert c.rates == {} and c.elapsed == 0.0
     _drive(c, {2: 5000.0, 1: 2700.0}, 20)
     assert c.best() == 2 and c.choose(12) == 1 and c.choose(512) == 2
+
+
+def test_balanced_pack_gives_every_parallel_context_work() -> None:
+    assert balanced_pack_tokens(1500, 512, 1) == 512  # one context: the measured default
+    assert balanced_pack_tokens(1500, 512, 2) == 375  # 4 batches for 2 contexts, not 3 of 512
+    assert balanced_pack_tokens(100_000, 512, 2) == 512
+    assert balanced_pack_tokens(40, 512, 2) == 64  # never tiny batches
+    assert balanced_pack_tokens(40, 32, 2) == 32
+    assert balanced_pack_tokens(0, 512, 2) == 512
