@@ -109,8 +109,20 @@ class AliasedStore:
         if closer is not None:
             closer()
 
-    def __getattr__(self, attr: str) -> Any:  # anything else a store offers (e.g. path, client)
-        return getattr(self.inner, attr)
+    def __getattr__(self, attr: str) -> Any:
+        """Anything else the store offers (lexical search, path, client): methods get the collection mapped."""
+        value = getattr(self.inner, attr)
+        if not callable(value):
+            return value
+
+        def mapped(*args: Any, **kwargs: Any) -> Any:
+            if args and isinstance(args[0], str):
+                args = (self._c(args[0]), *args[1:])
+            if isinstance(kwargs.get("collection"), str):
+                kwargs["collection"] = self._c(kwargs["collection"])
+            return value(*args, **kwargs)
+
+        return mapped
 
 
 def store_options(options: Mapping[str, Any]) -> dict[str, Any]:

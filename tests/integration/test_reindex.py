@@ -34,7 +34,7 @@ LOOP = textwrap.dedent(
     with open_collection() as col, out.open("a") as log:
         while not stop.exists():
             try:
-                hits = col.search(sys.argv[3], k=3).hits
+                hits = col.search(sys.argv[3], k=3, mode="dense").hits
                 row = {"ok": True, "model": col.record.model_id, "path": hits[0].path, "score": hits[0].score}
             except Exception as exc:  # recorded, never raised: the test counts failures
                 row = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -88,7 +88,7 @@ def test_switch_f16_to_q8_while_another_process_searches(tmp_path, embed_model_p
         col.index([corpus])
         old_id = col.record.model_id
         old_vectors = reindex.vectors_name(col.record)
-        before = col.search(QUERY, k=3).hits[0]
+        before = col.search(QUERY, k=3, mode="dense").hits[0]
 
     log, stop = tmp_path / "queries.jsonl", tmp_path / "stop"
     loop = subprocess.Popen([sys.executable, "-c", LOOP, str(log), str(stop), QUERY], env=dict(os.environ))
@@ -101,7 +101,7 @@ def test_switch_f16_to_q8_while_another_process_searches(tmp_path, embed_model_p
             assert report.catch_up["files_indexed"] == 2  # the edits made meanwhile reached the new vectors
             status = col.status()
             assert status["model"] == new_id and status["points"] == status["chunks"] and status["reindex"] is None
-            after = col.search(QUERY, k=3).hits[0]
+            after = col.search(QUERY, k=3, mode="dense").hits[0]
             assert col.search("aged cheddar", k=1).hits[0].path.endswith("cheese.md")
             assert "Neptune" in col.search("ice giant winds", k=1).hits[0].text
             assert col.store.count(col.name) == status["chunks"]
@@ -152,16 +152,18 @@ def test_interrupted_reindex_resumes_and_an_aborted_one_leaves_the_old_intact(
         col.index([corpus])
     with open_collection(embed_batch_chunks=2) as col:
         old = col.record
-        old_hit = col.search("rivers over seasons", k=1).hits[0]
+        old_hit = col.search("rivers over seasons", k=1, mode="dense").hits[0]
         with pytest.raises(_Interrupt):
             reindex.run(col, str(embed_model_q8_path), _StopAfter(6))
         progress = col.status()["reindex"]
         assert progress["files_total"] == 12 and 4 <= progress["files_done"] < 12
         assert col.record == old  # nothing switched: queries still use the old vectors
-        assert col.search("rivers over seasons", k=1).hits[0].score == pytest.approx(old_hit.score, abs=1e-6)
+        still = col.search("rivers over seasons", k=1, mode="dense").hits[0]
+        assert still.score == pytest.approx(old_hit.score, abs=1e-6)
 
         resumed = reindex.run(col, str(embed_model_q8_path))
-        assert resumed.first_pass["files_unchanged"] == progress["files_done"]  # resumed, not restarted
+        first = resumed.first_pass  # resumed, not restarted (files written < 2 s ago are re-hashed: "touched")
+        assert first["files_unchanged"] + first["files_touched"] == progress["files_done"]
         assert resumed.first_pass["files_indexed"] == 12 - progress["files_done"]
         assert col.record.model_id != old.model_id and col.status()["points"] == col.status()["chunks"]
 
@@ -174,14 +176,14 @@ def test_interrupted_reindex_resumes_and_an_aborted_one_leaves_the_old_intact(
         assert col.store.collection_meta(col.name) is not None and col.record == switched
         assert reindex.raw_store(col.store).collection_meta(target) is None  # the half-built vectors are gone
         assert col.search("rivers over seasons", k=1).hits
-        expected = col.search("rivers over seasons", k=1).hits[0]
+        expected = col.search("rivers over seasons", k=1, mode="dense").hits[0]
 
     # A reindexed collection (vectors in a renamed store collection) backs up and restores like any other.
     backup(load_settings(), tmp_path / "bk")
     monkeypatch.setenv("INDEXER_DATA_DIR", str(tmp_path / "restored"))
     restore(load_settings(), tmp_path / "bk")
     with open_collection() as col:
-        got = col.search("rivers over seasons", k=1).hits[0]
+        got = col.search("rivers over seasons", k=1, mode="dense").hits[0]
         assert (got.path, got.score) == (expected.path, pytest.approx(expected.score, abs=1e-6))
 
 
@@ -225,7 +227,7 @@ def test_http_server_keeps_answering_across_a_switch(tmp_path, embed_model_path,
     def loop() -> None:
         with handle.client() as client:
             while not stop.is_set():
-                r = client.post("/search", json={"query": "how do I rotate the API keys?", "k": 1})
+                r = client.post("/search", json={"query": "how do I rotate the API keys?", "k": 1, "mode": "dense"})
                 answers.append((r.status_code, r.json()["hits"][0]["score"] if r.status_code == 200 else None))
 
     worker = threading.Thread(target=loop, daemon=True)
@@ -234,7 +236,7 @@ def test_http_server_keeps_answering_across_a_switch(tmp_path, embed_model_path,
         _wait_for(lambda: len(answers) >= 3, "the first answers")
         with open_collection(settings=settings) as col:
             reindex.run(col, str(embed_model_q8_path))
-            expected = col.search("how do I rotate the API keys?", k=1).hits[0].score
+            expected = col.search("how do I rotate the API keys?", k=1, mode="dense").hits[0].score
         at_switch = len(answers)
         _wait_for(lambda: len(answers) >= at_switch + 3, "answers after the switch")
     finally:

@@ -56,7 +56,7 @@ def test_v01_collection_searches_and_syncs_without_re_embedding(upgraded, collec
         status = col.status()
         assert status["files"] == 3 and status["chunks"] == 4 and status["points"] == 4
         assert status["health"]["ok"], status["health"]
-        hits = col.search("when is the encryption key rotated", k=2).hits
+        hits = col.search("when is the encryption key rotated", k=2, mode="dense").hits
         assert hits[0].path == f"{OLD_DOCS}/backup-policy.md" and (hits[0].start_line, hits[0].end_line) == (7, 10)
         assert hits[0].score == pytest.approx(0.604, abs=2e-3)  # the score 0.1 gave (fixture README)
         # The model file was rebuilt by a newer converter (another file fingerprint) from the same weights:
