@@ -336,13 +336,19 @@ class FilesystemSource:
             pending.extend(reversed(subdirs))  # depth first, in name order
 
     def _file_ref(self, real: str, walked: str, walk_root: str, st: os.stat_result | None) -> SourceRef | None:
-        """Apply the per-file checks (stat, size, reader or text sniff) to a file that passed the rules."""
+        """Apply the per-file checks (stat, size, reader or text sniff) to a file that passed the rules.
+
+        Files no reader claims by extension are taken only if their head looks like text; nothing else is read
+        (a no-change re-run stays stat-only). Binary content under a text reader's extension is found when the
+        file is read (:meth:`read`) and skipped the same way, as ``binary``."""
         try:
             if st is None:
                 st = os.stat(real)
             if not stat.S_ISREG(st.st_mode):
                 return None
-            if self.reader_for(real) is None:
+            ext = os.path.splitext(real)[1].lower()  # once per file: this runs for every file of every scan
+            known = ext in self._by_ext
+            if not known and ext in BINARY_EXTENSIONS:
                 self._problem(walked, "binary file type; no reader for it", "binary")
                 return None
             if st.st_size > self.max_file_size:
@@ -353,7 +359,7 @@ class FilesystemSource:
                     "too_large",
                 )
                 return None
-            if self._unknown_type(real) and not looks_like_text(real):
+            if not known and not looks_like_text(real):
                 self._problem(walked, "binary content (not text in any encoding); not indexed", "binary")
                 return None
         except FileNotFoundError:
@@ -366,12 +372,6 @@ class FilesystemSource:
             return None
         owner = self._root_of(real) or walk_root
         return SourceRef(root=owner, path=real, size=st.st_size, mtime_ns=st.st_mtime_ns)
-
-    def _unknown_type(self, path: str) -> bool:
-        """Files no reader claims by extension are taken only if their head looks like text (a scan reads
-        nothing else: a no-change re-run stays stat-only). Binary content under a text reader's extension is
-        found when the file is read (:meth:`read`) and skipped the same way, as ``binary``."""
-        return os.path.splitext(path)[1].lower() not in self._by_ext
 
     def _root_of(self, real: str) -> str | None:
         """The most specific root containing ``real`` (an absolute, resolved path), or None."""
