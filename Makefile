@@ -13,11 +13,17 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# The framework packages the Qdrant-attach tests build real collections with (LangChain, LlamaIndex, Haystack):
+# test-only, so `make demo` does not pull them.
+$(VENV)/.test-extras: $(VENV)/.installed
+	$(BIN)/python -m pip install -e '.[dev,attach-tests]'
+	touch $@
+
 demo: setup
 	$(BIN)/indexer index docs
 	$(BIN)/indexer search "how are unchanged files skipped on the second run?" -k 3
 
-test: setup
+test: setup $(VENV)/.test-extras
 	bash tools/ensure_browser.sh    # the search-page test needs Debian's chromium + chromedriver (apt-get if missing)
 	$(BIN)/python -m pytest
 
