@@ -269,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--st-python", help="python of a venv with sentence-transformers + torch")
     ap.add_argument("--st-model", help="sentence-transformers model dir (default: unzipped from the catalogue wheel)")
     ap.add_argument("--skip-plain", action="store_true", help="skip plain llama_cpp.Llama.embed")
+    ap.add_argument("--plain-shapes", help="shapes plain Llama.embed runs on (default: all; it is the slowest)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="LlamaEmbedding keyword for our engine (experiments: pack_tokens=256, n_threads=1, ...)")
     ap.add_argument("--write-docs", action="store_true", help=f"write the figures into {DOCS}")
@@ -322,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.skip_plain:
         plain = llama_cpp.Llama(model_path=model, embedding=True, verbose=False)
         engines.append(local_engine("llama_cpp.Llama.embed", "defaults (embedding=True)", plain.embed))
+    plain_shapes = set(args.plain_shapes.split(",")) if args.plain_shapes else set(SHAPES)
 
     lines = [f"model: {Path(model).name}; {cpus} CPU cores; engines interleaved, {args.repeats} repeats after a "
              "warm-up; ratio = ours / other within each repeat (median, range)", ""]
@@ -331,16 +333,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for shape in shapes:
             ts, n_tok = texts[shape], sum(counts[shape])
-            for e in engines:  # warm-up
+            active = [e for e in engines if e.name != "llama_cpp.Llama.embed" or shape in plain_shapes]
+            for e in active:  # warm-up
                 e.run(ts[:8])
             for _ in range(args.repeats):
-                for e in engines:
+                for e in active:
                     e.seconds.setdefault(shape, []).append(e.run(ts))
-            rates = [[n_tok / s for s in e.seconds[shape]] for e in engines]
-            ratios = [[a / b for a, b in zip(rates[0], r, strict=True)] for r in rates[1:]]
+            rates = [[n_tok / s for s in e.seconds[shape]] if shape in e.seconds else [] for e in engines]
+            ratios = [[a / b for a, b in zip(rates[0], r, strict=True)] if r else [] for r in rates[1:]]
             row = f"| {shape} | {len(ts)} | {n_tok:,} ({n_tok / len(ts):.0f}) | "
-            row += " | ".join(f"{statistics.median(r):,.0f} ({fmt_range(r)})" for r in rates)
-            row += " | " + " | ".join(f"{statistics.median(r):.2f}x ({fmt_range(r, '.2f')})" for r in ratios) + " |"
+            row += " | ".join(f"{statistics.median(r):,.0f} ({fmt_range(r)})" if r else "-" for r in rates)
+            row += " | " + " | ".join(f"{statistics.median(r):.2f}x ({fmt_range(r, '.2f')})" if r else "-"
+                                      for r in ratios) + " |"
             lines.append(row)
             print(row, flush=True)
         if args.latency:
