@@ -112,6 +112,9 @@ _POOLING_NAMES = {
     LLAMA_POOLING_TYPE_RANK: "RANK",
 }
 
+# Contexts decoding side by side by default; more cores than this give each context a team of threads (each
+# context holds its own compute buffers, so memory grows with their number).
+MAX_DEFAULT_CONTEXTS = 8
 _NO_PROJECTOR_MESSAGE = (
     "embed_multimodal is not available in this build: it needs an MTMD projector GGUF, and no projector "
     "model can be had offline yet. Use embed() for text."
@@ -254,8 +257,9 @@ class LlamaEmbedding(llama_cpp.Llama):
             is faster right now (ggml threads spin at barriers, so a busy core stalls a full team); decodes of
             fewer than 32 tokens (a query) use one thread.
         parallel_contexts: contexts that decode whole batches at once, one thread each, in worker threads.
-            ``None`` (default): one per core unless n_threads/n_threads_batch is given (then 1). A call with a
-            single batch (a query) uses the main context only.
+            ``None`` (default): one per core, at most 8 (then each gets ``cores // 8`` threads), unless
+            n_threads/n_threads_batch is given (then 1). A call with a single batch (a query) uses the main
+            context only.
         mmproj_path / embedding_handler: accepted for API compatibility; multimodal embedding is not available.
     """
 
@@ -404,13 +408,16 @@ class LlamaEmbedding(llama_cpp.Llama):
             # thread of one batch waits at a barrier for another, so a busy core slows only its own share
             # (see docs/benchmarks.md). Default: one per core when the caller fixed no thread count.
             if parallel_contexts is None:
-                parallel_contexts = cpus if n_threads is None and n_threads_batch is None else 1
+                fixed = n_threads is not None or n_threads_batch is not None
+                parallel_contexts = 1 if fixed else min(cpus, MAX_DEFAULT_CONTEXTS)
+            # each context's share of the cores (1 up to MAX_DEFAULT_CONTEXTS cores: no barriers at all)
+            self._context_threads = max(1, cpus // parallel_contexts)
             self._extra: list[tuple[internals.LlamaContext, TokenBatch]] = []
             if self._lora_adapter is None:
                 for _ in range(parallel_contexts - 1):
                     extra = self._stack.enter_context(contextlib.closing(
                         internals.LlamaContext(model=self._model, params=cp, verbose=self.verbose)))
-                    llama_cpp.llama_set_n_threads(extra.ctx, 1, 1)
+                    llama_cpp.llama_set_n_threads(extra.ctx, self._context_threads, self._context_threads)
                     self._extra.append((extra, TokenBatch(self.batch_tokens, self.n_seq_max)))
             self.parallel_contexts = 1 + len(self._extra)
         except BaseException:
@@ -580,9 +587,10 @@ class LlamaEmbedding(llama_cpp.Llama):
     def _decode_parallel(self, plans: Sequence[BatchPlan], token_lists: Sequence[Sequence[int]],
                          lengths: Sequence[int], results: list[npt.NDArray[np.float32] | None]) -> None:
         """Decode ``plans`` on every context at once (one thread each, one batch at a time per context)."""
-        if self._current_threads != 1:
-            llama_cpp.llama_set_n_threads(self._ctx.ctx, 1, 1)
-            self._current_threads = 1
+        per = self._context_threads
+        if self._current_threads != per:
+            llama_cpp.llama_set_n_threads(self._ctx.ctx, per, per)
+            self._current_threads = per
         workers = [(self._ctx, self.token_batch), *self._extra][: len(plans)]
         pending = iter(plans)
         lock = threading.Lock()
@@ -595,7 +603,7 @@ class LlamaEmbedding(llama_cpp.Llama):
                         plan = next(pending, None)
                     if plan is None:
                         return
-                    self._decode_plan(context, batch, plan, token_lists, lengths, results, 1)
+                    self._decode_plan(context, batch, plan, token_lists, lengths, results, per)
             except BaseException as exc:  # re-raised in the caller below
                 errors.append(exc)
             finally:
