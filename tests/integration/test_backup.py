@@ -91,7 +91,9 @@ def test_backup_while_another_process_indexes_then_restore_and_catch_up(tmp_path
         assert hits and all(h.path.startswith(str(corpus)) for h in hits)  # searches at once
 
         caught_up = col.sync()
-        assert caught_up.files_indexed == 60 - report.files and caught_up.files_unchanged == report.files
+        # files written within 2 s of their record are re-hashed (git's racy rule) and count as touched
+        assert caught_up.files_indexed == 60 - report.files
+        assert caught_up.files_unchanged + caught_up.files_touched == report.files
         state_ids, store_ids, pending = _agreement(col)
         assert state_ids == store_ids and not pending
         status = col.status()
@@ -114,7 +116,9 @@ def test_embedded_qdrant_round_trip_and_refusals(tmp_path, embed_model_path, mon
     with open_collection("q") as col:
         after = col.search("how to bake bread", k=2).hits
         assert [h.path for h in after] == [h.path for h in before]
-        assert col.sync().files_unchanged == len(list(p for p in corpus.rglob("*") if p.is_file()))
+        again = col.sync()  # nothing re-read for real: unchanged, or re-hashed inside the racy window
+        assert again.files_indexed == 0
+        assert again.files_unchanged + again.files_touched == len(list(p for p in corpus.rglob("*") if p.is_file()))
     with pytest.raises(InputError, match="already exists"):
         restore(load_settings(), tmp_path / "bk")
     with pytest.raises(InputError, match="not an indexer backup"):
