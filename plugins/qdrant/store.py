@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -439,19 +439,7 @@ class QdrantStore:
 
     def _copy(self, source: str, target: str) -> None:
         """Copy every point of ``source`` into ``target`` (dense vector and payload; sparse vector recomputed)."""
-        offset: Any = None
-        while True:
-            records, offset = self._call(
-                "list points",
-                partial(
-                    self.client.scroll,
-                    source,
-                    limit=BATCH,
-                    offset=offset,
-                    with_payload=True,
-                    with_vectors=True,
-                ),
-            )
+        for records in self._pages(source, BATCH, with_payload=True, with_vectors=True):
             structs = []
             for r in records:
                 dense = r.vector.get("") if isinstance(r.vector, dict) else r.vector
@@ -461,6 +449,23 @@ class QdrantStore:
                 structs.append(qm.PointStruct(id=r.id, vector=vector, payload=payload))
             if structs:
                 self._call("upsert points", partial(self.client.upsert, target, structs, wait=True))
+
+    def _pages(self, collection: str, limit: int, *, with_payload: bool, with_vectors: bool) -> Iterator[list[Any]]:
+        """Every point of ``collection``, a scroll page at a time."""
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                "list points",
+                partial(
+                    self.client.scroll,
+                    collection,
+                    limit=limit,
+                    offset=offset,
+                    with_payload=with_payload,
+                    with_vectors=with_vectors,
+                ),
+            )
+            yield records
             if offset is None:
                 return
 
@@ -470,23 +475,8 @@ class QdrantStore:
 
     def list_ids(self, collection: str) -> set[str]:
         self._shape(collection)
-        out: set[str] = set()
-        offset: Any = None
-        while True:
-            records, offset = self._call(
-                "list points",
-                partial(
-                    self.client.scroll,
-                    collection,
-                    limit=LIST_PAGE,
-                    offset=offset,
-                    with_payload=False,
-                    with_vectors=False,
-                ),
-            )
-            out.update(str(r.id) for r in records)
-            if offset is None:
-                return out
+        pages = self._pages(collection, LIST_PAGE, with_payload=False, with_vectors=False)
+        return {str(r.id) for records in pages for r in records}
 
     def drop(self, collection: str) -> None:
         self._dims.pop(collection, None)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from indexer.errors import StoreUnavailableError
 from indexer.watch import Watcher, WatchOptions
 from indexer.watch_state import load_queue, read_status
 from tests.integration.corpus import write_corpus
+from tests.integration.waiting import until as wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -33,14 +33,7 @@ DEADLINE = 120.0
 
 
 def until(predicate: Callable[[], Any], timeout: float = DEADLINE, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout:.0f}s")
-        time.sleep(0.02)
+    return wait_until(predicate, timeout, what, poll=0.02)
 
 
 @dataclass

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import indexer
 from indexer.watch import Watcher, WatchOptions
 from indexer.watch_state import read_status
 from tests.integration.corpus import write_corpus, write_many
+from tests.integration.waiting import until as wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -26,14 +26,7 @@ DEADLINE = 300.0
 
 
 def until(predicate: Callable[[], Any], timeout: float = DEADLINE, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout:.0f}s")
-        time.sleep(0.05)
+    return wait_until(predicate, timeout, what, poll=0.05)
 
 
 def _env(data_dir: Path, **extra: str) -> dict[str, str]:
