@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import shutil
 import sqlite3
 import time
@@ -295,10 +296,24 @@ def _new_job(col: Collection, model_spec: str, embedder: Embedder, model_path: s
         model_id=embedder.model_id,
         normalization=Normalization.parse(normalization).value,
         dimensions=embedder.dimensions,
-        target=f"{col.name}__{time.strftime('%Y%m%d%H%M%S')}",
+        target=_target_name(col),
         source=vectors_name(col.record),
         started_at=time.time(),
     )
+
+
+def _target_name(col: Collection) -> str:
+    """A store collection name for the new vectors that is neither the live one nor any existing one.
+
+    A timestamp alone is not enough: two reindexes within one second would name the live vectors as their
+    target, and an abort would then drop them."""
+    assert col.record is not None
+    live = vectors_name(col.record)
+    store = raw_store(col.store)
+    while True:
+        target = f"{col.name}__{time.strftime('%Y%m%d%H%M%S')}_{secrets.token_hex(3)}"
+        if target != live and store.collection_meta(target) is None:
+            return target
 
 
 def _store_meta(rec: CollectionRecord) -> dict[str, str]:
@@ -466,6 +481,10 @@ def _switch(col: Collection, job: Job, new_rec: CollectionRecord, shadow: StateS
 def _cleanup(col: Collection, job: Job) -> None:
     """After the switch: drop the old vectors and the shadow state."""
     store = raw_store(col.store)
+    if col.record is not None and job.source == vectors_name(col.record):  # never the live vectors
+        logger.warning("reindex job of %s names the live vectors %s as old; keeping them", col.name, job.source)
+        shutil.rmtree(job_dir(col), ignore_errors=True)
+        return
     try:
         store.drop(job.source)
     except StoreError as exc:  # readers still finishing a query may hold it; it is unused from now on
