@@ -210,11 +210,17 @@ def embeddings(url: str, model_path: str, rounds: int) -> dict[str, float]:
     return {"http_tokens_per_s": http_tps, "direct_tokens_per_s": direct_tps, "ratio": http_tps / direct_tps}
 
 
-def cli_search(env: dict[str, str], n: int, local: bool) -> dict[str, float]:
+def cli_search(env: dict[str, str], n: int, local: bool | None) -> dict[str, float]:
+    """`indexer search` as users run it (the console script); local=None times a bare `python -c pass` instead,
+    the floor every command pays."""
     lat = []
-    args = [sys.executable, "-m", "indexer.cli", "search", QUERIES[0], "-k", "5", "--no-rerank", "--json"]
+    script = Path(sys.executable).parent / "indexer"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "indexer"]
+    args = [*command, "search", QUERIES[0], "-k", "5", "--no-rerank", "--json"]
     if local:
         args.append("--local")
+    if local is None:
+        args = [sys.executable, "-c", "pass"]
     for _ in range(n):
         t = time.perf_counter()
         subprocess.run(args, env=env, check=True, capture_output=True)
@@ -272,7 +278,8 @@ def main() -> None:
         save()
         res["embeddings"] = embeddings(url, model, 10 // scale)
         save()
-        res["cli_server"] = cli_search(env, 3, local=False)
+        res["python_start"] = cli_search(env, 10, local=None)
+        res["cli_server"] = cli_search(env, 10, local=False)
         save()
     finally:
         proc.send_signal(signal.SIGTERM)

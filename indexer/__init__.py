@@ -11,7 +11,8 @@ The Python API::
             print(hit.path, hit.start_line, hit.score, hit.rerank_score)
 """
 
-from indexer.collection import Collection, list_collections, open_collection
+from typing import TYPE_CHECKING, Any
+
 from indexer.errors import (
     CollectionMismatchError,
     ConfigError,
@@ -24,10 +25,38 @@ from indexer.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from indexer.pipeline import IndexReport
-from indexer.query import SearchResult
-from indexer.settings import Settings, load_settings
-from indexer.types import SearchHit
+
+if TYPE_CHECKING:
+    from indexer.collection import Collection, list_collections, open_collection
+    from indexer.pipeline import IndexReport
+    from indexer.query import SearchResult
+    from indexer.settings import Settings, load_settings
+    from indexer.types import SearchHit
+
+# The facade is imported on first use (PEP 562), so `import indexer.<light module>` stays light: the console
+# script answers `indexer search` through a running server without loading numpy, pydantic or llama.cpp.
+_LAZY = {
+    "Collection": "indexer.collection",
+    "list_collections": "indexer.collection",
+    "open_collection": "indexer.collection",
+    "IndexReport": "indexer.pipeline",
+    "SearchResult": "indexer.query",
+    "Settings": "indexer.settings",
+    "load_settings": "indexer.settings",
+    "SearchHit": "indexer.types",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'indexer' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Collection",

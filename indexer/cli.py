@@ -207,20 +207,11 @@ def search(
                 )
     except IndexerError as exc:
         raise _fail(exc) from exc
-    if as_json:
-        out.print_json(json.dumps([h.to_dict() for h in result.hits]))
-    else:
-        for i, hit in enumerate(result.hits, 1):
-            rs = f" rerank={hit.rerank_score:.3f}" if hit.rerank_score is not None else ""
-            out.print(
-                f"[bold]{i}. {hit.path}:{hit.start_line}-{hit.end_line}[/bold]  score={hit.score:.3f}{rs}",
-                highlight=False,
-            )
-            snippet = " ".join(hit.text.split())
-            out.print(f"   {snippet[:240]}{'…' if len(snippet) > 240 else ''}", highlight=False, markup=False)
-        err.print(result.rerank_note, highlight=False)
-    if _STATE["verbose"]:
-        err.print("timings (ms): " + ", ".join(f"{k}={v:.1f}" for k, v in result.timings_ms.items()))
+    from indexer.entry import print_result  # one printer for remote and in-process results
+
+    answer = {"hits": [h.to_dict() for h in result.hits], "rerank_note": result.rerank_note,
+              "timings_ms": result.timings_ms}
+    print_result(answer, as_json=as_json, verbose=_STATE["verbose"])
 
 
 def _remote_search(collection: str | None, **body: Any) -> Any:

@@ -10,11 +10,9 @@ The config file is TOML: ``$INDEXER_CONFIG`` if set, else ``<user config dir>/in
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
-import platformdirs
 from pydantic import Field, field_validator
 from pydantic_settings import (
     BaseSettings,
@@ -24,15 +22,9 @@ from pydantic_settings import (
 )
 
 from indexer.config_errors import settings_error
+from indexer.location import COLLECTION_NAME_RULE, config_file_path, default_data_dir, valid_collection_name
 
-
-def default_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir("indexer", appauthor=False))
-
-
-def config_file_path() -> Path:
-    env = os.environ.get("INDEXER_CONFIG")
-    return Path(env) if env else Path(platformdirs.user_config_dir("indexer", appauthor=False)) / "config.toml"
+__all__ = ["Settings", "config_file_path", "default_data_dir", "load_settings"]
 
 
 class Settings(BaseSettings):
@@ -100,8 +92,8 @@ class Settings(BaseSettings):
     @field_validator("collection")
     @classmethod
     def _collection_name(cls, value: str) -> str:
-        if not value or not all(c.isalnum() or c in "-_." for c in value) or value.startswith("."):
-            raise ValueError("collection names use letters, digits, '-', '_' and '.', and do not start with '.'")
+        if not valid_collection_name(value):
+            raise ValueError(COLLECTION_NAME_RULE)
         return value
 
     @field_validator("store")

@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from indexer import migrations
 from indexer.errors import StateError
-from indexer.migrations import MIGRATIONS
+from indexer.migrations import MIGRATIONS, NewerStateError, upgrade
 from indexer.normalization import Normalization
 from indexer.sqlite_errors import database_error, translating
 
@@ -98,8 +97,8 @@ class StateStore:
 
     def _migrate(self) -> None:
         try:
-            migrations.upgrade(self._db, MIGRATIONS)
-        except migrations.NewerStateError as exc:
+            upgrade(self._db, MIGRATIONS)
+        except NewerStateError as exc:
             raise StateError(
                 f"the state database {self.path} was written by a newer indexer (migrations {exc}); "
                 "upgrade indexer or use another INDEXER_DATA_DIR"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +27,8 @@ class Announcement:
 
     @staticmethod
     def new(url: str, data_dir: Path) -> Announcement:
+        import secrets  # here, not at the top: `indexer search` reads announcements and should start fast
+
         return Announcement(url, os.getpid(), secrets.token_urlsafe(32), time.time(), str(data_dir))
 
 

@@ -25,14 +25,10 @@ def remote_search(data_dir: Path | str, body: dict[str, Any]) -> dict[str, Any] 
 
     Errors the server answers with (bad input, unknown collection) are raised as IndexerError with its message.
     """
-    ann = announce.read(data_dir)
-    if ann is None:
+    answer = post_search(data_dir, body)
+    if answer is None:
         return None
-    try:
-        status, payload = _post(ann, "/search", {k: v for k, v in body.items() if v is not None})
-    except (OSError, http.client.HTTPException) as exc:
-        logger.info("the announced server at %s does not answer (%s); searching in-process", ann.url, exc)
-        return None
+    status, payload = answer
     if status == 200:
         return payload
     message = str(payload.get("error", {}).get("message", payload)) if isinstance(payload, dict) else str(payload)
@@ -40,7 +36,19 @@ def remote_search(data_dir: Path | str, body: dict[str, Any]) -> dict[str, Any] 
         raise NotFoundError(message)
     if status in (400, 422):
         raise InputError(message)
-    raise IndexerError(f"the server at {ann.url} answered {status}: {message}")
+    raise IndexerError(f"the server serving {data_dir} answered {status}: {message}")
+
+
+def post_search(data_dir: Path | str, body: dict[str, Any]) -> tuple[int, Any] | None:
+    """(HTTP status, decoded answer) of POST /search to the announced server; None when none answers."""
+    ann = announce.read(data_dir)
+    if ann is None:
+        return None
+    try:
+        return _post(ann, "/search", {k: v for k, v in body.items() if v is not None})
+    except (OSError, http.client.HTTPException) as exc:
+        logger.info("the announced server at %s does not answer (%s); searching in-process", ann.url, exc)
+        return None
 
 
 def _post(ann: announce.Announcement, path: str, body: dict[str, Any]) -> tuple[int, Any]:

@@ -40,6 +40,24 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _indexer(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The console script as users run it (``indexer``; ``python -m indexer`` runs the same entry point)."""
+    script = Path(sys.executable).parent / "indexer"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "indexer"]
+    return subprocess.run([*command, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+# `indexer search` through a server must not load the heavy stack (the 150 ms goal of bench/cli_latency.py).
+_LIGHT = """
+import sys
+from indexer.entry import fast_search
+code = fast_search(sys.argv[1:])
+heavy = ("numpy", "pydantic", "typer", "rich", "llama_cpp", "faiss", "indexer.cli")
+heavy = sorted(m for m in heavy if m in sys.modules)
+print(code, heavy)
+"""
+
+
 def _search_count(url: str) -> float:
     text = httpx.get(url + "/metrics", timeout=30).text
     m = re.search(
@@ -65,18 +83,33 @@ def test_serve_announces_cli_search_uses_it_and_exit_cleans_up(tmp_path: Path, e
         wait_for(lambda: _answers(ann.url), 60, "the server to answer")
 
         before = _search_count(ann.url)
-        out = _cli("search", "nightly backups of the database", "-k", "1", "--json", env=env)
+        out = _indexer("search", "nightly backups of the database", "-k", "1", "--json", env=env)
         assert out.returncode == 0, out.stderr
         hits = json.loads(out.stdout)
         assert hits[0]["path"] == str(root / "docs" / "backup.md")
         assert _search_count(ann.url) == before + 1, httpx.get(ann.url + "/metrics").text  # answered by the server
 
-        missing = _cli("search", "x", "-c", "missing", env=env)
+        # The console script answered it without the heavy stack, and prints what the full CLI prints.
+        light = subprocess.run(
+            [sys.executable, "-c", _LIGHT, "nightly backups of the database", "-k", "2"],
+            env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert light.returncode == 0 and light.stdout.splitlines()[-1] == "0 []", (light.stdout, light.stderr)
+        fast = _indexer("search", "nightly backups of the database", "-k", "2", "--type", "md", env=env)
+        full = _cli("search", "nightly backups of the database", "-k", "2", "--type", "md", env=env)
+        assert fast.returncode == full.returncode == 0 and fast.stdout == full.stdout
+        assert "1. " + str(root / "docs" / "backup.md") in fast.stdout
+        assert _search_count(ann.url) == before + 4
+
+        missing = _indexer("search", "x", "-c", "missing", env=env)  # an error answer: the full CLI reports it
         assert missing.returncode == 1 and "does not exist" in missing.stderr
 
-        local = _cli("search", "nightly backups of the database", "-k", "1", "--json", "--local", env=env)
-        assert local.returncode == 0 and json.loads(local.stdout)[0]["path"] == hits[0]["path"]
-        assert _search_count(ann.url) == before + 1  # --local did not go through the server
+        local = _indexer("search", "nightly backups of the database", "-k", "1", "--json", "--local", env=env)
+        assert local.returncode == 0, local.stderr
+        assert [(h["path"], h["chunk_id"]) for h in json.loads(local.stdout)] == [
+            (h["path"], h["chunk_id"]) for h in hits
+        ]
+        assert _search_count(ann.url) == before + 4  # --local did not go through the server (a 404 is not counted)
 
         second = _cli("serve", "--no-watch", env=env)
         assert second.returncode == 1 and "already serves" in second.stderr
@@ -84,7 +117,7 @@ def test_serve_announces_cli_search_uses_it_and_exit_cleans_up(tmp_path: Path, e
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert not announce.path_for(data).exists()
-    after = _cli("search", "nightly backups of the database", "-k", "1", "--json", env=env)
+    after = _indexer("search", "nightly backups of the database", "-k", "1", "--json", env=env)
     assert after.returncode == 0 and json.loads(after.stdout)[0]["path"] == hits[0]["path"]
 
 

@@ -1,0 +1,128 @@
+"""The ``indexer`` console script: ``indexer search`` through a running server, fast; everything else in the CLI.
+
+``indexer search`` against a running ``indexer serve`` should answer in well under 150 ms, process start
+included, but the full CLI (typer, rich, pydantic settings, the facade, numpy) takes most of a second to import.
+So this module, standard library only, answers a plain ``indexer search`` itself when a server announces itself
+for the data directory: it finds the data directory and collection with :mod:`indexer.location` (the rules of
+:mod:`indexer.settings`), sends the search, and prints what the CLI prints. Anything else (other commands,
+``--help``, ``--local``, ``--rerank-model``, an option it does not know, no server, an error answer) goes to
+:mod:`indexer.cli`, which does the same search the long way and reports errors the one way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from indexer.location import data_dir_and_collection
+
+_NOT_HANDLED = None
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["search"]:
+        code = fast_search(sys.argv[2:])
+        if code is not _NOT_HANDLED:
+            sys.exit(code)
+    from indexer.cli import main as cli_main
+
+    cli_main()
+
+
+# -- the search ---------------------------------------------------------------------------------------------------
+class _Unhandled(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # anything argparse cannot parse is the CLI's to explain
+        raise _Unhandled(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    p.add_argument("query")
+    p.add_argument("-c", "--collection")
+    p.add_argument("-k", type=int)
+    p.add_argument("--candidates", type=int)
+    p.add_argument("--path")
+    p.add_argument("--under")
+    p.add_argument("--type", action="append", default=[])
+    p.add_argument("--rerank", action="store_true", default=None)
+    p.add_argument("--no-rerank", dest="rerank", action="store_false")
+    p.add_argument("--mode")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def fast_search(args: list[str]) -> int | None:
+    """Exit code of a search answered by the announced server; None when the full CLI should handle it."""
+    if any(a in ("--help", "--local", "--rerank-model") or a.startswith("--rerank-model=") for a in args):
+        return _NOT_HANDLED
+    try:
+        opts = _parser().parse_args(args)
+    except (_Unhandled, argparse.ArgumentError, ValueError):
+        return _NOT_HANDLED
+    where = data_dir_and_collection(opts.collection)
+    if where is None:
+        return _NOT_HANDLED
+    from indexer.server.client import post_search
+
+    body = {
+        "collection": where[1],
+        "query": opts.query,
+        "k": opts.k,
+        "candidates": opts.candidates,
+        "path_glob": opts.path,
+        "path_prefix": str(Path(opts.under).expanduser().resolve()) if opts.under else None,
+        "file_types": [t.lower().lstrip(".") for t in opts.type],
+        "rerank": opts.rerank,
+        "mode": opts.mode,
+    }
+    answer = post_search(where[0], body)
+    if answer is None or answer[0] != 200 or not isinstance(answer[1], dict):
+        return _NOT_HANDLED  # no server, or an error: the CLI reports it (asking the server again)
+    print_result(answer[1], as_json=opts.json, verbose=opts.verbose)
+    return 0
+
+
+def hit_dict(hit: dict[str, Any]) -> dict[str, Any]:
+    """A hit of a /search answer in the shape of ``SearchHit.to_dict()`` (what ``--json`` prints)."""
+    return {
+        "path": hit["path"],
+        "score": float(hit["score"]),
+        "rerank_score": None if hit.get("rerank_score") is None else float(hit["rerank_score"]),
+        "text": hit["text"],
+        "start_line": int(hit["start_line"]),
+        "end_line": int(hit["end_line"]),
+        "page": hit.get("page"),
+        "heading": list(hit.get("heading") or ()),
+        "chunk_id": str(hit.get("chunk_id", "")),
+    }
+
+
+def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> None:
+    """Print a search result as ``indexer search`` does (the CLI prints in-process results through this too)."""
+    hits = [hit_dict(h) for h in answer["hits"]]
+    if as_json:
+        print(json.dumps(hits, indent=2, ensure_ascii=False))
+    else:
+        bold, plain = ("\033[1m", "\033[0m") if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else ("", "")
+        for i, hit in enumerate(hits, 1):
+            rs = f" rerank={hit['rerank_score']:.3f}" if hit["rerank_score"] is not None else ""
+            where = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}"
+            print(f"{bold}{i}. {where}{plain}  score={hit['score']:.3f}{rs}")
+            snippet = " ".join(hit["text"].split())
+            print(f"   {snippet[:240]}{'…' if len(snippet) > 240 else ''}")
+        note = str(answer.get("rerank_note", ""))
+        if note:
+            print(note, file=sys.stderr)
+    if verbose:
+        timings = answer.get("timings_ms", {})
+        print("timings (ms): " + ", ".join(f"{k}={float(v):.1f}" for k, v in timings.items()), file=sys.stderr)
+    sys.stdout.flush()

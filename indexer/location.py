@@ -1,0 +1,64 @@
+"""Where the data is, with the standard library only: the config file, the data directory, the collection name.
+
+:mod:`indexer.settings` (pydantic) is the whole truth; this module answers the two questions ``indexer search``
+needs before it can ask a running server, without importing pydantic: the same precedence (flags > ``INDEXER_*``
+environment > config file > defaults), the same default folders, the same collection-name rule.
+``tests/unit/test_location.py`` holds the two to the same answers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def default_data_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("indexer", appauthor=False))
+
+
+def config_file_path() -> Path:
+    env = os.environ.get("INDEXER_CONFIG")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("indexer", appauthor=False)) / "config.toml"
+
+
+def valid_collection_name(name: str) -> bool:
+    return bool(name) and all(c.isalnum() or c in "-_." for c in name) and not name.startswith(".")
+
+
+COLLECTION_NAME_RULE = "collection names use letters, digits, '-', '_' and '.', and do not start with '.'"
+
+
+def data_dir_and_collection(collection: str | None = None) -> tuple[Path, str] | None:
+    """The data directory and collection :func:`indexer.settings.load_settings` would give; None when the config
+    file cannot be read or a value is invalid (the full settings then say what is wrong)."""
+    config: dict[str, Any] = {}
+    path = config_file_path()
+    if path.is_file():
+        import tomllib
+
+        try:
+            config = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return None
+    data = _first(_env("data_dir"), config.get("data_dir"), str(default_data_dir()))
+    name = _first(collection, _env("collection"), config.get("collection"), "default")
+    if not isinstance(data, str) or not isinstance(name, str) or not valid_collection_name(name):
+        return None
+    return Path(data), name
+
+
+def _env(name: str) -> str | None:
+    """``INDEXER_<NAME>`` from the environment, matched case-insensitively as pydantic-settings does."""
+    wanted = f"indexer_{name}"
+    return _first(*(value for key, value in os.environ.items() if key.lower() == wanted))
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)

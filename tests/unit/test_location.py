@@ -1,0 +1,60 @@
+"""indexer.location (standard library only, for the fast `indexer search`) gives the data directory and
+collection that the full settings give, in every precedence case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from indexer.errors import ConfigError
+from indexer.location import data_dir_and_collection
+from indexer.settings import load_settings
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch, tmp_path):
+    for key in ("INDEXER_DATA_DIR", "INDEXER_COLLECTION", "indexer_data_dir", "indexer_collection"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("INDEXER_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+
+
+def _same(flag: str | None = None) -> tuple[Path, str]:
+    light = data_dir_and_collection(flag)
+    full = load_settings(collection=flag)
+    assert light == (full.data_dir, full.collection)
+    return light
+
+
+def test_defaults(tmp_path):
+    assert _same() == (tmp_path / "xdg-data" / "indexer", "default")
+
+
+def test_config_file_then_environment_then_flag(tmp_path, monkeypatch):
+    (tmp_path / "config.toml").write_text(f'data_dir = "{tmp_path / "from-toml"}"\ncollection = "notes"\n')
+    assert _same() == (tmp_path / "from-toml", "notes")
+    monkeypatch.setenv("INDEXER_DATA_DIR", str(tmp_path / "from-env"))
+    assert _same() == (tmp_path / "from-env", "notes")
+    monkeypatch.setenv("INDEXER_COLLECTION", "papers")
+    assert _same() == (tmp_path / "from-env", "papers")
+    assert _same("flagged") == (tmp_path / "from-env", "flagged")
+
+
+def test_environment_names_are_case_insensitive(tmp_path, monkeypatch):
+    monkeypatch.setenv("indexer_data_dir", str(tmp_path / "lower"))
+    assert _same() == (tmp_path / "lower", "default")
+
+
+@pytest.mark.parametrize("bad", ["", ".hidden", "has space", "a/b"])
+def test_an_invalid_collection_is_left_to_the_settings_to_explain(bad):
+    assert data_dir_and_collection(bad) is None
+    with pytest.raises(ConfigError):
+        load_settings(collection=bad)
+
+
+def test_a_broken_config_file_is_left_to_the_settings_to_explain(tmp_path):
+    (tmp_path / "config.toml").write_text("data_dir = [unclosed\n")
+    assert data_dir_and_collection() is None
+    with pytest.raises(ConfigError):
+        load_settings()
