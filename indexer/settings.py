@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     watch_rescan_seconds: float = Field(600.0, ge=0, description="full reconciliation scan interval (0: at start only)")
     watch_polling: bool = Field(False, description="poll instead of inotify (NFS, SMB, some container mounts)")
     watch_poll_seconds: float = Field(1.0, gt=0, description="polling interval of polled roots")
+    watch_discover_seconds: float = Field(
+        5.0, gt=0, description="how often `indexer serve` looks for new collections to watch"
+    )
     # HTTP server (`indexer serve`): loopback by default; keys, caps and queue bound (docs/server.md)
     server_host: str = Field("127.0.0.1", description="address `indexer serve` binds (loopback by default)")
     server_port: int = Field(8480, ge=0, le=65535, description="port `indexer serve` listens on (0: any free port)")

@@ -60,6 +60,7 @@ class Service:
         self.ready = False
         self.ready_error: str | None = None
         self.watchers: dict[str, Any] = {}
+        self.watch_discovery: Any = None  # indexer.server.watchers: starts watchers for collections made later
         self._embed_lock = threading.Lock()
         self._embed_pending: list[_EmbedRequest] = []
         self._flush_scheduled = False

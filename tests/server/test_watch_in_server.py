@@ -49,3 +49,30 @@ def test_saved_file_becomes_searchable_and_deleted_one_disappears(watching: Serv
 
     new.unlink()
     wait_for(lambda: _top(watching, "magma chamber basalt lava eruption") != str(new), 120, "the deletion")
+
+
+def test_a_collection_made_while_the_server_runs_is_watched_too(isolated_env: Path, embed_model_path: Path) -> None:
+    settings = make_settings(isolated_env / "discover-data", embed_model_path, None, watch_discover_seconds=0.5)
+    index_corpus(settings, write_corpus(isolated_env / "first").resolve())
+    handle = start_server(settings, isolated_env / "first", mcp=False, watch=True)
+    try:
+        later = write_corpus(isolated_env / "later").resolve()
+        index_corpus(settings, later, collection="later")  # as `indexer index PATH -c later` from another shell
+
+        def watchers() -> list[str]:
+            with handle.client() as c:
+                return list(c.get("/status").json()["server"]["watchers"])
+
+        wait_for(lambda: watchers() == ["default", "later"], 120, "the new collection's watcher")
+        new = later / "notes" / "glacier.md"
+        new.write_text("# Glaciers\n\nMoraines and crevasses mark where a glacier's ice carved the valley.\n")
+
+        def top() -> str | None:
+            with handle.client() as c:
+                body = {"query": "glacier moraine crevasse ice", "k": 1, "rerank": False, "collection": "later"}
+                hits = c.post("/search", json=body).json()["hits"]
+            return hits[0]["path"] if hits else None
+
+        wait_for(lambda: top() == str(new), 120, "the new file in the new collection")
+    finally:
+        handle.stop()
