@@ -52,10 +52,31 @@ def timed(label: str, fn):  # type: ignore[no-untyped-def]
     return out, seconds
 
 
+def best_of(repeat: int, label: str, fn):  # type: ignore[no-untyped-def]
+    """The fastest of ``repeat`` runs (the machine is shared: the minimum is the least disturbed one)."""
+    runs = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        runs.append(time.perf_counter() - t)
+    print(f"{label}: {min(runs):.3f} s (runs: {', '.join(f'{r:.3f}' for r in runs)})", flush=True)
+    return out, min(runs)
+
+
+def rerun(indexer, n: int):  # type: ignore[no-untyped-def]
+    """A no-change re-run as a new process does it: a fresh collection object, nothing changed."""
+    with indexer.open_collection("scale") as col:
+        report = col.sync()
+    # The file the last run edited is re-hashed once (racy window: written within 2 s of its state row).
+    assert report.files_indexed == 0 and report.files_unchanged + report.files_touched == n, report
+    return report
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=100_000)
     ap.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one, removed)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of the walk, the re-run and status (best counts)")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="state-scale-"))
     os.environ["INDEXER_DATA_DIR"] = str(work / "data")
@@ -65,23 +86,32 @@ def main() -> None:
     root = work / "tree"
     if not root.exists():
         timed(f"write {args.files:,} files", lambda: write_tree(root, args.files))
-    _, walk = timed("reference: scandir + stat walk", lambda: stat_walk(root))
     with indexer.open_collection("scale") as col:
-        report, _ = timed("first index", lambda: col.index([root]))
-        print(f"  {report.files_indexed:,} files, {report.chunks_embedded} chunks embedded, "
-              f"{report.chunks_reused:,} reused")
+        if col.record is None:  # an existing work folder keeps its index: later runs measure the rest only
+            report, _ = timed("first index", lambda: col.index([root]))
+            print(
+                f"  {report.files_indexed:,} files, {report.chunks_embedded} chunks embedded, "
+                f"{report.chunks_reused:,} reused"
+            )
+    # Alternated, so that a busy spell of the shared machine hits both alike.
+    walks, reruns = [], []
+    for _ in range(args.repeat):
+        walks.append(best_of(1, "reference: scandir + stat walk", lambda: stat_walk(root))[1])
+        reruns.append(best_of(1, "no-change re-run (fresh collection object)", lambda: rerun(indexer, args.files))[1])
+    walk, rerun_s = min(walks), min(reruns)
     with indexer.open_collection("scale") as col:
-        report, rerun = timed("no-change re-run (new process state: fresh collection object)", col.sync)
-        assert report.files_indexed == 0 and report.files_unchanged == args.files, report
-        _, _ = timed("status", col.status)
+        _, status = best_of(args.repeat, "status", col.status)
         edited = root / "d00000" / "note000000.md"
         edited.write_text("# Note\n\nAn edited note about penguins.\n")
-        report, _ = timed("one edited file (full re-sync)", col.sync)
+        report, edit = timed("one edited file (full re-sync)", col.sync)
         assert report.files_indexed == 1, report
         edited.write_text("# Note\n\nEdited again: penguins and puffins.\n")
         report, _ = timed("one edited file (sync_paths, as the watcher does)", lambda: col.sync_paths([edited]))
         assert report.files_indexed == 1, report
-    print(f"no-change re-run / bare stat walk: {rerun / walk:.1f}x")
+    print(
+        f"summary: files {args.files} walk {walk:.3f} s, no-change re-run {rerun_s:.3f} s "
+        f"({rerun_s / walk:.1f}x the walk), status {status:.3f} s, one edited file {edit:.3f} s"
+    )
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -29,7 +29,7 @@ import numpy as np
 from indexer.errors import IndexerError, SourceError
 from indexer.normalization import Normalization, cache_tag
 from indexer.ports import Chunker, Embedder, Source, VectorStore
-from indexer.state import ChunkRecord, FileRecord, FileUpdate, StateStore
+from indexer.state import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
 from indexer.types import Chunk, Document, Point, ScanProblem, SourceRef
 
 logger = logging.getLogger(__name__)
@@ -127,6 +127,8 @@ class Pipeline:
         self.normalization = normalization
         self.batch_chunks = batch_chunks
         self.progress: Progress = progress or _NoProgress()
+        # Unchanged files are reported one by one only to a listener: at 100k files the calls alone cost ~0.1 s.
+        self._listening = progress is not None
         self.model_key = f"{embedder.model_id}|norm={cache_tag(normalization)}"
 
     # -- recovery ----------------------------------------------------------------------------------------
@@ -146,27 +148,39 @@ class Pipeline:
         started = time.perf_counter()
         self.recover()
         refs = {ref.path: ref for ref in source.scan()}
-        known = {p: rec for p, rec in self.state.files(self.collection).items() if within(p, root)}
+        stats = self.state.file_stats(self.collection, root)
         report.files_seen += len(refs)
         self.progress.files_total(len(refs))
-
-        todo: list[SourceRef] = []
-        for path, ref in refs.items():
-            rec = known.get(path)
-            if rec is not None and rec.status == "indexed" and _stat_unchanged(rec, ref):
-                report.files_unchanged += 1
-                self.progress.file_done(path)
-            else:
-                todo.append(ref)
+        todo = self._changed(refs, stats, report)
+        # Whole records only for the files that need them: changed ones (read next) and those the scan had a
+        # problem with (kept or skipped below). A no-change re-run builds none.
+        wanted = [ref.path for ref in todo] + [problem.path for problem in source.problems]
+        known = self.state.files_at(self.collection, [path for path in wanted if path in stats])
         self._process(source, todo, known, report)
         kept = self._keep_unreadable(source.problems, known, report)
         if not source.available():
             # An unmounted or vanished root scans as empty: never read that as "every file was deleted".
             logger.warning("root %s is unavailable; its indexed files are kept", root)
         else:
-            self.remove_files([p for p in known if p not in refs and p not in kept], report)
+            self.remove_files([p for p in stats if p not in refs and p not in kept], report)
         report.seconds += time.perf_counter() - started
         return report
+
+    def _changed(self, refs: dict[str, SourceRef], stats: dict[str, FileStat], report: IndexReport) -> list[SourceRef]:
+        """The scanned files that must be read: new, failed, changed, or changed within the racy window."""
+        todo: list[SourceRef] = []
+        unchanged = 0
+        done = self.progress.file_done if self._listening else None
+        for path, ref in refs.items():
+            row = stats.get(path)
+            if row is not None and _stat_unchanged(row, ref):
+                unchanged += 1
+                if done is not None:
+                    done(path)
+            else:
+                todo.append(ref)
+        report.files_unchanged += unchanged
+        return todo
 
     def sync_paths(self, source: Source, root: str, paths: Sequence[str], report: IndexReport) -> IndexReport:
         """Bring exactly ``paths`` (absolute, resolved, under ``root``) in line with the disk: files are
@@ -190,7 +204,7 @@ class Pipeline:
         todo = []
         for path, ref in refs.items():
             rec = known.get(path)
-            if rec is not None and rec.status == "indexed" and _stat_unchanged(rec, ref):
+            if rec is not None and _stat_unchanged((rec.size, rec.mtime_ns, rec.status, rec.checked_ns), ref):
                 report.files_unchanged += 1
             else:
                 todo.append(ref)
@@ -367,12 +381,14 @@ def _refs_below(source: Source, folder: str) -> list[SourceRef]:
     return out
 
 
-def _stat_unchanged(rec: FileRecord, ref: SourceRef) -> bool:
-    if rec.size != ref.size or rec.mtime_ns != ref.mtime_ns:
+def _stat_unchanged(row: FileStat, ref: SourceRef) -> bool:
+    """Whether an indexed file's recorded stat data prove it unchanged since it was read."""
+    size, mtime_ns, status, checked_ns = row
+    if status != "indexed" or size != ref.size or mtime_ns != ref.mtime_ns:
         return False
     # Git's racy rule: a file modified within the timestamp granularity of the state write may have changed
     # again without its mtime moving. Such files are re-hashed (and refreshed if unchanged).
-    return ref.mtime_ns < rec.checked_ns - RACY_WINDOW_NS
+    return mtime_ns < checked_ns - RACY_WINDOW_NS
 
 
 def _payload(prepared: _Prepared, chunk: Chunk) -> dict[str, object]:

@@ -276,6 +276,50 @@ def test_scan_order_is_deterministic(tmp_path: Path) -> None:
     assert [r.rel_path for r in FilesystemSource([tmp_path]).scan()] == ["c.md", "a/y.md", "a/b/x.md", "b/z.md"]
 
 
+def _mixed_tree(root: Path) -> None:
+    """Names that exercise the scan's per-folder shortcuts: extensions (none, trailing dot, upper case, two
+    dots, binary), a symlink to a hidden file, a symlinked folder, a file nested roots own."""
+    for rel in ("a.md", "README", "weird.", "UPPER.MD", "two.tar.txt", "sub/b.py", "sub/deep/c.txt", "sub/own.md"):
+        write(root / rel, f"text of {rel}\n")
+    write(root / "sub" / ".hidden-target.md", "reached through a link\n")
+    write(root / "blob.GZ", "text under a binary extension\n")
+    write(root / "sub" / "noext-binary", b"\x00\x01\x02")
+    (root / "link.md").symlink_to(root / "sub" / ".hidden-target.md")
+    (root / "alias").symlink_to(root / "sub" / "deep", target_is_directory=True)
+
+
+def test_scan_yields_what_ref_for_yields_file_by_file(tmp_path: Path) -> None:
+    """The scan works out owners, extensions and resolved paths per folder; ref_for does it per path.
+    Both must agree, with nested roots (a folder and a single file) and without."""
+    root = tmp_path / "root"
+    _mixed_tree(root)
+    for roots in ([root], [root, root / "sub" / "own.md"], [root / "sub", root]):
+        source = FilesystemSource(roots)
+        scanned = list(source.scan())
+        files = [Path(d) / f for d, _, names in os.walk(root) for f in names]
+        by_path = [ref for ref in (source.ref_for(f) for f in files) if ref is not None]
+        assert sorted(scanned, key=lambda r: r.path) == sorted(set(by_path), key=lambda r: r.path), roots
+    owners = {ref.path: ref.root for ref in FilesystemSource([root, root / "sub" / "own.md"]).scan()}
+    assert owners[str((root / "sub" / "own.md").resolve())] == str((root / "sub" / "own.md").resolve())
+    assert sorted(rels(FilesystemSource([root]))) == [
+        "README", "UPPER.MD", "a.md", "sub/.hidden-target.md", "sub/b.py", "sub/deep/c.txt", "sub/own.md",
+        "two.tar.txt", "weird.",
+    ]  # fmt: skip
+
+
+def test_rules_that_match_nothing_change_no_ref(tmp_path: Path) -> None:
+    """Folders without ignore files or globs skip the per-file rule checks; rules that exclude nothing must
+    give the very same refs, in the same order, as no rules at all."""
+    root = tmp_path / "root"
+    _mixed_tree(root)
+    plain = list(FilesystemSource([root]).scan())
+    globbed = list(FilesystemSource([root], include=["*"], exclude=["*.nothing", "nowhere/"]).scan())
+    write(root / ".indexerignore", "*.nothing\n")
+    write(root / "sub" / ".gitignore", "nowhere/\n")
+    ignored = list(FilesystemSource([root]).scan())
+    assert len(plain) == 9 and plain == globbed == ignored
+
+
 # ------------------------------------------------------------------------------------------------ contains
 
 

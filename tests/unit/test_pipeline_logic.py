@@ -243,3 +243,59 @@ def test_an_unavailable_root_does_not_empty_the_index(env):
     r = pipe.sync(src, "/root")
     assert r.files_removed == 0 and _texts(store) == ["kept"]
     assert r.skipped == [("/root", "root folder is missing")]
+
+
+class CountingProgress:
+    def __init__(self) -> None:
+        self.total = 0
+        self.done: list[str] = []
+
+    def files_total(self, n: int) -> None:
+        self.total += n
+
+    def file_done(self, path: str) -> None:
+        self.done.append(path)
+
+    def embedded(self, chunks: int, tokens: int) -> None:
+        pass
+
+
+def test_a_listener_hears_of_every_file_a_re_run_finds_unchanged(env):
+    """Unchanged files are reported one by one only when someone listens; the counts are the same either way."""
+    pipe, src, store, _, state = env
+    for name in ("a.txt", "b.txt", "c.txt"):
+        src.put(name, f"text of {name}")
+    pipe.sync(src, "/root")
+    src.put("b.txt", "b edited", mtime=4000)
+    quiet = pipe.sync(src, "/root")
+    assert (quiet.files_unchanged, quiet.files_indexed) == (2, 1)
+    progress = CountingProgress()
+    listened = Pipeline(
+        collection="c", state=state, store=store, embedder=HashEmbedder(), chunker=ParagraphChunker(),  # type: ignore[arg-type]
+        normalization=Normalization.L2, progress=progress,
+    )  # fmt: skip
+    src.put("c.txt", "c edited", mtime=4000)
+    loud = listened.sync(src, "/root")
+    assert (loud.files_unchanged, loud.files_indexed) == (2, 1)
+    assert progress.total == 3 and sorted(progress.done) == ["/root/a.txt", "/root/b.txt", "/root/c.txt"]
+
+
+def test_scan_problems_keep_or_drop_indexed_files_by_code(env):
+    """An indexed file the scan could not take keeps its points when the cause may pass (too large, no access)
+    and leaves the index when it is no longer a document (binary now); problems outside the root are skipped."""
+    pipe, src, store, _, state = env
+    for name in ("big.txt", "bin.txt", "ok.txt"):
+        src.put(name, f"text of {name}")
+    pipe.sync(src, "/root")
+    del src.files["/root/big.txt"], src.files["/root/bin.txt"]
+    src.problems = [
+        ScanProblem("/root/big.txt", "too large", "too_large"),
+        ScanProblem("/root/bin.txt", "binary content", "binary"),
+        ScanProblem("/rootless/x.txt", "permission denied", "permission"),
+    ]
+    r = pipe.sync(src, "/root")
+    assert r.failed == [("/root/big.txt", "too large")] and r.files_removed == 1 and r.files_unchanged == 1
+    assert r.skipped == [("/root/bin.txt", "binary content"), ("/rootless/x.txt", "permission denied")]
+    assert _texts(store) == ["text of big.txt", "text of ok.txt"]
+    failed = state.files("c")["/root/big.txt"]
+    assert failed.status == "failed" and failed.content_hash != ""  # the last good hash is kept

@@ -110,3 +110,29 @@ def test_normalization_is_recorded_by_name_and_old_integer_rows_still_read(tmp_p
         "old_none": Normalization.NONE,
     }
     st.close()
+
+
+def test_file_stats_and_files_at_match_the_full_records(tmp_path):
+    """The no-change check reads (size, mtime_ns, status, checked_ns) of the files below a root; the records
+    of the few files a sync then reads come from files_at (in batches of 500)."""
+    st = StateStore(tmp_path / "s.sqlite")
+    st.create_collection(_rec())
+    st.create_collection(_rec("other"))
+    inside = ["/r/a", "/r/a/x.md", "/r/a/sub/y.md"] + [f"/r/a/many/{i:04d}.md" for i in range(600)]
+    beside = ["/r/ab/z.md", "/r/a0/z.md", "/r/a-/z.md", "/r/a.md", "/r", "/q/a/x.md"]  # prefix collisions
+    updates = [FileUpdate(FileRecord(p, "/r", len(p), 7, "h", "indexed", kind="text"), ()) for p in inside + beside]
+    updates.append(FileUpdate(FileRecord("/r/a/bad.md", "/r", 3, 9, "", "failed", "unreadable"), ()))
+    st.commit_files("c", updates)
+    st.commit_files("other", [FileUpdate(FileRecord("/r/a/x.md", "/r", 1, 1, "h", "indexed"), ())])
+    records = st.files("c")
+    stats = st.file_stats("c", "/r/a")
+    assert set(stats) == {*inside, "/r/a/bad.md"}
+    for path, row in stats.items():
+        rec = records[path]
+        assert row == (rec.size, rec.mtime_ns, rec.status, rec.checked_ns) and rec.checked_ns > 0
+    assert set(st.file_stats("c", "/r/a/")) == set(stats) - {"/r/a"}  # as pipeline.within: the folder's files
+    assert set(st.file_stats("c", "/")) == set(records)
+    wanted = [*inside[::-1], "/r/nowhere.md", "/r/a/x.md"]
+    assert st.files_at("c", wanted) == {p: records[p] for p in inside}
+    assert st.files_at("other", ["/r/a/x.md", "/r/a/sub/y.md"]) == {"/r/a/x.md": st.files("other")["/r/a/x.md"]}
+    assert st.files_at("c", []) == {}
