@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_OVERLAP_TOKENS = 32
 MIN_MAX_TOKENS = 8
+META_CHUNK_TOKENS = "chunk_tokens"  # store collection metadata: the chunk size the collection was made with
 
 _MD_KINDS = frozenset({"markdown", "html"})
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
@@ -527,3 +528,10 @@ def _page_of(page_starts: list[int], char: int) -> int | None:
     if not page_starts:
         return None
     return max(1, bisect.bisect_right(page_starts, char))
+
+
+def chunker_for(counter: TokenCounter, chunk_tokens: int, overlap_tokens: int) -> TokenChunker:
+    """The chunker of a collection: ``chunk_tokens`` per chunk (at most the model's limit); the overlap is cut
+    to below half a chunk when a small chunk size leaves no room for the configured one."""
+    limit = min(int(chunk_tokens), int(counter.max_tokens))
+    return TokenChunker(counter, max_tokens=limit, overlap_tokens=min(overlap_tokens, max(0, limit // 2 - 1)))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from indexer import plugins, reindex
+from indexer.chunking import META_CHUNK_TOKENS, chunker_for
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
 from indexer.fusion import FusionConfig
 from indexer.lexical import LexicalSearch
@@ -62,6 +63,7 @@ class Collection:
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
         self._prompts: Prompts | None = None
+        self._chunk_tokens: int | None = None
         # Parts are built lazily; the lock makes that safe when threads share the collection (see docs/architecture.md).
         self._parts_lock = threading.RLock()
 
@@ -183,7 +185,8 @@ class Collection:
             self._check_store_meta(rec)  # adopting a collection left by an earlier state db must match
         else:
             prompts = self._new_prompts()
-            self.store.ensure_collection(self.name, rec.dimensions, {**_meta(rec), **prompts.meta()})
+            meta = {**_meta(rec), **prompts.meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens())}
+            self.store.ensure_collection(self.name, rec.dimensions, meta)
         self.state.create_collection(rec)
         self.record = rec
         return rec
@@ -198,7 +201,8 @@ class Collection:
             if create_missing:
                 logger.warning("the %s store of collection %r is missing; re-creating and refilling it", rec.store,
                                self.name)
-                self.store.ensure_collection(self.name, rec.dimensions, _meta(rec))
+                meta = {**_meta(rec), META_CHUNK_TOKENS: str(self._new_chunk_tokens())}
+                self.store.ensure_collection(self.name, rec.dimensions, meta)
                 return
             raise StoreError(
                 f"the {rec.store} store of collection {self.name!r} is missing ({self._store_location(rec)}); "
@@ -348,6 +352,42 @@ class Collection:
             catalogue_document=entry.document_prompt if entry else "",
         )
 
+    def _new_chunk_tokens(self) -> int:
+        """Tokens per chunk for a new collection: the setting, else the model's catalogue value, else its limit."""
+        from indexer.models import CATALOGUE
+
+        limit = int(self.embedder.max_tokens)
+        if self.settings.chunk_tokens is not None:
+            if self.settings.chunk_tokens > limit:
+                raise ConfigError(
+                    f"chunk_tokens {self.settings.chunk_tokens} exceeds the model's limit of {limit} tokens; "
+                    f"set chunk_tokens to at most {limit}"
+                )
+            return self.settings.chunk_tokens
+        entry = CATALOGUE.get(self.settings.embed_model)
+        return min(entry.chunk_tokens, limit) if entry is not None and entry.chunk_tokens else limit
+
+    def _recorded_chunk_tokens(self) -> int | None:
+        recorded = (self.store.collection_meta(self.name) or {}).get(META_CHUNK_TOKENS)
+        return int(recorded) if recorded else None
+
+    @property
+    def chunk_tokens(self) -> int:
+        """Tokens per chunk, as recorded when the collection was made (collections made before the size was
+        recorded were chunked at the model's limit). A differing ``chunk_tokens`` setting is logged, not used:
+        files chunked two ways would rank unevenly; index into a new collection to use another size."""
+        if self._chunk_tokens is None:
+            recorded = self._recorded_chunk_tokens()
+            value = recorded if recorded is not None else int(self.embedder.max_tokens)
+            asked = self.settings.chunk_tokens
+            if asked is not None and asked != value:
+                logger.warning(
+                    "collection %s is chunked at %d tokens; chunk_tokens=%d applies to new collections "
+                    "(index into a new one with --collection NEW to use it)", self.name, value, asked
+                )
+            self._chunk_tokens = value
+        return self._chunk_tokens
+
     @property
     def prompts(self) -> Prompts:
         """The prompts the collection was created with; explicit settings that differ are a mismatch."""
@@ -474,6 +514,7 @@ class Collection:
             "search_mode": self.settings.search_mode,
             "lexical_index": self._lexical_ready(),
             "prompts": {"query": self.prompts.query, "document": self.prompts.document},
+            "chunk_tokens": self._recorded_chunk_tokens() or "the model's limit",
             "watcher": _watcher_status(self.settings, self.name),
             "health": health,
             "failures": [{"path": p, "reason": r} for p, r in self.state.failures(self.name)],
@@ -504,6 +545,7 @@ class Collection:
             self.state.drop_collection(self.name)
             self.record = None
             self._prompts = None
+            self._chunk_tokens = None
 
     # -- helpers -----------------------------------------------------------------------------------------
     def _pipeline(self, rec: CollectionRecord, progress: Progress | None) -> Pipeline:
@@ -617,10 +659,8 @@ class _LazyChunker:
 
     def chunk(self, doc: Document) -> Iterator[Chunk]:
         if self._chunker is None:
-            from indexer.chunking import TokenChunker
-
-            embedder = self._collection.document_embedder
-            self._chunker = TokenChunker(embedder, overlap_tokens=self._collection.settings.chunk_overlap)
+            col = self._collection
+            self._chunker = chunker_for(col.document_embedder, col.chunk_tokens, col.settings.chunk_overlap)
         return self._chunker.chunk(doc)
 
 

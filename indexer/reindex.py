@@ -316,10 +316,13 @@ def _target_name(col: Collection) -> str:
             return target
 
 
-def _store_meta(rec: CollectionRecord) -> dict[str, str]:
+def _store_meta(col: Collection, rec: CollectionRecord, embedder: Embedder) -> dict[str, str]:
+    """The new vectors' metadata: the new model's, with the collection's prompts and chunk size kept."""
+    from indexer.chunking import META_CHUNK_TOKENS
     from indexer.collection import _meta
 
-    return _meta(rec)
+    chunk_tokens = min(col.chunk_tokens, int(embedder.max_tokens))
+    return {**_meta(rec), **col.prompts.meta(), META_CHUNK_TOKENS: str(chunk_tokens)}
 
 
 # -- run, abort -------------------------------------------------------------------------------------------------
@@ -363,7 +366,7 @@ def run(
             )
         new_rec = _record_for(job, live)
         store = raw_store(col.store)
-        store.ensure_collection(job.target, job.dimensions, _store_meta(new_rec))
+        store.ensure_collection(job.target, job.dimensions, _store_meta(col, new_rec, embedder))
         shadow = StateStore(job_dir(col) / "state.sqlite")
         try:
             if shadow.get_collection(col.name) is None:
@@ -410,14 +413,14 @@ def _sync_shadow(
     progress_cb: Progress | None,
 ) -> IndexReport:
     """Bring the shadow (new model) in line with the files under the live collection's current roots."""
-    from indexer.chunking import TokenChunker
+    from indexer.chunking import chunker_for
 
     pipeline = Pipeline(
         collection=col.name,
         state=shadow,
         store=AliasedStore(store, col.name, job.target),
         embedder=embedder,
-        chunker=TokenChunker(embedder, overlap_tokens=col.settings.chunk_overlap),
+        chunker=chunker_for(embedder, col.chunk_tokens, col.settings.chunk_overlap),  # capped at its limit
         normalization=Normalization.parse(job.normalization),
         batch_chunks=col.settings.embed_batch_chunks,
         progress=progress_cb,

@@ -70,6 +70,10 @@ class Settings(BaseSettings):
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     max_file_size: int = Field(10 * 1024 * 1024, ge=1)
+    chunk_tokens: int | None = Field(
+        None, ge=16, description="tokens per chunk of a new collection (default: the model's catalogue value, else "
+        "its limit); a collection keeps the size it was made with"
+    )
     chunk_overlap: int = Field(32, ge=0)
     embed_batch_chunks: int = Field(256, ge=1, description="chunks embedded and written per batch")
     threads: int | None = Field(None, ge=1, description="llama.cpp threads (default: all cores)")
