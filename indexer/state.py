@@ -354,14 +354,15 @@ class StateStore:
             return cur.rowcount
 
 
-# ``path`` itself or a path below it, as a range on the primary key: "0" sorts right after "/", so the paths
-# in [prefix/, prefix0) are exactly those starting with "prefix/". Takes the parameters of ``_under``.
-_UNDER = "(path=? OR (path>=? AND path<?))"
+# ``path`` itself or a path below it, as one range on the primary key: [path, prefix0) holds ``path``, the paths
+# starting with "prefix/" ("0" sorts right after "/") and siblings such as "prefix-old" (sorting before "/"),
+# which the last test drops. Takes the parameters of ``_under``.
+_UNDER = "path>=? AND path<? AND (path=? OR path>=?)"
 
 
-def _under(path: str) -> tuple[str, str, str]:
+def _under(path: str) -> tuple[str, str, str, str]:
     base = path.rstrip("/")
-    return path, base + "/", base + "0"
+    return path, base + "0", path, base + "/"
 
 
 class _Transaction:
