@@ -185,7 +185,9 @@ def direct_search(settings: Any, n: int, **opts: Any) -> dict[str, float]:
 def embeddings(url: str, model_path: str, rounds: int) -> dict[str, float]:
     from indexer.llama_embedding import LlamaEmbedding
 
-    texts = [p[:600] for p in paragraphs()[:32]]
+    emb = LlamaEmbedding(model_path, verbose=False)
+    # chunk-sized texts the model takes whole (the API refuses an input over the model's 256 tokens)
+    texts = [t for t in (p[:600] for p in paragraphs()) if len(emb.tokenize(t.encode())) <= 250][:32]
     with httpx.Client(base_url=url, timeout=300) as http:
         http.post("/v1/embeddings", json={"input": texts[:2]}).raise_for_status()
         t = time.perf_counter()
@@ -195,7 +197,6 @@ def embeddings(url: str, model_path: str, rounds: int) -> dict[str, float]:
             r.raise_for_status()
             tokens += r.json()["usage"]["total_tokens"]
         http_s = time.perf_counter() - t
-    emb = LlamaEmbedding(model_path, verbose=False)
     try:
         emb.embed(texts[:2])
         t = time.perf_counter()
