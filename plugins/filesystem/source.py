@@ -410,7 +410,7 @@ class FilesystemSource:
         except OSError as exc:
             self._problem(walked, f"cannot stat or read ({exc.strerror})", "error")
             return None
-        return SourceRef(root=owner, path=real, size=st.st_size, mtime_ns=st.st_mtime_ns)
+        return SourceRef(owner, real, st.st_size, st.st_mtime_ns)
 
     def _root_of(self, real: str) -> str | None:
         """The most specific root containing ``real`` (an absolute, resolved path), or None."""
