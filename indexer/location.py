@@ -47,7 +47,9 @@ def data_dir_and_collection(collection: str | None = None) -> tuple[Path, str] |
             config = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
             return None
-    data = _first(_env("data_dir"), config.get("data_dir"), str(default_data_dir()))
+    data = _first(_env("data_dir"), config.get("data_dir"))
+    if data is None:
+        data = str(default_data_dir())  # platformdirs only when needed: it costs ~10 ms of start-up
     name = _first(collection, _env("collection"), config.get("collection"), "default")
     if not isinstance(data, str) or not isinstance(name, str) or not valid_collection_name(name):
         return None
