@@ -148,7 +148,7 @@ def test_interrupted_reindex_resumes_and_an_aborted_one_leaves_the_old_intact(
     tmp_path, embed_model_path, embed_model_q8_path, monkeypatch
 ):
     corpus = write_many(tmp_path / "corpus", 12, paragraphs=1)
-    with open_collection(embed_model=str(embed_model_path)) as col:
+    with open_collection(embed_model=str(embed_model_path), chunk_tokens=48) as col:
         col.index([corpus])
     with open_collection(embed_batch_chunks=2) as col:
         old = col.record
@@ -166,6 +166,8 @@ def test_interrupted_reindex_resumes_and_an_aborted_one_leaves_the_old_intact(
         assert first["files_unchanged"] + first["files_touched"] == progress["files_done"]
         assert resumed.first_pass["files_indexed"] == 12 - progress["files_done"]
         assert col.record.model_id != old.model_id and col.status()["points"] == col.status()["chunks"]
+        assert col.status()["chunk_tokens"] == 48  # the new vectors keep the collection's chunk size
+        assert col.state._db.execute("SELECT MAX(n_tokens) FROM chunks").fetchone()[0] <= 48
 
         with pytest.raises(_Interrupt):
             reindex.run(col, str(embed_model_path), _StopAfter(3))
