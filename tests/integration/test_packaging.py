@@ -35,7 +35,7 @@ def test_wheel_contents(wheel):
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[indexer.stores]" in text and "faiss = plugins.faiss:FaissStore" in text
-    assert "indexer = indexer.cli:main" in text
+    assert "indexer = indexer.entry:main" in text  # the light entry (fast `indexer search`), then indexer.cli
     # test-only helpers stay out of the wheel
     assert not any("probe" in n for n in names), [n for n in names if "probe" in n]
     assert not any(n.startswith("tests/") for n in names)
@@ -54,7 +54,7 @@ def test_installed_wheel_runs_outside_the_source_tree(wheel, tmp_path):
         timeout=300,
     )
     code = (
-        "import sys, indexer, indexer.migrations, plugins.faiss;"
+        "import sys, indexer, indexer.entry, indexer.cli, indexer.migrations, plugins.faiss;"
         "from indexer import plugins as p;"
         "from indexer.state import StateStore;"
         f"assert indexer.__file__.startswith({str(target)!r}), indexer.__file__;"
