@@ -199,25 +199,30 @@ class QdrantStore:
                     raise
             else:
                 logger.info("created Qdrant collection %s (%d dims)", collection, dimensions)
-                if self.url is not None:
-                    for field in INDEXED_FIELDS:
-                        self._call(
-                            "create a payload index",
-                            partial(
-                                self.client.create_payload_index,
-                                collection,
-                                field,
-                                field_schema=qm.PayloadSchemaType.KEYWORD,
-                                wait=True,
-                            ),
-                        )
-                    if (self._stored_meta(collection) or {}).get("metric") is None:
-                        self._write_fallback_meta(collection, recorded)
+                self._create_payload_indexes(collection)
+                if self.url is not None and (self._stored_meta(collection) or {}).get("metric") is None:
+                    self._write_fallback_meta(collection, recorded)
         dims, _ = self._shape(collection)
         if dims != dimensions:
             raise CollectionMismatchError(
                 f"Qdrant collection {collection!r} holds {dims}-dimensional vectors, not {dimensions}: it was "
                 "made with another embedding model; use another collection name or drop it"
+            )
+
+    def _create_payload_indexes(self, collection: str) -> None:
+        """Keyword indexes on the fields filters use (a Qdrant server only: embedded Qdrant ignores them)."""
+        if self.url is None:
+            return
+        for field in INDEXED_FIELDS:
+            self._call(
+                "create a payload index",
+                partial(
+                    self.client.create_payload_index,
+                    collection,
+                    field,
+                    field_schema=qm.PayloadSchemaType.KEYWORD,
+                    wait=True,
+                ),
             )
 
     def _create(self, collection: str, dimensions: int, metric: Metric, meta: Mapping[str, Any] | None) -> None:
@@ -423,18 +428,7 @@ class QdrantStore:
         self._dims.pop(tmp, None)
         meta = self._stored_meta(tmp)
         self._call("create a collection", lambda: self._create(collection, dims, metric, meta))
-        if self.url is not None:
-            for field in INDEXED_FIELDS:
-                self._call(
-                    "create a payload index",
-                    partial(
-                        self.client.create_payload_index,
-                        collection,
-                        field,
-                        field_schema=qm.PayloadSchemaType.KEYWORD,
-                        wait=True,
-                    ),
-                )
+        self._create_payload_indexes(collection)
         self._copy(tmp, collection)
 
     def _copy(self, source: str, target: str) -> None:
