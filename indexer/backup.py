@@ -370,22 +370,13 @@ def _qdrant_server_restore(settings: Settings, url: str, name: str, snapshot: Pa
 
 def _merge_state(target: Path, backup_db: Path, name: str, options: dict[str, Any]) -> None:
     """Copy the collection's rows from the (upgraded) backup database into the data directory's state."""
-    db = _connect(target)
-    try:
-        db.execute("ATTACH DATABASE ? AS b", (str(backup_db),))
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for table in _TABLES:
-                column = "name" if table == "collections" else "collection"
-                db.execute(f"INSERT INTO main.{table} SELECT * FROM b.{table} WHERE {column}=?", (name,))
-            db.execute("INSERT OR IGNORE INTO main.vector_cache SELECT * FROM b.vector_cache")
-            db.execute(
-                "UPDATE main.collections SET store_options=? WHERE name=?", (json.dumps(options, sort_keys=True), name)
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("DETACH DATABASE b")
-    finally:
-        db.close()
+    from indexer.state import attached_transaction
+
+    with attached_transaction(target, backup_db, "b") as db:
+        for table in _TABLES:
+            column = "name" if table == "collections" else "collection"
+            db.execute(f"INSERT INTO main.{table} SELECT * FROM b.{table} WHERE {column}=?", (name,))
+        db.execute("INSERT OR IGNORE INTO main.vector_cache SELECT * FROM b.vector_cache")
+        db.execute(
+            "UPDATE main.collections SET store_options=? WHERE name=?", (json.dumps(options, sort_keys=True), name)
+        )

@@ -44,7 +44,7 @@ from indexer.errors import IndexerError, InputError, StoreError
 from indexer.locks import collection_lock_path, lock_for
 from indexer.normalization import Normalization
 from indexer.pipeline import IndexReport, Pipeline, Progress, within
-from indexer.state import CollectionRecord, StateStore
+from indexer.state import CollectionRecord, StateStore, attached_transaction
 from indexer.types import Filter, Hit, Point
 
 if TYPE_CHECKING:
@@ -450,34 +450,23 @@ def _wait_writer_lock(col: Collection, wait_s: float) -> Iterator[None]:
 
 def _switch(col: Collection, job: Job, new_rec: CollectionRecord, shadow: StateStore) -> None:
     """One transaction: the collection's record, files and chunks become the shadow's."""
-    db = sqlite3.connect(col.state.path, isolation_level=None, timeout=60.0)
-    try:
-        db.execute("ATTACH DATABASE ? AS shadow", (str(shadow.path),))
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            db.execute(
-                "UPDATE collections SET store_options=?, model_id=?, model_path=?, normalization=?, dimensions=?"
-                " WHERE name=?",
-                (
-                    json.dumps(new_rec.store_options, sort_keys=True),
-                    new_rec.model_id,
-                    new_rec.model_path,
-                    Normalization.parse(new_rec.normalization).value,
-                    new_rec.dimensions,
-                    col.name,
-                ),
-            )
-            for table in ("chunks", "files", "pending"):
-                db.execute(f"DELETE FROM main.{table} WHERE collection=?", (col.name,))
-                db.execute(f"INSERT INTO main.{table} SELECT * FROM shadow.{table} WHERE collection=?", (col.name,))
-            db.execute("INSERT OR IGNORE INTO main.vector_cache SELECT * FROM shadow.vector_cache")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("DETACH DATABASE shadow")
-    finally:
-        db.close()
+    with attached_transaction(col.state.path, shadow.path, "shadow") as db:
+        db.execute(
+            "UPDATE collections SET store_options=?, model_id=?, model_path=?, normalization=?, dimensions=?"
+            " WHERE name=?",
+            (
+                json.dumps(new_rec.store_options, sort_keys=True),
+                new_rec.model_id,
+                new_rec.model_path,
+                Normalization.parse(new_rec.normalization).value,
+                new_rec.dimensions,
+                col.name,
+            ),
+        )
+        for table in ("chunks", "files", "pending"):
+            db.execute(f"DELETE FROM main.{table} WHERE collection=?", (col.name,))
+            db.execute(f"INSERT INTO main.{table} SELECT * FROM shadow.{table} WHERE collection=?", (col.name,))
+        db.execute("INSERT OR IGNORE INTO main.vector_cache SELECT * FROM shadow.vector_cache")
     logger.info("collection %s switched to %s (store collection %s)", col.name, job.model_id, job.target)
 
 

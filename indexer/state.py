@@ -11,7 +11,8 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -402,3 +403,24 @@ def _collection(row: tuple[Any, ...]) -> CollectionRecord:
         dimensions,
         created_at,
     )
+
+
+@contextmanager
+def attached_transaction(path: Path, other: Path, alias: str) -> Iterator[sqlite3.Connection]:
+    """One write transaction on the state database at ``path`` with the database ``other`` attached as ``alias``:
+    committed when the block ends, rolled back if it raises. A restore (backup.py) and a reindex switch
+    (reindex.py) copy a collection's rows between state databases this way, all or nothing."""
+    db = sqlite3.connect(path, isolation_level=None, timeout=60.0)
+    try:
+        db.execute("PRAGMA foreign_keys=OFF")
+        db.execute(f"ATTACH DATABASE ? AS {alias}", (str(other),))
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute(f"DETACH DATABASE {alias}")
+    finally:
+        db.close()

@@ -162,11 +162,14 @@ class Service:
     def _reader(self, name: str) -> Collection:
         col = self._readers.get(name)
         if col is None:
-            col = open_collection(name, settings=self.settings)
-            if col.record is None:
-                col.close()
-                raise NotFoundError(f"collection {name!r} does not exist; GET /collections lists them")
-            self._readers[name] = col
+            col = self._readers[name] = self._open_existing(name, "GET /collections lists them")
+        return col
+
+    def _open_existing(self, name: str, hint: str) -> Collection:
+        col = open_collection(name, settings=self.settings)
+        if col.record is None:
+            col.close()
+            raise NotFoundError(f"collection {name!r} does not exist; {hint}")
         return col
 
     # -- file text for the search page (model worker: the state store is the query side's) --------------------
@@ -360,11 +363,7 @@ class Service:
         collection's watcher thread (the facade serializes model calls; the writer lock serializes writes)."""
         col = self._writers.get(name)
         if col is None:
-            col = open_collection(name, settings=self.settings)
-            if col.record is None:
-                col.close()
-                raise NotFoundError(f"collection {name!r} does not exist; index it first (`indexer index PATH`)")
-            self._writers[name] = col
+            col = self._writers[name] = self._open_existing(name, "index it first (`indexer index PATH`)")
         return col
 
 
