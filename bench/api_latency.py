@@ -82,7 +82,7 @@ def build(workdir: Path, n_real: int, n_chunks: int, settings: Any, env: dict[st
         return
     import numpy as np
 
-    from indexer.collection import open_collection
+    from indexer.collection.facade import open_collection
     from indexer.types import Point
 
     corpus = workdir / "corpus"
@@ -170,7 +170,7 @@ def http_search(url: str, clients: int, n: int, body: dict[str, Any]) -> dict[st
 
 
 def direct_search(settings: Any, n: int, **opts: Any) -> dict[str, float]:
-    from indexer.collection import open_collection
+    from indexer.collection.facade import open_collection
 
     lat = []
     with open_collection("default", settings=settings) as col:
@@ -185,7 +185,7 @@ def direct_search(settings: Any, n: int, **opts: Any) -> dict[str, float]:
 def embeddings(url: str, model_path: str, rounds: int) -> dict[str, float]:
     """/v1/embeddings vs LlamaEmbedding.embed in this process, interleaved (3 turns of ``rounds`` calls each, both
     warmed up first), so both see the same machine; the median turn's ratio is reported."""
-    from indexer.llama_embedding import LlamaEmbedding
+    from indexer.engine.llama_embedding import LlamaEmbedding
 
     emb = LlamaEmbedding(model_path, verbose=False)
     # chunk-sized texts the model takes whole (the API refuses an input over the model's 256 tokens)

@@ -132,7 +132,7 @@ def uniform_texts(tok: Tokens, pool: Sequence[str], n: int = 64, size: int = 196
 def mixed_chunks(tok: Tokens, corpus: Path | None, pool: Sequence[str], n: int = 640) -> list[str]:
     if corpus is None:
         return list(pool[:n])
-    from indexer.chunking import TokenChunker
+    from indexer.index.chunking import TokenChunker
     from indexer.types import Document, SourceRef
 
     chunker = TokenChunker(tok, max_tokens=MAX_TOKENS)
@@ -277,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import llama_cpp
 
-    from indexer.llama_embedding import LlamaEmbedding
+    from indexer.engine.llama_embedding import LlamaEmbedding
 
     model = args.model
     if model is None:

@@ -86,7 +86,7 @@ def write_burst(folder: Path, n: int) -> None:
 
 
 def wait_status(data_dir: Path, collection: str, predicate, timeout: float = 600.0) -> dict:
-    from indexer.watch_state import read_status
+    from indexer.state.watch_files import read_status
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

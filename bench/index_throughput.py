@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 import indexer
-from indexer.chunking import TokenChunker
-from indexer.embedder import LlamaEmbedder
+from indexer.core.normalization import Normalization
+from indexer.engine.adapters import LlamaEmbedder
+from indexer.index.chunking import TokenChunker
 from indexer.models import ensure_model
-from indexer.normalization import Normalization
 from plugins.filesystem import FilesystemSource
 
 RERANKER = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "models" / "test-reranker-q8_0.gguf"

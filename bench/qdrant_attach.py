@@ -38,9 +38,9 @@ def main() -> None:
     from qdrant_client import models as qm
 
     import indexer
-    from indexer.embedder import LlamaEmbedder
+    from indexer.core.normalization import Normalization
+    from indexer.engine.adapters import LlamaEmbedder
     from indexer.models import ensure_model
-    from indexer.normalization import Normalization
     from plugins.qdrant_attach import attach
     from tests.integration.corpus import write_many
 

@@ -58,7 +58,7 @@ def main() -> int:
     ap.add_argument("--quants", default="f16,q8_0")
     args = ap.parse_args()
 
-    from indexer.llama_embedding import LlamaEmbedding
+    from indexer.engine.llama_embedding import LlamaEmbedding
     from indexer.models import ensure_model
 
     corpus, queries, qrels = load_beir(args.beir)

@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import indexer
-from indexer import lexical
-from indexer.fusion import FusionConfig, fuse
+from indexer.search import lexical
+from indexer.search.fusion import FusionConfig, fuse
 from indexer.types import Hit
 
 DEPTH = 200  # chunks fetched per side for the offline fusion grid

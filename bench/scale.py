@@ -63,9 +63,9 @@ def generated(real: np.ndarray, n: int, seed: int = 7) -> np.ndarray:
 
 
 def embed_queries(path: Path, limit: int) -> tuple[np.ndarray, list[str]]:
-    from indexer.embedder import LlamaEmbedder
+    from indexer.core.normalization import Normalization
+    from indexer.engine.adapters import LlamaEmbedder
     from indexer.models import ensure_model
-    from indexer.normalization import Normalization
 
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()][:limit]
     emb = LlamaEmbedder(ensure_model())

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from indexer.chunking import TokenChunker
+from indexer.index.chunking import TokenChunker
 from indexer.types import Document, SourceRef
 from plugins.filesystem import FilesystemSource
 

@@ -27,20 +27,20 @@ from indexer.errors import (
 )
 
 if TYPE_CHECKING:
-    from indexer.collection import Collection, list_collections, open_collection
-    from indexer.pipeline import IndexReport
-    from indexer.query import SearchResult
+    from indexer.collection.facade import Collection, list_collections, open_collection
+    from indexer.index.pipeline import IndexReport
+    from indexer.search.query import SearchResult
     from indexer.settings import Settings, load_settings
     from indexer.types import SearchHit
 
 # The facade is imported on first use (PEP 562), so `import indexer.<light module>` stays light: the console
 # script answers `indexer search` through a running server without loading numpy, pydantic or llama.cpp.
 _LAZY = {
-    "Collection": "indexer.collection",
-    "list_collections": "indexer.collection",
-    "open_collection": "indexer.collection",
-    "IndexReport": "indexer.pipeline",
-    "SearchResult": "indexer.query",
+    "Collection": "indexer.collection.facade",
+    "list_collections": "indexer.collection.facade",
+    "open_collection": "indexer.collection.facade",
+    "IndexReport": "indexer.index.pipeline",
+    "SearchResult": "indexer.search.query",
     "Settings": "indexer.settings",
     "load_settings": "indexer.settings",
     "SearchHit": "indexer.types",

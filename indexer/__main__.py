@@ -1,5 +1,5 @@
 """``python -m indexer``: the same as the ``indexer`` console script."""
 
-from indexer.entry import main
+from indexer.cli.entry import main
 
 main()

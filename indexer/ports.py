@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from indexer.normalization import Normalization
+from indexer.core.normalization import Normalization
 from indexer.types import Chunk, Document, Filter, Hit, Metric, Point, ScanProblem, SourceRef
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ class Embedder(TokenCounter, Protocol):
     def similarity(self) -> str: ...
 
     def embed_batch(self, texts: Sequence[str], normalize: Normalization) -> np.ndarray:
-        """Return a float32 array of shape (len(texts), dimensions), normalised as asked (see indexer.normalization)."""
+        """Return a float32 array of shape (len(texts), dimensions), normalised as asked (core.normalization)."""
         ...
 
 

@@ -21,8 +21,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from indexer.config_errors import settings_error
-from indexer.location import COLLECTION_NAME_RULE, config_file_path, default_data_dir, valid_collection_name
+from indexer.core.config_errors import settings_error
+from indexer.core.location import COLLECTION_NAME_RULE, config_file_path, default_data_dir, valid_collection_name
 
 __all__ = ["Settings", "config_file_path", "default_data_dir", "load_settings"]
 
@@ -127,9 +127,9 @@ class Settings(BaseSettings):
 
 
 def _registered(group: str, what: str, value: str) -> str:
-    from indexer import plugins
+    from indexer.core import registry
 
-    known = plugins.names(group)
+    known = registry.names(group)
     if value not in known:
         raise ValueError(
             f"unknown {what} {value!r}; registered {what}s: {', '.join(known) or 'none'} "

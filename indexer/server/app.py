@@ -19,7 +19,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from indexer import plugins
+from indexer.core import registry
 from indexer.errors import (
     CollectionMismatchError,
     IndexerError,
@@ -125,7 +125,7 @@ def create_app(
     _add_routes(router, svc)
     add_v1_routes(router, svc)
     app.router.routes.extend(router.routes)  # plain APIRoutes on the app (each carries ERRORS in its responses)
-    for factory in plugins.load_all("indexer.routers").values():  # plugin routers, e.g. Qdrant's query API
+    for factory in registry.load_all("indexer.routers").values():  # plugin routers, e.g. Qdrant's query API
         app.include_router(factory(svc))
     if mcp_server is not None:
         _add_mcp_route(app, mcp_server, settings)

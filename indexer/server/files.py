@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from indexer import plugins
-from indexer.collection import Collection
+from indexer.collection.facade import Collection
+from indexer.core import registry
 from indexer.errors import NotFoundError, SourceError
-from indexer.pipeline import within
+from indexer.index.pipeline import within
 from indexer.types import SourceRef
 
 
@@ -35,7 +35,7 @@ def read_indexed_file(col: Collection, path: str) -> dict[str, Any]:
         st = os.stat(real)
     except OSError as exc:
         raise NotFoundError(f"{path!r} was indexed but cannot be read now: {exc.strerror}") from exc
-    source = plugins.open_source(col.settings, [root])  # the readers the index used: same lines and pages
+    source = registry.open_source(col.settings, [root])  # the readers the index used: same lines and pages
     try:
         doc = source.read(SourceRef(root=root, path=real, size=st.st_size, mtime_ns=st.st_mtime_ns))
     except SourceError as exc:

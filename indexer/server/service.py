@@ -28,10 +28,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from indexer.collection import Collection, list_collections, open_collection
+from indexer.collection.facade import Collection, list_collections, open_collection
 from indexer.errors import ConfigError, IndexerError, InputError, ModelError, NotFoundError
-from indexer.pipeline import IndexReport
-from indexer.query import SearchRequest, SearchResult
+from indexer.index.pipeline import IndexReport
+from indexer.search.query import SearchRequest, SearchResult
 from indexer.server.metrics import Metrics
 from indexer.server.worker import PRIORITY_EMBED, PRIORITY_RERANK, PRIORITY_SEARCH, ModelWorker, Overloaded
 from indexer.settings import Settings
@@ -305,7 +305,7 @@ class Service:
 
     def _embedder_v1(self) -> Any:
         if self._v1_embedder is None:
-            from indexer.embedder import LlamaEmbedder
+            from indexer.engine.adapters import LlamaEmbedder
             from indexer.models import resolve_model
 
             path = os.path.realpath(resolve_model(self.settings.embed_model))
@@ -330,7 +330,7 @@ class Service:
         if model and model not in {spec, name, Path(spec).name}:
             raise NotFoundError(f"rerank model {model!r} is not served here; this server reranks with {name!r}")
         if self._v1_reranker is None:
-            from indexer.embedder import LlamaReranker
+            from indexer.engine.adapters import LlamaReranker
             from indexer.models import resolve_model
 
             self._v1_reranker = LlamaReranker(

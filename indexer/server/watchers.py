@@ -1,4 +1,4 @@
-"""The live-sync watcher (:class:`indexer.watch.Watcher`) inside the server: one per collection.
+"""The live-sync watcher (:class:`indexer.watch.watcher.Watcher`) inside the server: one per collection.
 
 Each watcher gets the collection's **write side** (``Service.writer``: its own ``Collection`` and so its own
 embedding context), so its batches never queue in front of searches on the model worker; the watcher runs its
@@ -17,7 +17,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from indexer.collection import list_collections
+from indexer.collection.facade import list_collections
 from indexer.errors import IndexerError
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class _Discovery:
                 self._start(rec.name, rec.store == "qdrant" and not rec.store_options.get("url"))
 
     def _start(self, name: str, embedded_qdrant: bool) -> None:
-        from indexer.watch import Watcher
+        from indexer.watch.watcher import Watcher
 
         svc = self.svc
         try:

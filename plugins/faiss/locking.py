@@ -1,4 +1,4 @@
-"""The FAISS writer lock: indexer's one file-lock helper (``indexer.locks``), blocking with a timeout."""
+"""The FAISS writer lock: indexer's one file-lock helper (``indexer.core.locks``), blocking with a timeout."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from indexer.errors import LockedError
-from indexer.locks import lock_for
+from indexer.plugin_api import LockedError, lock_for
 
 
 class WriterLock:

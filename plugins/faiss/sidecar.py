@@ -19,9 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from indexer.errors import StoreError
-from indexer.lexical import LEXICAL_VERSION
-from indexer.sqlite_errors import database_error
+from indexer.plugin_api import StoreError, database_error, lexical
 
 SCHEMA_VERSION = "1"
 
@@ -39,7 +37,7 @@ CREATE INDEX IF NOT EXISTS points_path ON points(path);
 CREATE INDEX IF NOT EXISTS points_file_type ON points(file_type);
 CREATE TABLE IF NOT EXISTS ops (seq INTEGER PRIMARY KEY, iid INTEGER NOT NULL);
 """
-# The lexical index: one FTS5 row per point (rowid = iid) holding the point's lexical terms (indexer.lexical),
+# The lexical index: one FTS5 row per point (rowid = iid) holding the point's lexical terms (indexer.search.lexical),
 # written in the same transactions as the points. '_' stays inside tokens so whole identifiers match.
 _LEXICAL = """
 CREATE VIRTUAL TABLE lexical USING fts5(title, body, tokenize="unicode61 remove_diacritics 0 tokenchars '_'")
@@ -173,7 +171,7 @@ class Sidecar:
         """(Re)create the empty lexical table and record its version (inside a write transaction)."""
         self.conn.execute("DROP TABLE IF EXISTS lexical")
         self.conn.execute(_LEXICAL)
-        self.set_meta("lexical", LEXICAL_VERSION)
+        self.set_meta("lexical", lexical.LEXICAL_VERSION)
 
     def lexical_rows(self) -> Iterator[tuple[int, str]]:
         """(iid, payload JSON) of every point, to fill a new lexical table."""
@@ -239,7 +237,7 @@ class Sidecar:
             "INSERT OR REPLACE INTO points(iid, uuid, path, file_type, payload, vector) VALUES (?,?,?,?,?,?)",
             [(r.iid, r.uuid, r.path, r.file_type, r.payload, r.vector) for r in rows],
         )
-        if self.lexical_version() == LEXICAL_VERSION:
+        if self.lexical_version() == lexical.LEXICAL_VERSION:
             self.put_lexical([(r.iid, r.title, r.body) for r in rows])
         return self._log([r.iid for r in rows], seq)
 
@@ -249,7 +247,7 @@ class Sidecar:
         for part in _chunks(present, 500):
             marks = ",".join("?" * len(part))
             self.conn.execute(f"DELETE FROM points WHERE iid IN ({marks})", part)
-        if self.lexical_version() == LEXICAL_VERSION:
+        if self.lexical_version() == lexical.LEXICAL_VERSION:
             self._delete_lexical(present)
         return present, self._log(present, seq)
 

@@ -12,7 +12,7 @@ Concurrency: writers (threads and processes) serialise on ``writer.lock`` and SQ
 in other processes never block: before each search they replay the ops committed since their last look.
 
 Metrics: COSINE = inner product on unit-length vectors (checked on insert and query, never re-normalised:
-:mod:`indexer.normalization` decides normalization once, for every store); DOT = inner
+:mod:`indexer.core.normalization` decides normalization once, for every store); DOT = inner
 product; EUCLID = L2, reported as ``score = -sqrt(squared L2)`` (the negated Euclidean distance, as the
 Qdrant store reports it). MANHATTAN is not available in FAISS (ConfigError).
 """
@@ -33,16 +33,26 @@ from typing import TYPE_CHECKING, Any
 import faiss
 import numpy as np
 
-from indexer import lexical
-from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
-from indexer.store_support import ancestor_dirs, canonical_id, prepare_vector
-from indexer.types import Filter, Hit, Metric, Point
+from indexer.plugin_api import (
+    CollectionMismatchError,
+    ConfigError,
+    Filter,
+    Hit,
+    InputError,
+    Metric,
+    Point,
+    StoreError,
+    ancestor_dirs,
+    canonical_id,
+    lexical,
+    prepare_vector,
+)
 from plugins.faiss.index import KINDS, AutoParams, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
 from plugins.faiss.sidecar import Row, Sidecar, sidecar_error
 
 if TYPE_CHECKING:
-    from indexer.settings import Settings
+    from indexer.plugin_api import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -429,7 +439,7 @@ class FaissStore:
         finally:
             faiss.omp_set_num_threads(previous)
 
-    # --- the lexical index (indexer.lexical.LexicalSearch) -------------------------------------------
+    # --- the lexical index (indexer.search.lexical.LexicalSearch) -------------------------------------------
     def has_lexical(self, collection: str) -> bool:
         with self._lock:
             coll = self._require(collection)

@@ -18,8 +18,7 @@ import io
 import logging
 import re
 
-from indexer.errors import SourceError
-from indexer.types import Document, SourceRef
+from indexer.plugin_api import Document, SourceError, SourceRef
 
 logger = logging.getLogger(__name__)
 

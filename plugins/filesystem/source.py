@@ -24,15 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from indexer.errors import ConfigError, SourceError
-from indexer.ports import Reader
-from indexer.types import ROOT_UNAVAILABLE, Document, ScanProblem, SourceRef
+from indexer.plugin_api import ROOT_UNAVAILABLE, ConfigError, Document, Reader, ScanProblem, SourceError, SourceRef
 from plugins.filesystem.ignore import IGNORE_FILES, Globs, IgnoreLevel, IgnoreStack, load_ignore_level
 from plugins.filesystem.readers import TextReader
 from plugins.filesystem.readers import looks_like_text as sniff_text
 
 if TYPE_CHECKING:
-    from indexer.settings import Settings
+    from indexer.plugin_api import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +132,7 @@ class FilesystemSource:
         self._globs = Globs(include, exclude)
         self._has_globs = self._globs.include is not None or self._globs.exclude is not None
         if readers is None:  # every registered reader (indexer.readers entry points), third-party ones included
-            from indexer.plugins import load_readers
+            from indexer.plugin_api import load_readers
 
             readers = load_readers()
         chosen: Sequence[Reader] = readers

@@ -6,7 +6,7 @@ holding one point (1-dimensional vector) whose payload is the meta; ``drop`` rem
 
 Scores: cosine and dot are similarities already; Euclid and Manhattan distances are negated, so
 ``Hit.score`` is higher-is-better for every metric. Cosine collections take unit-length vectors (checked,
-never re-normalised: :mod:`indexer.normalization` decides normalization once, for every store).
+never re-normalised: :mod:`indexer.core.normalization` decides normalization once, for every store).
 
 Filters: ``path_prefix`` matches ``path == prefix`` or ``prefix`` in the payload's ``dirs`` (every ancestor
 directory, added at upsert when missing), so "/a/b" never matches "/a/bc/x". Server collections get keyword
@@ -29,13 +29,24 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from indexer import lexical
-from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError, StoreUnavailableError
-from indexer.store_support import ancestor_dirs, canonical_id, prepare_vector
-from indexer.types import Filter, Hit, Metric, Point
+from indexer.plugin_api import (
+    CollectionMismatchError,
+    ConfigError,
+    Filter,
+    Hit,
+    InputError,
+    Metric,
+    Point,
+    StoreError,
+    StoreUnavailableError,
+    ancestor_dirs,
+    canonical_id,
+    lexical,
+    prepare_vector,
+)
 
 if TYPE_CHECKING:
-    from indexer.settings import Settings
+    from indexer.plugin_api import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -356,7 +367,7 @@ class QdrantStore:
             for p in response.points
         ]
 
-    # --- the lexical index (indexer.lexical.LexicalSearch) ---------------------------------------------
+    # --- the lexical index (indexer.search.lexical.LexicalSearch) ---------------------------------------------
     def has_lexical(self, collection: str) -> bool:
         """Whether the collection has the lexical vector. Only a yes is cached: another process (a server's
         indexer) may add it to an older collection while this one keeps running."""

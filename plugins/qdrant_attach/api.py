@@ -12,7 +12,7 @@
 
 Searching reads and never writes. Indexing records the attachment in our state store as a collection named
 ``qdrant.<collection>`` (``as_name`` overrides) whose store is ``qdrant_attach``, and then goes through the
-ordinary facade (:class:`indexer.collection.Collection`), so ``indexer search -c qdrant.docs``, ``status`` and
+ordinary facade (:class:`indexer.collection.facade.Collection`), so ``indexer search -c qdrant.docs``, ``status`` and
 ``forget`` work on it too.
 """
 
@@ -29,13 +29,20 @@ from pydantic import ValidationError
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from indexer.collection import open_collection, open_state
-from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
-from indexer.normalization import normalization_name
-from indexer.pipeline import IndexReport, Progress
-from indexer.ports import Embedder, Reranker
-from indexer.settings import Settings, load_settings
-from indexer.state import CollectionRecord
+from indexer.collection.facade import open_collection, open_state
+from indexer.index.pipeline import IndexReport, Progress
+from indexer.plugin_api import (
+    CollectionMismatchError,
+    ConfigError,
+    Embedder,
+    InputError,
+    Reranker,
+    Settings,
+    StoreError,
+    load_settings,
+    normalization_name,
+)
+from indexer.state.store import CollectionRecord
 from plugins.qdrant_attach.compat import ModelProbe, VectorChoice, choose_vector, probe_model
 from plugins.qdrant_attach.connect import call, open_client
 from plugins.qdrant_attach.inspection import DEFAULT_SAMPLE, CollectionReport, inspect_collection
@@ -238,7 +245,7 @@ class AttachedCollection:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from indexer.embedder import LlamaEmbedder
+            from indexer.engine.adapters import LlamaEmbedder
             from indexer.models import resolve_model
 
             path = resolve_model(self.settings.embed_model)
@@ -248,7 +255,7 @@ class AttachedCollection:
     @property
     def reranker(self) -> Reranker | None:
         if self._reranker is None and self.settings.rerank_model:
-            from indexer.embedder import LlamaReranker
+            from indexer.engine.adapters import LlamaReranker
             from indexer.models import resolve_model
 
             self._reranker = LlamaReranker(
@@ -463,7 +470,7 @@ class AttachedCollection:
         if choice is not None:
             options["meta"] = {
                 "indexer.model_id": model_id,
-                "indexer.normalization": normalization_name(choice.normalization),
+                "indexer.core.normalization": normalization_name(choice.normalization),
                 "indexer.metric": choice.metric,
                 "dimensions": str(choice.size),
             }

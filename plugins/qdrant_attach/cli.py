@@ -37,8 +37,7 @@ JsonOpt = typer.Option(False, "--json", help="machine-readable output on stdout"
 
 @contextmanager
 def _attached(name: str, url: str | None, path: Path | None, **opts: Any) -> Iterator[AttachedCollection]:
-    from indexer.errors import IndexerError
-    from indexer.settings import load_settings
+    from indexer.plugin_api import IndexerError, load_settings
     from plugins.qdrant_attach.api import attach
 
     overrides = {k: opts.pop(k) for k in ("embed_model", "rerank_model") if k in opts}
@@ -194,7 +193,7 @@ def index(
             f"{len(report.failed)} failed; {report.points_upserted} points written, {report.points_deleted} deleted",
             highlight=False,
         )
-    raise typer.Exit(3 if report.failed else 0)  # exit codes of every command: see indexer.cli
+    raise typer.Exit(3 if report.failed else 0)  # exit codes of every command: see indexer.cli.main
 
 
 @app.command()

@@ -2,7 +2,7 @@
 
 A vector fits when its size equals the model's dimensions, it is a plain (not multi-) vector of float32/float16,
 and its distance can serve the model's similarity under the same rule as our own collections
-(:func:`indexer.normalization.choose_normalization`).
+(:func:`indexer.core.normalization.choose_normalization`).
 
 Equal sizes do not prove equal models: :func:`probe_model` embeds the text of a few foreign points and compares
 our vectors with theirs (cosine >= 0.95 on average: the same model; below 0.8: another model).
@@ -18,9 +18,14 @@ from typing import Any
 import numpy as np
 from qdrant_client import QdrantClient
 
-from indexer.errors import CollectionMismatchError, ConfigError
-from indexer.normalization import Normalization, choose_normalization, normalization_name
-from indexer.ports import Embedder
+from indexer.plugin_api import (
+    CollectionMismatchError,
+    ConfigError,
+    Embedder,
+    Normalization,
+    choose_normalization,
+    normalization_name,
+)
 from plugins.qdrant_attach.connect import call
 from plugins.qdrant_attach.inspection import CollectionReport, DenseVector
 from plugins.qdrant_attach.layout import Layout

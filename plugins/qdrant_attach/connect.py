@@ -12,7 +12,7 @@ import httpx
 from qdrant_client import QdrantClient
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from indexer.errors import ConfigError, StoreError, StoreUnavailableError
+from indexer.plugin_api import ConfigError, StoreError, StoreUnavailableError
 
 logger = logging.getLogger(__name__)
 

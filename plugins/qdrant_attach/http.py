@@ -33,16 +33,16 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from indexer.collection import list_collections
-from indexer.errors import (
+from indexer.collection.facade import list_collections
+from indexer.plugin_api import (
     CollectionMismatchError,
     ConfigError,
     IndexerError,
     InputError,
+    Settings,
     StoreError,
     StoreUnavailableError,
 )
-from indexer.settings import Settings
 from plugins.qdrant_attach.api import STORE_NAME, AttachedCollection, attach
 from plugins.qdrant_attach.store import AttachedStore, api_key_for
 

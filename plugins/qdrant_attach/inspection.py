@@ -10,7 +10,7 @@ from typing import Any
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from indexer.errors import StoreError
+from indexer.plugin_api import StoreError
 from plugins.qdrant_attach.connect import call
 from plugins.qdrant_attach.layout import Layout, detect
 

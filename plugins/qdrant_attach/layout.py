@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from indexer.errors import ConfigError
+from indexer.plugin_api import ConfigError
 
 MARKER = "indexer"
 KINDS = ("langchain", "llamaindex", "haystack", "custom")

@@ -27,15 +27,23 @@ import numpy as np
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from indexer.errors import CollectionMismatchError, ConfigError, StoreError
-from indexer.store_support import canonical_id, prepare_vector
-from indexer.types import Filter, Hit, Metric, Point
+from indexer.plugin_api import (
+    CollectionMismatchError,
+    ConfigError,
+    Filter,
+    Hit,
+    Metric,
+    Point,
+    StoreError,
+    canonical_id,
+    prepare_vector,
+)
 from plugins.qdrant_attach.connect import call, open_client
 from plugins.qdrant_attach.inspection import dense_vectors
 from plugins.qdrant_attach.layout import Layout
 
 if TYPE_CHECKING:
-    from indexer.settings import Settings
+    from indexer.plugin_api import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +304,7 @@ def api_key_for(url: str, settings: Settings | None = None) -> str | None:
 
 
 def _settings_api_key() -> str | None:
-    from indexer.settings import load_settings
+    from indexer.plugin_api import load_settings
 
     return load_settings().qdrant_api_key
 

@@ -1,7 +1,7 @@
 """Store factories for the VectorStore contract suite: every registered store passes the same tests.
 
 The suite runs over every ``indexer.stores`` entry point (built-ins and third-party plugins alike: registering is
-all a store needs to be tested), each built the way the core builds it (``indexer.plugins.new_store_options`` and
+all a store needs to be tested), each built the way the core builds it (``indexer.core.registry.new_store_options`` and
 ``open_store``), plus variants of the built-ins chosen by settings (FAISS HNSW, a Qdrant server).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from indexer import plugins
+from indexer.core import registry as plugins
 from indexer.errors import ConfigError
 from indexer.ports import VectorStore
 from indexer.settings import Settings

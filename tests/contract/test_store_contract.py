@@ -8,8 +8,8 @@ import uuid
 import numpy as np
 import pytest
 
+from indexer.core.normalization import Normalization, normalize
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
-from indexer.normalization import Normalization, normalize
 from indexer.ports import VectorStore
 from indexer.types import Filter, Metric, Point
 
@@ -270,7 +270,7 @@ def test_missing_collection_and_bad_ids(make_store: StoreFactory, collection: st
 
 
 def test_cosine_takes_unit_vectors_and_refuses_others(make_store: StoreFactory, collection: str) -> None:
-    """Normalization is decided once (indexer.normalization); a cosine store checks it and never re-normalises."""
+    """Normalization is decided once (indexer.core.normalization); a cosine store checks it and never re-normalises."""
     store = make_store()
     store.ensure_collection(collection, DIM, {})
     good = _points(3, seed=8)

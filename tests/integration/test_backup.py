@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from indexer.backup import backup, restore
-from indexer.collection import open_collection
+from indexer.collection.facade import open_collection
 from indexer.errors import InputError
+from indexer.ops.backup import backup, restore
 from indexer.settings import load_settings
 from tests.integration.corpus import write_corpus, write_many
 

@@ -8,8 +8,8 @@ import logging
 import pytest
 
 import indexer
-from indexer.chunking import META_CHUNK_TOKENS
 from indexer.errors import ConfigError
+from indexer.index.chunking import META_CHUNK_TOKENS
 from tests.integration.corpus import write_many
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.chunking import TokenChunker
+from indexer.index.chunking import TokenChunker
 from indexer.types import Chunk, Document, SourceRef
 from plugins.filesystem import FilesystemSource
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.locks import writer_lock
+from indexer.core.locks import writer_lock
 from tests.integration.corpus import write_corpus
 
 pytestmark = pytest.mark.slow
@@ -247,7 +247,7 @@ def _commands(command, path=()):
 
 
 def test_every_command_takes_verbose_and_describes_every_parameter():
-    from indexer.cli import cli_command
+    from indexer.cli.main import cli_command
 
     leaves = list(_commands(cli_command()))
     assert {p for p, _ in leaves} >= {("index",), ("search",), ("status",), ("collections",), ("forget",), ("drop",)}
@@ -262,7 +262,7 @@ TYPE_TAG = re.compile(r"<(?:list|str|int|bool|path|Path|float)[^>]*>")
 
 
 def test_help_shows_no_type_tags(capsys, monkeypatch):
-    from indexer.cli import cli_command
+    from indexer.cli.main import cli_command
 
     monkeypatch.setenv("COLUMNS", "200")
     root = cli_command()

@@ -12,7 +12,7 @@ import pytest
 
 import indexer
 from indexer.errors import CollectionMismatchError, InputError, StoreError
-from indexer.query import SearchRequest
+from indexer.search.query import SearchRequest
 from tests.integration.corpus import write_corpus
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import indexer
-from indexer.normalization import Normalization
+from indexer.core.normalization import Normalization
 from tests.integration.corpus import write_corpus, write_many
 
 pytestmark = pytest.mark.slow

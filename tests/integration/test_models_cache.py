@@ -17,6 +17,7 @@ import gguf
 import pytest
 from typer.testing import CliRunner
 
+from indexer.cli.models import app
 from indexer.errors import ModelError, ModelUnavailableError
 from indexer.models import (
     DEFAULT_EMBED_MODEL,
@@ -28,7 +29,6 @@ from indexer.models import (
 )
 from indexer.models import fetch as fetch_mod
 from indexer.models.catalogue import CATALOGUE
-from indexer.models.cli import app
 from indexer.models.convert import CONVERTER_VERSION, KEY_CONVERTER_VERSION
 from indexer.models.store import converter_version
 from tests.conftest import USER_MODELS_DIR, models_dir_for_tests
@@ -291,8 +291,8 @@ def test_cli_list_and_build(fresh_dir: Path, fake_pip: FakePip) -> None:
 
 @pytest.mark.slow
 def test_cli_module_path_stdout_is_clean(embed_model_path: Path) -> None:
-    """``python -m indexer.models.cli path`` in a real process: stdout is exactly the path."""
-    proc = subprocess.run([sys.executable, "-m", "indexer.models.cli", "path"], capture_output=True, text=True,
+    """``python -m indexer.cli.models path`` in a real process: stdout is exactly the path."""
+    proc = subprocess.run([sys.executable, "-m", "indexer.cli.models", "path"], capture_output=True, text=True,
                           env={**_env_without_models_override(), "INDEXER_MODELS_DIR": str(embed_model_path.parent)},
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PRELUDE = """
 import sys
-from indexer.llama_embedding import LlamaEmbedding, LLAMA_POOLING_TYPE_NONE, LLAMA_POOLING_TYPE_RANK
+from indexer.engine.llama_embedding import LlamaEmbedding, LLAMA_POOLING_TYPE_NONE, LLAMA_POOLING_TYPE_RANK
 MODEL = sys.argv[1]
 
 def expect(exc, fn, text):

@@ -35,7 +35,7 @@ def test_wheel_contents(wheel):
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[indexer.stores]" in text and "faiss = plugins.faiss:FaissStore" in text
-    assert "indexer = indexer.entry:main" in text  # the light entry (fast `indexer search`), then indexer.cli
+    assert "indexer = indexer.cli.entry:main" in text  # the light entry (fast `indexer search`), then indexer.cli.main
     # test-only helpers stay out of the wheel
     assert not any("probe" in n for n in names), [n for n in names if "probe" in n]
     assert not any(n.startswith("tests/") for n in names)
@@ -54,9 +54,9 @@ def test_installed_wheel_runs_outside_the_source_tree(wheel, tmp_path):
         timeout=300,
     )
     code = (
-        "import sys, indexer, indexer.entry, indexer.cli, indexer.migrations, plugins.faiss;"
-        "from indexer import plugins as p;"
-        "from indexer.state import StateStore;"
+        "import sys, indexer, indexer.cli.entry, indexer.cli.main, indexer.migrations, plugins.faiss;"
+        "from indexer.core import registry as p;"
+        "from indexer.state.store import StateStore;"
         f"assert indexer.__file__.startswith({str(target)!r}), indexer.__file__;"
         "assert sorted(p.available('indexer.stores')) == ['faiss', 'qdrant', 'qdrant_attach'];"
         "assert 'pdf' in p.available('indexer.readers');"

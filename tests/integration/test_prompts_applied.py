@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import indexer
+from indexer.core.normalization import Normalization
 from indexer.errors import CollectionMismatchError
-from indexer.normalization import Normalization
-from indexer.prompts import META_DOCUMENT, META_QUERY
+from indexer.index.prompts import META_DOCUMENT, META_QUERY
 from tests.integration.corpus import write_corpus
 
 pytestmark = pytest.mark.slow

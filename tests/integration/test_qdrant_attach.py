@@ -22,8 +22,8 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
 import indexer
+from indexer.core.normalization import Normalization
 from indexer.errors import CollectionMismatchError, ConfigError, StoreError
-from indexer.normalization import Normalization
 from plugins.qdrant_attach import attach
 from tests.integration.corpus import write_corpus
 
@@ -72,7 +72,7 @@ def cname(loc) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def embedder(embed_model_path):
-    from indexer.embedder import LlamaEmbedder
+    from indexer.engine.adapters import LlamaEmbedder
 
     emb = LlamaEmbedder(embed_model_path)
     yield emb
@@ -389,7 +389,7 @@ def test_facade_and_cli_work_on_an_attachment(loc, cname, tmp_path, embedder):
     corpus = write_corpus(tmp_path / "corpus")
     from typer.testing import CliRunner
 
-    from indexer.cli import app
+    from indexer.cli.main import app
 
     where = ["--url", loc.url] if loc.url else ["--path", str(loc.path)]
     runner = CliRunner()
@@ -531,7 +531,7 @@ def test_reindex_cannot_put_a_second_model_into_their_collection(loc, cname, tmp
     slot in a foreign collection, so it is refused before anything is written (same size, another model file)."""
     from typer.testing import CliRunner
 
-    from indexer.cli import app
+    from indexer.cli.main import app
 
     make_plain_unnamed(loc, cname, embedder)
     with attach(cname, **loc.kw(), embedder=embedder) as col:

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def embedder(embed_model_path):
-    from indexer.embedder import LlamaEmbedder
+    from indexer.engine.adapters import LlamaEmbedder
 
     emb = LlamaEmbedder(embed_model_path)
     yield emb

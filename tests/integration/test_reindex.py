@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from indexer import reindex
-from indexer.backup import backup, restore
-from indexer.collection import open_collection
+from indexer.collection import reindex
+from indexer.collection.facade import open_collection
+from indexer.ops.backup import backup, restore
 from indexer.settings import load_settings
 from tests.integration.corpus import write_corpus, write_many
 
@@ -28,7 +28,7 @@ LOOP = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from indexer.collection import open_collection
+    from indexer.collection.facade import open_collection
 
     out, stop = Path(sys.argv[1]), Path(sys.argv[2])
     with open_collection() as col, out.open("a") as log:

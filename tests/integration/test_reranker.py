@@ -38,7 +38,7 @@ def _docs(query: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def reranker(reranker_model_path: Path) -> Iterator[Any]:
-    from indexer.llama_embedding import LlamaEmbedding
+    from indexer.engine.llama_embedding import LlamaEmbedding
 
     llm = LlamaEmbedding(str(reranker_model_path), pooling_type=RANK, verbose=False)
     try:
@@ -111,7 +111,7 @@ def test_scores_match_pytorch_reference(reranker: Any) -> None:
 
 @pytest.mark.slow
 def test_batched_ranking_equals_one_by_one(reranker: Any, reranker_model_path: Path) -> None:
-    from indexer.llama_embedding import LlamaEmbedding
+    from indexer.engine.llama_embedding import LlamaEmbedding
 
     query = QUERIES[0]
     docs = [p["document"] for p in PAIRS]  # all 12 documents, so several sequences share a decode batch
@@ -134,7 +134,7 @@ def test_empty_document_list_gives_empty_list(reranker: Any) -> None:
 
 @pytest.mark.slow
 def test_rank_refuses_a_model_loaded_without_rank_pooling(reranker_model_path: Path) -> None:
-    from indexer.llama_embedding import LlamaEmbedding
+    from indexer.engine.llama_embedding import LlamaEmbedding
 
     llm = LlamaEmbedding(str(reranker_model_path), pooling_type=1, verbose=False)  # MEAN
     try:
@@ -146,7 +146,7 @@ def test_rank_refuses_a_model_loaded_without_rank_pooling(reranker_model_path: P
 
 @pytest.mark.slow
 def test_llama_reranker_port_scores_like_the_reference(reranker_model_path: Path) -> None:
-    from indexer.embedder import LlamaReranker
+    from indexer.engine.adapters import LlamaReranker
     from indexer.ports import Reranker
 
     port = LlamaReranker(reranker_model_path)
@@ -165,7 +165,7 @@ def test_llama_reranker_port_scores_like_the_reference(reranker_model_path: Path
 
 @pytest.mark.slow
 def test_llama_reranker_refuses_use_after_close(reranker_model_path: Path) -> None:
-    from indexer.embedder import LlamaReranker
+    from indexer.engine.adapters import LlamaReranker
     from indexer.errors import ModelError
 
     port = LlamaReranker(reranker_model_path)

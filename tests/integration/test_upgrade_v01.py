@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.collection import open_collection
+from indexer.collection.facade import open_collection
 from indexer.errors import CollectionMismatchError
 from indexer.migrations import MIGRATIONS
 

@@ -17,9 +17,9 @@ import pytest
 
 import indexer
 from indexer.errors import StoreUnavailableError
-from indexer.watch import Watcher, WatchOptions
-from indexer.watch_batch import What
-from indexer.watch_state import load_queue, read_status
+from indexer.state.watch_files import load_queue, read_status
+from indexer.watch.batch import What
+from indexer.watch.watcher import Watcher, WatchOptions
 from tests.integration.corpus import write_corpus
 from tests.integration.waiting import until as wait_until
 
@@ -257,7 +257,7 @@ def test_store_unreachable_then_restored_loses_nothing(live):
 
 def test_service_hook_with_the_real_collection(tmp_path, embed_model_path):
     """The HTTP service's way in: ``start_watcher(name, roots, settings, sync_paths)``."""
-    from indexer.watch import start_watcher
+    from indexer.watch.watcher import start_watcher
 
     root = write_corpus(tmp_path / "root").resolve()
     with indexer.open_collection("svc") as col:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import indexer
-from indexer.watch import Watcher, WatchOptions
-from indexer.watch_state import read_status
+from indexer.state.watch_files import read_status
+from indexer.watch.watcher import Watcher, WatchOptions
 from tests.integration.corpus import write_corpus, write_many
 from tests.integration.waiting import until as wait_until
 

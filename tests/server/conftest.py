@@ -100,7 +100,7 @@ def make_settings(data_dir: Path, embed_model: Path, reranker: Path | None, **ex
 
 
 def index_corpus(settings: Any, root: Path, collection: str = "default") -> None:
-    from indexer.collection import open_collection
+    from indexer.collection.facade import open_collection
 
     with open_collection(collection, settings=settings) as col:
         report = col.index([root])

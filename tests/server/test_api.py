@@ -175,7 +175,7 @@ def test_search_modes(served: ServerHandle) -> None:
 
 
 def test_sync_while_another_writer_holds_the_collection_is_409_with_retry_after(served: ServerHandle) -> None:
-    from indexer.collection import open_collection
+    from indexer.collection.facade import open_collection
 
     with open_collection("default", settings=served.settings) as other, other._writer_lock(), served.client() as c:
         locked = c.post("/collections/default/sync")

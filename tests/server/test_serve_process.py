@@ -50,9 +50,9 @@ def _indexer(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
 # `indexer search` through a server must not load the heavy stack (the 150 ms goal of bench/cli_latency.py).
 _LIGHT = """
 import sys
-from indexer.entry import fast_search
+from indexer.cli.entry import fast_search
 code = fast_search(sys.argv[1:])
-heavy = ("numpy", "pydantic", "typer", "rich", "llama_cpp", "faiss", "indexer.cli")
+heavy = ("numpy", "pydantic", "typer", "rich", "llama_cpp", "faiss", "indexer.cli.main")
 heavy = sorted(m for m in heavy if m in sys.modules)
 print(code, heavy)
 """

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def direct_embedder(embed_model_path):
-    from indexer.llama_embedding import LlamaEmbedding
+    from indexer.engine.llama_embedding import LlamaEmbedding
 
     emb = LlamaEmbedding(str(embed_model_path), verbose=False, n_threads=2)
     yield emb
@@ -91,7 +91,7 @@ def test_cohere_client_reranks(served: ServerHandle) -> None:
 
 
 def test_rerank_published_shapes(served: ServerHandle, reranker_model_path) -> None:
-    from indexer.embedder import LlamaReranker
+    from indexer.engine.adapters import LlamaReranker
 
     docs = ["the cat sat on the mat", {"text": "rotate the API keys every 90 days", "id": "k1"}, "tomato sauce"]
     with served.client() as c:

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from indexer.chunking import TokenChunker
 from indexer.errors import ConfigError
+from indexer.index.chunking import TokenChunker
 from indexer.types import Chunk, Document, SourceRef
 
 

@@ -1,4 +1,4 @@
-"""Pure logic of the engine (indexer.embedding_plan, no llama.cpp): normalization, input parsing, packing,
+"""Pure logic of the engine (indexer.engine.plan, no llama.cpp): normalization, input parsing, packing,
 token budgets, rank pairs, cosine matrix, thread choice."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from indexer.embedding_plan import (
+from indexer.engine.plan import (
     NORM_MODE_EUCLIDEAN,
     NORM_MODE_MAX_INT16,
     NORM_MODE_NONE,
@@ -290,7 +290,7 @@ def test_n_seq_max_choice_divides_n_ubatch() -> None:
 
 
 def test_plan_module_imports_without_llama_cpp() -> None:
-    code = "import sys, indexer.embedding_plan; assert 'llama_cpp' not in sys.modules, 'llama_cpp imported'"
+    code = "import sys, indexer.engine.plan; assert 'llama_cpp' not in sys.modules, 'llama_cpp imported'"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 

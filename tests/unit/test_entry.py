@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from indexer.entry import fast_search, print_result
+from indexer.cli.entry import fast_search, print_result
 from indexer.server import announce
 from indexer.types import SearchHit
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from indexer.normalization import Normalization, normalize
+from indexer.core.normalization import Normalization, normalize
 from indexer.types import Filter, Point
 from plugins.faiss import FaissStore
 from plugins.faiss.index import ivf_lists

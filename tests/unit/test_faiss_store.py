@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from indexer.core.normalization import Normalization, normalize
+from indexer.core.vectors import ancestor_dirs
 from indexer.errors import ConfigError, StoreError
-from indexer.normalization import Normalization, normalize
-from indexer.store_support import ancestor_dirs
 from indexer.types import Filter, Metric, Point
 from plugins.faiss import FaissStore
 from plugins.faiss.index import HnswParams, VectorIndex

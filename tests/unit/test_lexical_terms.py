@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from indexer import lexical
 from indexer.errors import InputError
-from indexer.fusion import FusionConfig, fuse
+from indexer.search import lexical
+from indexer.search.fusion import FusionConfig, fuse
 from indexer.types import Hit
 
 

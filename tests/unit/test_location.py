@@ -1,4 +1,4 @@
-"""indexer.location (standard library only, for the fast `indexer search`) gives the data directory and
+"""indexer.core.location (standard library only, for the fast `indexer search`) gives the data directory and
 collection that the full settings give, in every precedence case."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from indexer.core.location import data_dir_and_collection
 from indexer.errors import ConfigError
-from indexer.location import data_dir_and_collection
 from indexer.settings import load_settings
 
 

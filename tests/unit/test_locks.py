@@ -1,4 +1,4 @@
-"""indexer.locks, the one file-lock helper: exclusive across processes and threads, reentrant in a thread,
+"""indexer.core.locks, the one file-lock helper: exclusive across processes and threads, reentrant in a thread,
 non-blocking writer lock with a clear error, blocking locks with a timeout, released when the holder dies."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from indexer.core.locks import FileLock, LifetimeLock, lock_for, writer_lock
 from indexer.errors import LockedError, ModelError
-from indexer.locks import FileLock, LifetimeLock, lock_for, writer_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 
 HOLDER = textwrap.dedent(
     """
     import sys
-    from indexer.locks import lock_for
+    from indexer.core.locks import lock_for
     with lock_for(sys.argv[1]).hold(timeout=0):
         print("HELD", flush=True)
         sys.stdin.readline()  # hold until the parent says so (or dies)

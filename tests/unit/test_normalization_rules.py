@@ -1,8 +1,7 @@
 import numpy as np
 import pytest
 
-from indexer.errors import ConfigError, InputError, StateError
-from indexer.normalization import (
+from indexer.core.normalization import (
     Normalization,
     cache_tag,
     check_unit_length,
@@ -10,6 +9,7 @@ from indexer.normalization import (
     normalization_name,
     normalize,
 )
+from indexer.errors import ConfigError, InputError, StateError
 
 
 @pytest.mark.parametrize("metric", ["cosine", "dot", "euclid"])

@@ -11,10 +11,10 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pytest
 
+from indexer.core.normalization import Normalization
 from indexer.errors import SourceError, StoreUnavailableError
-from indexer.normalization import Normalization
-from indexer.pipeline import Pipeline, point_id
-from indexer.state import CollectionRecord, StateStore
+from indexer.index.pipeline import Pipeline, point_id
+from indexer.state.store import CollectionRecord, StateStore
 from indexer.types import ROOT_UNAVAILABLE, Chunk, Document, Point, ScanProblem, SourceRef
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer import plugins
+from indexer.core import registry as plugins
 from indexer.errors import ConfigError
 from indexer.ports import StoreFactory, VectorStore
 from indexer.settings import Settings, load_settings
@@ -99,7 +99,7 @@ def test_a_store_plugin_without_the_factory_methods_is_refused(site: Path) -> No
 def test_a_broken_reader_plugin_is_skipped_and_the_others_still_load(site: Path, caplog) -> None:
     _install(site, "brokenreader", "[indexer.readers]\nbroken = brokenreader:Reader\n", "raise ImportError('no lib')\n")
     plugins.refresh()
-    with caplog.at_level(logging.WARNING, logger="indexer.plugins"):
+    with caplog.at_level(logging.WARNING, logger="indexer.core.registry"):
         kinds = {r.kind for r in plugins.load_readers()}
     assert {"markdown", "tiny"} <= kinds
     assert "broken" in caplog.text and "no lib" in caplog.text

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from indexer.normalization import Normalization
-from indexer.prompts import GGUF_DOCUMENT, GGUF_QUERY, PromptedEmbedder, Prompts, recorded, resolve, with_prompt
+from indexer.core.normalization import Normalization
+from indexer.index.prompts import GGUF_DOCUMENT, GGUF_QUERY, PromptedEmbedder, Prompts, recorded, resolve, with_prompt
 
 
 class _Echo:

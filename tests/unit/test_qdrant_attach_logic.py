@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from indexer.core.normalization import Normalization
 from indexer.errors import CollectionMismatchError, ConfigError, InputError
-from indexer.normalization import Normalization
 from plugins.qdrant_attach.api import as_filter, default_name
 from plugins.qdrant_attach.compat import choose_vector
 from plugins.qdrant_attach.inspection import CollectionReport, DenseVector

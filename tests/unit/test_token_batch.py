@@ -6,7 +6,7 @@ import ctypes
 
 import pytest
 
-from indexer.llama_embedding import TokenBatch
+from indexer.engine.llama_embedding import TokenBatch
 
 
 def test_batch_capacity_error_text() -> None:

@@ -1,10 +1,10 @@
-"""The batching rules of the watcher (indexer.watch_batch) on a fake clock and fake stat data."""
+"""The batching rules of the watcher (indexer.watch.batch) on a fake clock and fake stat data."""
 
 from __future__ import annotations
 
 import pytest
 
-from indexer.watch_batch import Batch, BatchTiming, ChangeBatcher, What, drop_nested, is_transient
+from indexer.watch.batch import Batch, BatchTiming, ChangeBatcher, What, drop_nested, is_transient
 
 T = BatchTiming(gather=0.03, max_gather=0.15, settle=0.3, grace=0.25, max_paths=6, fresh_lane=2)
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from indexer.errors import InputError, StoreUnavailableError
-from indexer.pipeline import IndexReport
-from indexer.watch import Watcher, WatchError, WatchOptions, translate
-from indexer.watch_batch import BatchTiming, What
-from indexer.watch_state import load_queue, queue_path, read_status
+from indexer.index.pipeline import IndexReport
+from indexer.state.watch_files import load_queue, queue_path, read_status
+from indexer.watch.batch import BatchTiming, What
+from indexer.watch.watcher import Watcher, WatchError, WatchOptions, translate
 
 FAST = WatchOptions(rescan_seconds=0, timing=BatchTiming(gather=0.01, max_gather=0.05, settle=0.1, grace=0.1))
 
@@ -167,7 +167,7 @@ def test_inotify_limit_falls_back_to_polling_and_names_the_sysctl(fake, caplog):
 
     options = WatchOptions(rescan_seconds=0, poll_seconds=0.1, timing=FAST.timing)
     with (
-        caplog.at_level(logging.WARNING, logger="indexer.watch"),
+        caplog.at_level(logging.WARNING, logger="indexer.watch.watcher"),
         Watcher(fake, options=options, observer_factory=LimitedObserver) as watcher,
     ):
         assert watcher.polled_roots == [str(fake.root)]
@@ -232,7 +232,7 @@ def test_stop_is_prompt_and_idempotent(fake):
 
 
 def test_describe_status_for_the_cli():
-    from indexer.watch_state import describe
+    from indexer.state.watch_files import describe
 
     assert "never started" in describe(None)
     line = describe(
@@ -264,7 +264,7 @@ def test_batches_are_sized_to_the_measured_pace(fake):
 
 
 def test_start_watcher_is_the_service_hook(tmp_path):
-    from indexer.watch import start_watcher
+    from indexer.watch.watcher import start_watcher
 
     root = tmp_path / "root"
     root.mkdir()
@@ -290,7 +290,7 @@ def test_start_watcher_is_the_service_hook(tmp_path):
 
 
 def test_watching_a_collection_without_roots_says_what_to_do(tmp_path, monkeypatch):
-    from indexer.watch import watch_command
+    from indexer.watch.watcher import watch_command
 
     monkeypatch.setenv("INDEXER_DATA_DIR", str(tmp_path / "data"))
     with pytest.raises(InputError, match="indexer watch PATH"):
@@ -302,7 +302,7 @@ def test_watching_a_collection_without_roots_says_what_to_do(tmp_path, monkeypat
 def test_rescans_watch_new_roots_and_roots_that_came_back(fake, tmp_path):
     import shutil
 
-    from indexer.watch import _watch_alive
+    from indexer.watch.watcher import _watch_alive
 
     options = WatchOptions(rescan_seconds=0.2, timing=FAST.timing)
     with Watcher(fake, options=options) as watcher:

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from indexer.core.normalization import Normalization
+from indexer.core.sqlite_errors import database_error, translating
 from indexer.errors import StateError
 from indexer.migrations import MIGRATIONS, NewerStateError, upgrade
-from indexer.normalization import Normalization
-from indexer.sqlite_errors import database_error, translating
 
 logger = logging.getLogger(__name__)
 

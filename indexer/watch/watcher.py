@@ -6,7 +6,7 @@ background thread); :func:`run_watch` is ``indexer watch`` in the foreground. Ho
 - Observers first, then a reconciliation scan (``Collection.index``/``sync``), so nothing changed during the scan
   is missed; the same scan runs every ``watch_rescan_seconds`` (inotify drops events silently when its queue
   overflows, and network filesystems miss some).
-- Events become batches by the rules of :mod:`indexer.watch_batch` (at once, settled, grace for vanishing
+- Events become batches by the rules of :mod:`indexer.watch.batch` (at once, settled, grace for vanishing
   files, folders by prefix, ignore-file edits). Each batch is one ``Collection.sync_paths`` call under the
   writer lock; the pipeline reuses cached vectors, so a rename re-embeds nothing.
 - inotify limits (ENOSPC: ``fs.inotify.max_user_watches``, EMFILE: ``fs.inotify.max_user_instances``) fall back
@@ -35,11 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from indexer.core.locks import LifetimeLock
 from indexer.errors import IndexerError, InputError, LockedError, StoreUnavailableError
-from indexer.locks import LifetimeLock
-from indexer.pipeline import IndexReport, within
-from indexer.watch_batch import IGNORE_FILE_NAMES, Batch, BatchTiming, ChangeBatcher, What
-from indexer.watch_state import (
+from indexer.index.pipeline import IndexReport, within
+from indexer.state.watch_files import (
     ERRORS_KEPT,
     STATUS_PATHS_SHOWN,
     Freshness,
@@ -50,6 +49,7 @@ from indexer.watch_state import (
     status_path,
     write_json_atomic,
 )
+from indexer.watch.batch import IGNORE_FILE_NAMES, Batch, BatchTiming, ChangeBatcher, What
 
 logger = logging.getLogger(__name__)
 
@@ -869,7 +869,7 @@ def watch_command(
     announce: Callable[[str], None] | None = None,
 ) -> int:
     """``indexer watch``: open the collection, log one line per batch, watch until a signal. Returns the exit code."""
-    from indexer.collection import open_collection
+    from indexer.collection.facade import open_collection
 
     logging.getLogger(__name__).setLevel(logging.INFO)  # the batch lines are the command's output
     with open_collection(collection, watch_polling=polling, watch_rescan_seconds=rescan) as col:

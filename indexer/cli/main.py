@@ -21,12 +21,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from indexer import plugins
-from indexer.cli_options import STATE, CollectionOpt, JsonOpt, VerboseOpt, add_verbose_everywhere, set_verbose
-from indexer.collection import Collection, list_collections, open_collection
+from indexer.cli.options import STATE, CollectionOpt, JsonOpt, VerboseOpt, add_verbose_everywhere, set_verbose
+from indexer.collection.facade import Collection, list_collections, open_collection
+from indexer.core import registry
 from indexer.errors import IndexerError
-from indexer.pipeline import IndexReport
-from indexer.query import SearchRequest
+from indexer.index.pipeline import IndexReport
+from indexer.search.query import SearchRequest
 from indexer.settings import load_settings
 
 app = typer.Typer(help="Index local folders with llama.cpp embeddings and search them.", no_args_is_help=True)
@@ -34,21 +34,21 @@ err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
 try:  # the models sub-app lives with the model code
-    from indexer.models.cli import app as models_app
+    from indexer.cli.models import app as models_app
 
     app.add_typer(models_app, name="models", help="Build, list and locate embedding models.")
 except ImportError:  # pragma: no cover - only while the models package is incomplete
     pass
 
-for _name, _sub in plugins.load_all("indexer.commands").items():  # plugin sub-commands, e.g. `indexer qdrant`
+for _name, _sub in registry.load_all("indexer.commands").items():  # plugin sub-commands, e.g. `indexer qdrant`
     app.add_typer(_sub, name=_name)
 
-from indexer.server.cli import register as _register_server  # noqa: E402 - `serve` and `mcp` live with the server
+from indexer.cli.serve import register as _register_server  # noqa: E402 - `serve` and `mcp` live with the server
 
 _register_server(app)
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FILES_FAILED = 0, 1, 2, 3
-_STATE = STATE  # verbose/json flags of this run (indexer.cli_options)
+_STATE = STATE  # verbose/json flags of this run (indexer.cli.options)
 
 
 @app.callback()
@@ -207,7 +207,7 @@ def search(
                 )
     except IndexerError as exc:
         raise _fail(exc) from exc
-    from indexer.entry import print_result  # one printer for remote and in-process results
+    from indexer.cli.entry import print_result  # one printer for remote and in-process results
 
     answer = {"hits": [h.to_dict() for h in result.hits], "rerank_note": result.rerank_note,
               "timings_ms": result.timings_ms}
@@ -236,7 +236,7 @@ def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verb
         return
     table = Table(show_header=False)
     if "watcher" in info:
-        from indexer.watch_state import describe
+        from indexer.state.watch_files import describe
 
         info["watcher"] = describe(info["watcher"])
     for key, value in info.items():
@@ -316,7 +316,7 @@ def watch(
     verbose: bool = VerboseOpt,
 ) -> None:
     """Keep a collection in step with its folders until Ctrl-C or SIGTERM; one log line per batch."""
-    from indexer.watch import watch_command
+    from indexer.watch.watcher import watch_command
 
     try:
         code = watch_command(paths, collection, polling, rescan, lambda m: err.print(m, highlight=False))
@@ -325,7 +325,7 @@ def watch(
     raise typer.Exit(code)
 
 
-from indexer import ops_cli  # noqa: E402  (migrate, backup, restore, reindex: logic in their own modules)
+from indexer.cli import ops as ops_cli  # noqa: E402  (migrate, backup, restore, reindex: logic in their own modules)
 
 ops_cli.register(app)
 

@@ -1,4 +1,4 @@
-"""Query path: dense, lexical or hybrid retrieval (indexer.fusion) of the candidates -> rerank -> top k."""
+"""Query path: dense, lexical or hybrid retrieval (indexer.search.fusion) of the candidates -> rerank -> top k."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from indexer.core.normalization import Normalization
 from indexer.errors import InputError
-from indexer.fusion import MODES, FusionConfig, retrieve
-from indexer.normalization import Normalization
 from indexer.ports import Embedder, Reranker, VectorStore
+from indexer.search.fusion import MODES, FusionConfig, retrieve
 from indexer.types import Filter, Hit, SearchHit
 
 MAX_QUERY_CHARS = 4096
@@ -149,7 +149,7 @@ def run_search(
     """Run one search. ``reranker`` may be None when the caller skipped loading it because the query asked for no
     rerank; ``reranker_configured`` then says whether one exists (for the note in the result)."""
     if req.k is None or req.candidates is None:
-        raise ValueError("run_search needs a prepared request (indexer.query.prepare fills in k and candidates)")
+        raise ValueError("run_search needs a prepared request (indexer.search.query.prepare fills in k and candidates)")
     k, candidates = req.k, req.candidates
     mode = req.mode or "dense"
     configured = reranker is not None if reranker_configured is None else reranker_configured

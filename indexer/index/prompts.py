@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from indexer.normalization import Normalization
+from indexer.core.normalization import Normalization
 from indexer.ports import Embedder
 
 META_QUERY = "indexer.query_prompt"  # store meta keys (what the collection was created with)

@@ -17,22 +17,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from indexer import plugins, reindex
-from indexer.chunking import META_CHUNK_TOKENS, chunker_for
+from indexer.collection import reindex
+from indexer.core import registry
+from indexer.core.locks import collection_lock_path, writer_lock
+from indexer.core.normalization import choose_normalization, normalization_name
+from indexer.core.threads import SerialEmbedder, SerialReranker
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
-from indexer.fusion import FusionConfig
-from indexer.lexical import LexicalSearch
-from indexer.locks import collection_lock_path, writer_lock
-from indexer.normalization import choose_normalization, normalization_name
-from indexer.pipeline import IndexReport, Pipeline, Progress, within
+from indexer.index.chunking import META_CHUNK_TOKENS, chunker_for
+from indexer.index.pipeline import IndexReport, Pipeline, Progress, within
+from indexer.index.prompts import Prompts, prompted_model_id, with_prompt
+from indexer.index.prompts import recorded as recorded_prompts
+from indexer.index.prompts import resolve as resolve_prompts
 from indexer.ports import Chunker, Embedder, Reranker, Source, VectorStore
-from indexer.prompts import Prompts, prompted_model_id, with_prompt
-from indexer.prompts import recorded as recorded_prompts
-from indexer.prompts import resolve as resolve_prompts
-from indexer.query import QueryLimits, SearchRequest, SearchResult, prepare, run_search
+from indexer.search.fusion import FusionConfig
+from indexer.search.lexical import LexicalSearch
+from indexer.search.query import QueryLimits, SearchRequest, SearchResult, prepare, run_search
 from indexer.settings import Settings, load_settings
-from indexer.state import CollectionRecord, StateStore
-from indexer.threads import SerialEmbedder, SerialReranker
+from indexer.state.store import CollectionRecord, StateStore
 from indexer.types import Chunk, Document, Metric
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ class Collection:
     def embedder(self) -> Embedder:
         with self._parts_lock:
             if self._embedder is None:
-                from indexer.embedder import LlamaEmbedder
+                from indexer.engine.adapters import LlamaEmbedder
 
                 path = self.record.model_path if self.record else str(_resolve_model(self.settings.embed_model))
                 if not Path(path).exists():
@@ -118,7 +119,7 @@ class Collection:
     def reranker(self) -> Reranker | None:
         with self._parts_lock:
             if self._reranker is None and self.settings.rerank_model:
-                from indexer.embedder import LlamaReranker
+                from indexer.engine.adapters import LlamaReranker
 
                 path = _resolve_model(self.settings.rerank_model)
                 reranker = LlamaReranker(
@@ -136,15 +137,15 @@ class Collection:
                 options = rec.store_options if rec else self._new_store_options()
                 metric = Metric(rec.metric if rec else self.settings.metric)
                 opts = reindex.store_options(self._absolute(options))
-                store = plugins.open_store(kind, opts, metric, self.settings)
+                store = registry.open_store(kind, opts, metric, self.settings)
                 self._store = reindex.wrap_store(store, rec)
             return self._store
 
     def _new_store_options(self) -> dict[str, Any]:
         """Options recorded for a new collection: the store plugin's defaults with the ``store_options`` setting
-        over them (the one place they are made: :func:`indexer.plugins.new_store_options`). A ``path`` inside the
+        over them (the one place they are made: :func:`indexer.core.registry.new_store_options`). A ``path`` inside the
         data directory is recorded relative to it, so the data directory can be moved or copied."""
-        options = plugins.new_store_options(self.settings, self.name)
+        options = registry.new_store_options(self.settings, self.name)
         path = options.get("path")
         if path is not None and Path(path).is_absolute():
             data_dir = Path(self.settings.data_dir).resolve()
@@ -563,7 +564,7 @@ class Collection:
         )
 
     def _source(self, root: str) -> Source:
-        return plugins.open_source(self.settings, [root])
+        return registry.open_source(self.settings, [root])
 
     def _attach_root(self, root: str) -> str:
         """Record ``root``; a path inside an existing root syncs that root, one containing roots absorbs them."""
@@ -601,13 +602,13 @@ def open_collection(name: str | None = None, settings: Settings | None = None, *
 def _meta(rec: CollectionRecord) -> dict[str, str]:
     return {
         "indexer.model_id": rec.model_id,
-        "indexer.normalization": normalization_name(rec.normalization),
+        "indexer.core.normalization": normalization_name(rec.normalization),
         "indexer.metric": rec.metric,
     }
 
 
 def _watcher_status(settings: Settings, name: str) -> dict[str, Any] | None:
-    from indexer.watch_state import read_status
+    from indexer.state.watch_files import read_status
 
     return read_status(settings.data_dir, name)
 

@@ -1,7 +1,7 @@
 """Retrieval for the three search modes and the fusion of the dense and lexical rankings.
 
 - ``dense``: the store's vector search;
-- ``lexical``: the store's BM25 search (:class:`indexer.lexical.LexicalSearch`);
+- ``lexical``: the store's BM25 search (:class:`indexer.search.lexical.LexicalSearch`);
 - ``hybrid``: both, each ``depth`` deep, fused into one ranking.
 
 Fusion methods (measured on SciFact in docs/benchmarks.md):
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from indexer.errors import InputError
-from indexer.lexical import LexicalSearch
 from indexer.ports import VectorStore
+from indexer.search.lexical import LexicalSearch
 from indexer.types import Filter, Hit
 
 MODES = ("dense", "lexical", "hybrid")

@@ -1,7 +1,8 @@
 """Operations commands of the ``indexer`` CLI: ``migrate``, ``backup``, ``restore``, ``reindex``.
 
 Thin: each command translates flags and prints what the modules that own the logic return
-(``indexer.schema``, ``indexer.backup``, ``indexer.reindex``). ``register(app)`` adds them to the main app.
+(``indexer.ops.schema``, ``indexer.ops.backup``, ``indexer.collection.reindex``). ``register(app)`` adds them to
+the main app.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ def migrate(
     as_json: bool = _JSON,
 ) -> None:
     """Bring the state database's schema up to date (opening a collection does this too)."""
-    from indexer.schema import migrate as run
-    from indexer.schema import migration_status
+    from indexer.ops.schema import migrate as run
+    from indexer.ops.schema import migration_status
 
     try:
         settings = load_settings()
@@ -70,7 +71,7 @@ def backup(
     as_json: bool = _JSON,
 ) -> None:
     """Write a consistent snapshot of a collection (state and vectors); indexing may go on meanwhile."""
-    from indexer.backup import backup as run
+    from indexer.ops.backup import backup as run
 
     try:
         report = run(load_settings(collection=collection), path)
@@ -91,7 +92,7 @@ def restore(
     as_json: bool = _JSON,
 ) -> None:
     """Bring a backed-up collection back into this data directory (where it must not exist yet)."""
-    from indexer.backup import restore as run
+    from indexer.ops.backup import restore as run
 
     try:
         report = run(load_settings(), path)
@@ -136,8 +137,8 @@ def reindex(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from indexer import reindex as job
-    from indexer.collection import open_collection
+    from indexer.collection import reindex as job
+    from indexer.collection.facade import open_collection
 
     if not abort and not model:
         raise _fail(InputError("pass --model NEW (or --abort to cancel a reindex under way)"), as_json)

@@ -4,7 +4,7 @@ How it works (one collection, any store):
 
 1. **Beside the old vectors.** The new vectors go into a new store collection ``<name>__<stamp>`` (FAISS: a new
    index folder in the collection's store; Qdrant: a new collection), written by an ordinary
-   :class:`~indexer.pipeline.Pipeline` whose state lives in a *shadow* state database
+   :class:`~indexer.index.pipeline.Pipeline` whose state lives in a *shadow* state database
    ``<data dir>/reindex/<name>/state.sqlite`` with its own files, chunks, pending ids and vector cache. Queries keep
    being answered from the old vectors meanwhile, and indexing of the live collection goes on as usual.
 2. **Interrupted, it resumes**: the shadow pipeline is crash-safe like the live one, so running the command again
@@ -40,15 +40,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from indexer.core.locks import collection_lock_path, lock_for
+from indexer.core.normalization import Normalization
 from indexer.errors import IndexerError, InputError, StoreError
-from indexer.locks import collection_lock_path, lock_for
-from indexer.normalization import Normalization
-from indexer.pipeline import IndexReport, Pipeline, Progress, within
-from indexer.state import CollectionRecord, StateStore, attached_transaction
+from indexer.index.pipeline import IndexReport, Pipeline, Progress, within
+from indexer.state.store import CollectionRecord, StateStore, attached_transaction
 from indexer.types import Filter, Hit, Point
 
 if TYPE_CHECKING:
-    from indexer.collection import Collection
+    from indexer.collection.facade import Collection
     from indexer.ports import Embedder, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -285,7 +285,7 @@ def _record_for(job: Job, live: CollectionRecord) -> CollectionRecord:
 
 
 def _new_job(col: Collection, model_spec: str, embedder: Embedder, model_path: str) -> Job:
-    from indexer.normalization import choose_normalization
+    from indexer.core.normalization import choose_normalization
 
     assert col.record is not None
     normalization = choose_normalization(embedder.similarity, col.record.metric)
@@ -318,8 +318,8 @@ def _target_name(col: Collection) -> str:
 
 def _store_meta(col: Collection, rec: CollectionRecord, embedder: Embedder) -> dict[str, str]:
     """The new vectors' metadata: the new model's, with the collection's prompts and chunk size kept."""
-    from indexer.chunking import META_CHUNK_TOKENS
-    from indexer.collection import _meta
+    from indexer.collection.facade import _meta
+    from indexer.index.chunking import META_CHUNK_TOKENS
 
     chunk_tokens = min(col.chunk_tokens, int(embedder.max_tokens))
     return {**_meta(rec), **col.prompts.meta(), META_CHUNK_TOKENS: str(chunk_tokens)}
@@ -334,8 +334,8 @@ def run(
     lock_wait_s: float = LOCK_WAIT_S,
 ) -> ReindexReport:
     """Build the collection's vectors with ``model_spec`` beside the old ones, then switch (resumes a job)."""
-    from indexer.collection import _resolve_model
-    from indexer.embedder import LlamaEmbedder
+    from indexer.collection.facade import _resolve_model
+    from indexer.engine.adapters import LlamaEmbedder
 
     started = time.perf_counter()
     live = col.record
@@ -413,7 +413,7 @@ def _sync_shadow(
     progress_cb: Progress | None,
 ) -> IndexReport:
     """Bring the shadow (new model) in line with the files under the live collection's current roots."""
-    from indexer.chunking import chunker_for
+    from indexer.index.chunking import chunker_for
 
     pipeline = Pipeline(
         collection=col.name,
@@ -501,7 +501,7 @@ def same_vectors(col: Collection, embedder: Embedder, samples: int = SAME_VECTOR
     its vectors (an upgraded 0.1 data directory then searches and syncs without re-embedding). Any other
     model, including another quantization of the same one, fails the comparison.
     """
-    from indexer.normalization import cache_tag
+    from indexer.core.normalization import cache_tag
 
     rec = col.record
     if rec is None or embedder.dimensions != rec.dimensions:

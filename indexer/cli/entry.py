@@ -3,10 +3,10 @@
 ``indexer search`` against a running ``indexer serve`` should answer in well under 150 ms, process start
 included, but the full CLI (typer, rich, pydantic settings, the facade, numpy) takes most of a second to import.
 So this module, standard library only, answers a plain ``indexer search`` itself when a server announces itself
-for the data directory: it finds the data directory and collection with :mod:`indexer.location` (the rules of
+for the data directory: it finds the data directory and collection with :mod:`indexer.core.location` (the rules of
 :mod:`indexer.settings`), sends the search, and prints what the CLI prints. Anything else (other commands,
 ``--help``, ``--local``, ``--rerank-model``, an option it does not know, no server, an error answer) goes to
-:mod:`indexer.cli`, which does the same search the long way and reports errors the one way.
+:mod:`indexer.cli.main`, which does the same search the long way and reports errors the one way.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from indexer.location import data_dir_and_collection
+from indexer.core.location import data_dir_and_collection
 
 _NOT_HANDLED = None
 
@@ -28,7 +28,7 @@ def main() -> None:
         code = fast_search(sys.argv[2:])
         if code is not _NOT_HANDLED:
             sys.exit(code)
-    from indexer.cli import main as cli_main
+    from indexer.cli.main import main as cli_main
 
     cli_main()
 

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from indexer import migrations
+from indexer.core.locks import collection_lock_path, lock_for
 from indexer.errors import ConfigError, InputError, StateError, StoreError
-from indexer.locks import collection_lock_path, lock_for
 from indexer.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -300,7 +300,7 @@ def restore(settings: Settings, source: str | Path) -> BackupReport:
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
 
-    from indexer.state import StateStore
+    from indexer.state.store import StateStore
 
     with tempfile.TemporaryDirectory(dir=data_dir) as tmp:
         upgraded = Path(tmp) / STATE
@@ -370,7 +370,7 @@ def _qdrant_server_restore(settings: Settings, url: str, name: str, snapshot: Pa
 
 def _merge_state(target: Path, backup_db: Path, name: str, options: dict[str, Any]) -> None:
     """Copy the collection's rows from the (upgraded) backup database into the data directory's state."""
-    from indexer.state import attached_transaction
+    from indexer.state.store import attached_transaction
 
     with attached_transaction(target, backup_db, "b") as db:
         for table in _TABLES:

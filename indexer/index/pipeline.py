@@ -28,10 +28,10 @@ from typing import Protocol
 
 import numpy as np
 
+from indexer.core.normalization import Normalization, cache_tag
 from indexer.errors import IndexerError, SourceError
-from indexer.normalization import Normalization, cache_tag
 from indexer.ports import Chunker, Embedder, Source, VectorStore
-from indexer.state import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
+from indexer.state.store import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
 from indexer.types import Chunk, Document, Point, ScanProblem, SourceRef
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Token budgets (per-input limits, fair cuts of rerank pairs), packing inputs into decode batches, the order
 they are decoded in, normalization of outputs, input parsing, and the per-batch thread choice.
-:mod:`indexer.llama_embedding` keeps the ctypes/llama.cpp side and re-exports these names.
+:mod:`indexer.engine.llama_embedding` keeps the ctypes/llama.cpp side and re-exports these names.
 """
 
 from __future__ import annotations

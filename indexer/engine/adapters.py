@@ -1,0 +1,203 @@
+"""Adapters from LlamaEmbedding to the Embedder and Reranker ports (indexer.ports).
+
+Both load a GGUF with llama.cpp through :class:`indexer.engine.llama_embedding.LlamaEmbedding` (verbose off by
+default) and translate its errors into indexer.errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from indexer.core.normalization import Normalization
+from indexer.engine.llama_embedding import (
+    LLAMA_POOLING_TYPE_NONE,
+    LLAMA_POOLING_TYPE_RANK,
+    NORM_MODE_EUCLIDEAN,
+    NORM_MODE_NONE,
+    LlamaEmbedding,
+)
+from indexer.errors import InputError, ModelError
+from indexer.types import Similarity
+
+logger = logging.getLogger(__name__)
+
+META_SIMILARITY = "indexer.similarity"
+META_MAX_SEQ_LENGTH = "indexer.max_seq_length"
+_FINGERPRINT_SPAN = 1 << 20  # bytes read from each end of the file
+
+
+def model_fingerprint(path: str | os.PathLike[str]) -> str:
+    """A short, cheap content fingerprint: sha256 of the size plus the first and last MiB of the file."""
+    p = Path(path)
+    size = p.stat().st_size
+    h = hashlib.sha256(str(size).encode())
+    with p.open("rb") as f:
+        h.update(f.read(_FINGERPRINT_SPAN))
+        if size > _FINGERPRINT_SPAN:
+            f.seek(max(_FINGERPRINT_SPAN, size - _FINGERPRINT_SPAN))
+            h.update(f.read(_FINGERPRINT_SPAN))
+    return h.hexdigest()[:12]
+
+
+def model_identity(path: str | os.PathLike[str], metadata: dict[str, str]) -> str:
+    """``<GGUF general.name or file stem>-<fingerprint>``: changes whenever the weights file changes."""
+    name = (metadata.get("general.name") or "").strip() or Path(path).stem
+    return f"{name.replace(' ', '_')}-{model_fingerprint(path)}"
+
+
+# The project's normalization values in LlamaEmbedding's integer modes: the only place that translates them.
+_ENGINE_MODES = {Normalization.NONE: NORM_MODE_NONE, Normalization.L2: NORM_MODE_EUCLIDEAN}
+
+
+def _engine_mode(normalize: Normalization) -> int:
+    try:
+        return _ENGINE_MODES[Normalization(normalize)]
+    except ValueError as exc:
+        raise InputError(
+            f"normalize must be one of {', '.join(repr(n.value) for n in Normalization)} (indexer.core.normalization."
+            f"Normalization), got {normalize!r}"
+        ) from exc
+
+
+def _load(model_path: str | os.PathLike[str], role: str, **opts: Any) -> LlamaEmbedding:
+    path = Path(model_path)
+    if not path.is_file():
+        raise ModelError(f"{role} model not found: {path}; check the path or run `indexer models build`")
+    opts.setdefault("verbose", False)
+    try:
+        return LlamaEmbedding(str(path), **opts)
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ModelError(f"cannot load {role} model {path}: {exc}; is it a llama.cpp GGUF {role} model?") from exc
+
+
+class LlamaEmbedder:
+    """Embedder port on a llama.cpp GGUF sentence-embedding model (MEAN, CLS or LAST pooling)."""
+
+    def __init__(self, model_path: str | os.PathLike[str], **opts: Any) -> None:
+        self.model_path = str(model_path)
+        self._engine: LlamaEmbedding | None = _load(model_path, "embedding", **opts)
+        engine = self._engine
+        if engine.pooling in (LLAMA_POOLING_TYPE_NONE, LLAMA_POOLING_TYPE_RANK):
+            pooling = "NONE" if engine.pooling == LLAMA_POOLING_TYPE_NONE else "RANK"
+            engine.close()
+            raise ModelError(
+                f"{model_path} has pooling type {pooling}, not a sentence-embedding model; use a model with "
+                "MEAN, CLS or LAST pooling (or pass pooling_type=1 for MEAN)"
+            )
+        meta = dict(engine.metadata or {})
+        self.model_id: str = model_identity(model_path, meta)
+        self.dimensions: int = engine.n_embd_out
+        self.similarity: str = self._similarity(meta)
+        limit = engine.max_tokens
+        declared = meta.get(META_MAX_SEQ_LENGTH)
+        if declared is not None:
+            try:
+                limit = min(limit, int(declared))
+            except ValueError:
+                logger.warning("ignoring non-integer %s=%r in %s", META_MAX_SEQ_LENGTH, declared, model_path)
+        self.max_tokens: int = limit
+
+    def _similarity(self, meta: dict[str, str]) -> str:
+        raw = meta.get(META_SIMILARITY)
+        if raw is None:
+            logger.warning(
+                "%s has no %s metadata; assuming cosine similarity (convert it with indexer's converter to record it)",
+                self.model_path,
+                META_SIMILARITY,
+            )
+            return Similarity.COSINE.value
+        try:
+            return Similarity(raw.strip().lower()).value
+        except ValueError as exc:
+            raise ModelError(
+                f"{self.model_path}: unknown {META_SIMILARITY}={raw!r}; expected one of "
+                + ", ".join(s.value for s in Similarity)
+            ) from exc
+
+    @property
+    def engine(self) -> LlamaEmbedding:
+        if self._engine is None:
+            raise ModelError("the embedder is closed; create a new LlamaEmbedder")
+        return self._engine
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens the model sees for ``text``, special tokens included (the tokenization embed uses)."""
+        return len(self.engine.tokenize(text.encode("utf-8"), add_bos=True, special=False))
+
+    def embed_batch(self, texts: Sequence[str], normalize: Normalization) -> np.ndarray:
+        """float32 array (len(texts), dimensions); texts longer than ``max_tokens`` raise InputError."""
+        engine = self.engine
+        if isinstance(texts, str):
+            raise InputError("embed_batch takes a list of texts, not a single string")
+        mode = _engine_mode(normalize)
+        if len(texts) == 0:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        limit = self.max_tokens
+        if limit < engine.max_tokens:
+            for i, text in enumerate(texts):
+                n = self.count_tokens(text)
+                if n > limit:
+                    raise InputError(
+                        f"text {i} has {n} tokens, more than the model's limit of {limit}; chunk it smaller"
+                    )
+        try:
+            results, _ = engine.embed_arrays(list(texts), normalize=mode, truncate=False)
+        except ValueError as exc:
+            raise InputError(f"{exc}; the model's limit is {limit} tokens per text: chunk it smaller") from exc
+        except RuntimeError as exc:
+            raise ModelError(f"embedding failed: {exc}") from exc
+        out = np.zeros((len(results), self.dimensions), dtype=np.float32)
+        for i, r in enumerate(results):
+            arr = np.asarray(r)
+            if arr.size:  # an empty token list (possible only for models without BOS/EOS) stays zero
+                out[i] = arr
+        return out
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+
+class LlamaReranker:
+    """Reranker port on a llama.cpp GGUF cross-encoder (RANK pooling).
+
+    ``max_tokens`` caps query + document tokens per pair (default: the model's limit); longer pairs are cut in
+    the document part.
+    """
+
+    def __init__(self, model_path: str | os.PathLike[str], max_tokens: int | None = None, **opts: Any) -> None:
+        self.model_path = str(model_path)
+        opts["pooling_type"] = LLAMA_POOLING_TYPE_RANK
+        self._engine: LlamaEmbedding | None = _load(model_path, "reranker", **opts)
+        engine = self._engine
+        self.model_id: str = model_identity(model_path, dict(engine.metadata or {}))
+        self.max_tokens: int = engine.max_tokens if max_tokens is None else max(8, min(max_tokens, engine.max_tokens))
+
+    @property
+    def engine(self) -> LlamaEmbedding:
+        if self._engine is None:
+            raise ModelError("the reranker is closed; create a new LlamaReranker")
+        return self._engine
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        """One score per text, higher is more relevant."""
+        engine = self.engine
+        if len(texts) == 0:
+            return []
+        try:
+            return engine.rank(query, list(texts), max_tokens=self.max_tokens)
+        except RuntimeError as exc:
+            raise ModelError(f"reranking failed: {exc}") from exc
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None

@@ -1,0 +1,824 @@
+"""LlamaEmbedding: embeddings and reranking on llama-cpp-python 0.3.36, safe and fast by default.
+
+A subclass of :class:`llama_cpp.Llama` that
+
+* forces embedding output and a unified KV cache, and builds its context with the requested ``n_seq_max``
+  (0.3.36 silently overrides it in embedding mode);
+* embeds ``str`` / ``list[str]`` / ``list[list[int]]`` inputs, never splitting an input across decode batches,
+  returning results in input order, reading exactly the output width of each pooling type;
+* validates everything before each native call: llama.cpp's ``GGML_ASSERT`` kills the Python process (for
+  example a non-causal packed batch larger than ``n_ubatch``, or an unknown pooling type);
+* is fast by default on CPUs: flash attention on (``AUTO``), inputs packed by length (sorted by token count,
+  packed, results restored to input order), many sequences per decode, and one single-threaded context per
+  core decoding whole batches side by side (no cross-core barriers: a busy core slows only its own share).
+
+Pure logic (token budgets, packing plan, ordering, normalization, input parsing, rerank pair building) lives
+in :mod:`indexer.engine.plan`, which imports no llama.cpp; its names are re-exported here.
+
+Notes:
+* Causal models with MEAN/CLS pooling: llama.cpp pools per micro-batch, so an input longer than ``n_ubatch``
+  gets a wrong vector. Keep ``n_ubatch == n_batch`` (the default) for such models.
+* Results accumulate as Python floats (about 32 bytes each); NONE pooling over many long inputs needs a lot
+  of host memory: embed in chunks.
+* Not thread-safe. An embedding call wipes KV memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, cast
+
+import llama_cpp
+import numpy as np
+import numpy.typing as npt
+from llama_cpp import _internals as internals
+
+from indexer.engine.plan import (
+    DEFAULT_PACK_TOKENS,
+    NORM_MODE_EUCLIDEAN,
+    NORM_MODE_MAX_INT16,
+    NORM_MODE_NONE,
+    NORM_MODE_PNORM,
+    NORM_MODE_TAXICAB,
+    BatchPlan,
+    Item,
+    ThreadChooser,
+    VocabSpecials,
+    apply_token_limit,
+    balanced_pack_tokens,
+    build_rank_pair,
+    choose_n_seq_max,
+    cosine_matrix,
+    fair_split,
+    normalize_array,
+    parse_input,
+    plan_batches,
+    rank_pair_within,
+    rank_score,
+    render_rerank_template,
+    resolve_norm_mode,
+    validate_token_ids,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "LLAMA_POOLING_TYPE_CLS",
+    "LLAMA_POOLING_TYPE_LAST",
+    "LLAMA_POOLING_TYPE_MEAN",
+    "LLAMA_POOLING_TYPE_NONE",
+    "LLAMA_POOLING_TYPE_RANK",
+    "LLAMA_POOLING_TYPE_UNSPECIFIED",
+    "NORM_MODE_EUCLIDEAN",
+    "NORM_MODE_MAX_INT16",
+    "NORM_MODE_NONE",
+    "NORM_MODE_PNORM",
+    "NORM_MODE_TAXICAB",
+    "BatchPlan",
+    "LlamaEmbedding",
+    "ThreadChooser",
+    "TokenBatch",
+    "VocabSpecials",
+    "apply_token_limit",
+    "build_rank_pair",
+    "normalize_array",
+    "parse_input",
+    "plan_batches",
+    "rank_score",
+    "render_rerank_template",
+    "resolve_norm_mode",
+    "validate_token_ids",
+]
+
+LLAMA_POOLING_TYPE_UNSPECIFIED: int = llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED
+LLAMA_POOLING_TYPE_NONE: int = llama_cpp.LLAMA_POOLING_TYPE_NONE
+LLAMA_POOLING_TYPE_MEAN: int = llama_cpp.LLAMA_POOLING_TYPE_MEAN
+LLAMA_POOLING_TYPE_CLS: int = llama_cpp.LLAMA_POOLING_TYPE_CLS
+LLAMA_POOLING_TYPE_LAST: int = llama_cpp.LLAMA_POOLING_TYPE_LAST
+LLAMA_POOLING_TYPE_RANK: int = llama_cpp.LLAMA_POOLING_TYPE_RANK
+
+_POOLING_NAMES = {
+    LLAMA_POOLING_TYPE_UNSPECIFIED: "UNSPECIFIED",
+    LLAMA_POOLING_TYPE_NONE: "NONE",
+    LLAMA_POOLING_TYPE_MEAN: "MEAN",
+    LLAMA_POOLING_TYPE_CLS: "CLS",
+    LLAMA_POOLING_TYPE_LAST: "LAST",
+    LLAMA_POOLING_TYPE_RANK: "RANK",
+}
+
+# Contexts decoding side by side by default; more cores than this give each context a team of threads (each
+# context holds its own compute buffers, so memory grows with their number).
+MAX_DEFAULT_CONTEXTS = 8
+_NO_PROJECTOR_MESSAGE = (
+    "embed_multimodal is not available in this build: it needs an MTMD projector GGUF, and no projector "
+    "model can be had offline yet. Use embed() for text."
+)
+
+Input = str | Sequence[str] | Sequence[Sequence[int]]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Batch helper
+# ---------------------------------------------------------------------------------------------------------
+
+
+class TokenBatch:
+    """A ``llama_batch`` backed by numpy arrays (one sequence id per token), filled with slice assignments.
+
+    Owns its memory (never passed to ``llama_batch_free``). Validates before anything reaches llama.cpp.
+    """
+
+    def __init__(self, n_tokens_max: int, n_seq_max: int) -> None:
+        if n_tokens_max < 1 or n_seq_max < 1:
+            raise ValueError(f"TokenBatch needs n_tokens_max >= 1 and n_seq_max >= 1 ({n_tokens_max}, {n_seq_max})")
+        self.capacity = n_tokens_max
+        self.n_seq_max = n_seq_max
+        self._token = np.zeros(n_tokens_max, dtype=np.int32)
+        self._pos = np.zeros(n_tokens_max, dtype=np.int32)
+        self._n_seq_id = np.ones(n_tokens_max, dtype=np.int32)
+        self._seq = np.zeros(n_tokens_max, dtype=np.int32)
+        self._logits = np.ones(n_tokens_max, dtype=np.int8)
+        int_p = ctypes.POINTER(ctypes.c_int32)
+        base = self._seq.ctypes.data
+        self._seq_ptrs = (int_p * n_tokens_max)(*(ctypes.cast(base + 4 * i, int_p) for i in range(n_tokens_max)))
+        self.batch = llama_cpp.llama_batch(
+            n_tokens=0,
+            token=self._token.ctypes.data_as(int_p),
+            embd=None,
+            pos=self._pos.ctypes.data_as(int_p),
+            n_seq_id=self._n_seq_id.ctypes.data_as(int_p),
+            seq_id=ctypes.cast(self._seq_ptrs, ctypes.POINTER(int_p)),
+            logits=self._logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8)),
+        )
+        self.n_tokens = 0
+
+    def reset(self) -> None:
+        self.n_tokens = 0
+        self.batch.n_tokens = 0
+
+    def _check_seq_id(self, seq_id: object) -> int:
+        if isinstance(seq_id, bool) or not isinstance(seq_id, (int, np.integer)):
+            raise ValueError(f"LlamaBatch.add_sequence: seq_id must be an int, got {type(seq_id).__name__}")
+        sid = int(seq_id)
+        if sid < 0:
+            raise ValueError(f"LlamaBatch.add_sequence: seq_id={sid} is negative; sequence ids start at 0")
+        if sid >= self.n_seq_max:
+            n = self.n_seq_max
+            raise ValueError(
+                f"LlamaBatch.add_sequence: seq_id={sid} exceeds the configured sequence capacity "
+                f"(n_seq_max={n}; valid IDs are 0 through {n - 1}). For parallel batching, initialize "
+                f"Llama or LlamaEmbedding with n_seq_max>={sid + 1}; for a single sequence use seq_id=0."
+            )
+        return sid
+
+    def _check_room(self, n: int) -> None:
+        if self.n_tokens + n > self.capacity:
+            raise ValueError(
+                f"LlamaBatch.add_sequence: adding {n} tokens to {self.n_tokens} overflows the batch capacity "
+                f"of {self.capacity} tokens; flush the batch first or raise n_batch"
+            )
+
+    def add_sequence(self, tokens: Sequence[int], seq_id: int, logits_all: bool = True) -> None:
+        """Append one sequence with positions ``0..n-1``; every token is an output unless ``logits_all`` is
+        False (then only the last)."""
+        sid = self._check_seq_id(seq_id)
+        n = len(tokens)
+        if n == 0:
+            raise ValueError("LlamaBatch.add_sequence: empty token list (an empty input needs no decode)")
+        self._check_room(n)
+        a, b = self.n_tokens, self.n_tokens + n
+        self._token[a:b] = tokens
+        self._pos[a:b] = np.arange(n, dtype=np.int32)
+        self._seq[a:b] = sid
+        self._n_seq_id[a:b] = 1
+        self._logits[a:b] = 1 if logits_all else 0
+        self._logits[b - 1] = 1
+        self.n_tokens = b
+        self.batch.n_tokens = b
+
+    def add(
+        self, tokens: Sequence[int], positions: Sequence[int], seq_ids: Sequence[int], logits: Sequence[bool]
+    ) -> None:
+        """Append tokens with explicit per-token positions, sequence ids and output flags."""
+        n = len(tokens)
+        if n == 0 or len(seq_ids) == 0:
+            raise ValueError("LlamaBatch.add: empty tokens or seq_ids")
+        if not len(positions) == len(seq_ids) == len(logits) == n:
+            raise ValueError(
+                f"LlamaBatch.add: array lengths differ (tokens={n}, positions={len(positions)}, "
+                f"seq_ids={len(seq_ids)}, logits={len(logits)})"
+            )
+        sids = [self._check_seq_id(s) for s in seq_ids]
+        self._check_room(n)
+        a, b = self.n_tokens, self.n_tokens + n
+        self._token[a:b] = tokens
+        self._pos[a:b] = positions
+        self._seq[a:b] = sids
+        self._n_seq_id[a:b] = 1
+        self._logits[a:b] = [1 if x else 0 for x in logits]
+        self.n_tokens = b
+        self.batch.n_tokens = b
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The engine
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _available_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _pooling_name(p: int) -> str:
+    return _POOLING_NAMES.get(p, str(p))
+
+
+class LlamaEmbedding(llama_cpp.Llama):
+    """Embedding and reranking on a llama.cpp model (see the module docstring).
+
+    Args beyond ``llama_cpp.Llama``'s:
+        n_seq_max: sequences per decode batch (1..256, and it must divide ``n_ubatch``: llama.cpp aborts
+            otherwise). ``None`` (default) picks the largest such value up to ``min(256, limit)`` so that
+            short inputs pack densely.
+        pack_tokens: target tokens per packed batch of several inputs (``None``: measured default).
+        sort_by_length: pack inputs shortest first (results are always in input order).
+        flash_attn: ``None`` (default) lets llama.cpp enable flash attention where supported; True forces it,
+            False disables it.
+        n_threads / n_threads_batch: ``None`` (default) measures per batch which of all cores or half of them
+            is faster right now (ggml threads spin at barriers, so a busy core stalls a full team); decodes of
+            fewer than 32 tokens (a query) use one thread.
+        parallel_contexts: contexts that decode whole batches at once, one thread each, in worker threads.
+            ``None`` (default): one per core, at most 8 (then each gets ``cores // 8`` threads), unless
+            n_threads/n_threads_batch is given (then 1). A call with a single batch (a query) uses the main
+            context only.
+        mmproj_path / embedding_handler: accepted for API compatibility; multimodal embedding is not available.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        n_ctx: int = 0,
+        n_batch: int = 512,
+        n_ubatch: int = 512,
+        n_seq_max: int | None = None,
+        pooling_type: int = LLAMA_POOLING_TYPE_UNSPECIFIED,
+        n_gpu_layers: int = 0,
+        verbose: bool = True,
+        mmproj_path: str | None = None,
+        embedding_handler: object | None = None,
+        *,
+        flash_attn: bool | None = None,
+        n_threads: int | None = None,
+        n_threads_batch: int | None = None,
+        pack_tokens: int | None = None,
+        sort_by_length: bool = True,
+        parallel_contexts: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._closed = True  # until validated; a failed __init__ closes itself (below)
+        if mmproj_path is not None and embedding_handler is not None:
+            raise ValueError("Pass either mmproj_path or embedding_handler, not both")
+        if embedding_handler is not None:
+            raise TypeError(
+                f"embedding_handler of type {type(embedding_handler).__name__} is not supported: this build has "
+                "no multimodal embedding handler"
+            )
+        if pooling_type not in _POOLING_NAMES or isinstance(pooling_type, bool):
+            raise ValueError(
+                f"pooling_type={pooling_type!r} is not a llama.cpp pooling type; use one of "
+                + ", ".join(f"{v} ({k})" for k, v in _POOLING_NAMES.items())
+            )
+        max_seq = int(llama_cpp.llama_max_parallel_sequences())
+        if n_seq_max is not None and (
+            isinstance(n_seq_max, bool) or not isinstance(n_seq_max, int) or not 1 <= n_seq_max <= max_seq
+        ):
+            raise ValueError(f"n_seq_max must be an int with 1 <= n_seq_max <= {max_seq}, got {n_seq_max!r}")
+        for name, value in (("n_batch", n_batch), ("n_ubatch", n_ubatch)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 0:
+            raise ValueError(f"n_ctx must be an int >= 0 (0 = the model's training context), got {n_ctx!r}")
+        if pack_tokens is not None and (not isinstance(pack_tokens, int) or pack_tokens < 1):
+            raise ValueError(f"pack_tokens must be an int >= 1 or None, got {pack_tokens!r}")
+        if parallel_contexts is not None and (
+            isinstance(parallel_contexts, bool) or not isinstance(parallel_contexts, int) or parallel_contexts < 1
+        ):
+            raise ValueError(f"parallel_contexts must be an int >= 1 or None, got {parallel_contexts!r}")
+        for forced in ("embedding", "embeddings", "kv_unified", "n_seq_max"):
+            kwargs.pop(forced, None)
+
+        self._closed = False  # Llama.__init__ calls our guarded methods
+        try:
+            cpus = _available_cpus()
+            super().__init__(
+                model_path,
+                n_ctx=n_ctx,
+                n_batch=n_batch,
+                n_ubatch=n_ubatch,
+                pooling_type=pooling_type,
+                n_gpu_layers=n_gpu_layers,
+                verbose=verbose,
+                # embedding=False: in embedding mode 0.3.36 builds its context with n_seq_max=min(n_batch, 256),
+                # which aborts the process when that does not divide n_ubatch (see below). We build the
+                # embedding context ourselves.
+                embedding=False,
+                flash_attn=bool(flash_attn),
+                n_threads=n_threads or cpus,
+                n_threads_batch=n_threads_batch or n_threads or cpus,
+                **kwargs,
+            )
+
+            # Rebuild the context with our settings: 0.3.36 forces n_seq_max = min(n_batch, 256) in embedding mode
+            # and has no AUTO flash attention.
+            cp = self.context_params
+            n_batch_eff = int(cp.n_batch)
+            causal_guess = not self._is_non_causal_model()
+            n_ubatch_eff = int(cp.n_ubatch)
+            limit_guess = n_batch_eff if causal_guess else min(n_batch_eff, n_ubatch_eff)
+            # llama.cpp reserves its worst-case graph with n_ubatch rounded up to a multiple of n_seq_max but
+            # only n_ubatch outputs; for pooled embeddings that trips GGML_ASSERT(ggml_can_mul_mat) and kills
+            # the process (for example n_seq_max=7 with n_ubatch=512). So n_seq_max must divide n_ubatch.
+            want_seq = choose_n_seq_max(n_ubatch_eff, min(max_seq, limit_guess), n_seq_max)
+            cp.embeddings = True
+            cp.kv_unified = True
+            cp.n_seq_max = want_seq
+            cp.flash_attn_type = (
+                llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
+                if flash_attn is None
+                else (
+                    llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+                )
+            )
+            self._ctx.close()
+            self._ctx = self._stack.enter_context(
+                contextlib.closing(internals.LlamaContext(model=self._model, params=cp, verbose=self.verbose))
+            )
+            if self._lora_adapter is not None:
+                adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(cast(Any, self._lora_adapter))
+                scales = (ctypes.c_float * 1)(self.lora_scale)
+                if llama_cpp.llama_set_adapters_lora(self._ctx.ctx, adapters, 1, scales):
+                    raise RuntimeError(f"Failed to set LoRA adapter from lora path: {self.lora_path}")
+
+            ctx = self._ctx.ctx
+            got_seq = int(llama_cpp.llama_n_seq_max(ctx))
+            if got_seq != want_seq:
+                raise RuntimeError(f"llama.cpp built the context with n_seq_max={got_seq}, expected {want_seq}")
+            self.n_seq_max = got_seq
+            self.n_batch_eff = int(llama_cpp.llama_n_batch(ctx))
+            self.n_ubatch_eff = int(llama_cpp.llama_n_ubatch(ctx))
+            self.causal = bool(llama_cpp.llama_get_causal_attn(ctx)) and not self._is_non_causal_model()
+            # Per-input limit L: the whole sequence must fit one physical batch for non-causal attention.
+            self.n_ctx_train = int(self._model.n_ctx_train())
+            # Tokens per decode batch: the whole batch must fit one micro-batch for non-causal attention.
+            self.batch_tokens = self.n_batch_eff if self.causal else min(self.n_batch_eff, self.n_ubatch_eff)
+            if self.causal:
+                self.max_tokens = min(self.n_batch_eff, int(llama_cpp.llama_n_ctx(ctx)))
+            else:
+                # Non-causal (BERT-family) models mostly have learned absolute position embeddings with
+                # n_ctx_train rows: a position beyond them trips GGML_ASSERT in get_rows and kills the process.
+                self.max_tokens = min(self.n_batch_eff, self.n_ubatch_eff, self.n_ctx_train)
+            self.pooling = int(llama_cpp.llama_pooling_type(ctx))
+            model = self._model.model
+            self.n_embd_out = int(llama_cpp.llama_model_n_embd_out(model))
+            self.n_cls_out = (
+                int(llama_cpp.llama_model_n_cls_out(model)) if self.pooling == LLAMA_POOLING_TYPE_RANK else 0
+            )
+            self.n_vocab_tokens = int(llama_cpp.llama_vocab_n_tokens(self._model.vocab))
+            # Pack at most one micro-batch so pooled sequences never straddle micro-batches (causal models).
+            default_pack = min(DEFAULT_PACK_TOKENS, self.n_ubatch_eff)
+            self.pack_tokens = min(pack_tokens or default_pack, self.batch_tokens)
+            self.sort_by_length = sort_by_length
+            # Thread count: fixed if the caller chose one, else measured per batch (see ThreadChooser).
+            self._threads: ThreadChooser | None = None
+            self._current_threads = int(cp.n_threads_batch)
+            if n_threads is None and n_threads_batch is None and cpus > 1:
+                self._threads = ThreadChooser([cpus, max(1, cpus // 2)])
+            self.mmproj_path = mmproj_path
+            self.token_batch = TokenBatch(self.batch_tokens, self.n_seq_max)
+            # Data-parallel decoding: one single-threaded context per core, each taking whole batches. No
+            # thread of one batch waits at a barrier for another, so a busy core slows only its own share
+            # (see docs/benchmarks.md). Default: one per core when the caller fixed no thread count.
+            if parallel_contexts is None:
+                fixed = n_threads is not None or n_threads_batch is not None
+                parallel_contexts = 1 if fixed else min(cpus, MAX_DEFAULT_CONTEXTS)
+            # each context's share of the cores (1 up to MAX_DEFAULT_CONTEXTS cores: no barriers at all)
+            self._context_threads = max(1, cpus // parallel_contexts)
+            self._extra: list[tuple[internals.LlamaContext, TokenBatch]] = []
+            if self._lora_adapter is None:
+                for _ in range(parallel_contexts - 1):
+                    extra = self._stack.enter_context(contextlib.closing(
+                        internals.LlamaContext(model=self._model, params=cp, verbose=self.verbose)))
+                    llama_cpp.llama_set_n_threads(extra.ctx, self._context_threads, self._context_threads)
+                    self._extra.append((extra, TokenBatch(self.batch_tokens, self.n_seq_max)))
+            self.parallel_contexts = 1 + len(self._extra)
+        except BaseException:
+            self.close()
+            raise
+        if self.verbose:
+            print(
+                f"LlamaEmbedding: pooling={_pooling_name(self.pooling)} causal={self.causal} "
+                f"n_seq_max={self.n_seq_max} n_batch={self.n_batch_eff} n_ubatch={self.n_ubatch_eff} "
+                f"limit={self.max_tokens} batch_tokens={self.batch_tokens} pack_tokens={self.pack_tokens}",
+                flush=True,
+            )
+
+    # -- model facts ---------------------------------------------------------------------------------------
+
+    def _is_non_causal_model(self) -> bool:
+        """Metadata fallback for causal detection: ``<arch>.attention.causal == false`` or an encoder."""
+        meta = getattr(self, "metadata", {}) or {}
+        arch = meta.get("general.architecture", "")
+        if str(meta.get(f"{arch}.attention.causal", "")).lower() == "false":
+            return True
+        if arch in ("bert", "nomic-bert", "jina-bert-v2", "jina-bert-v3", "modern-bert", "neo-bert", "t5encoder"):
+            return True
+        return bool(llama_cpp.llama_model_has_encoder(self._model.model))
+
+    def vocab_specials(self) -> VocabSpecials:
+        self._check_open()
+        vocab = self._model.vocab
+        return VocabSpecials(
+            bos=int(llama_cpp.llama_vocab_bos(vocab)),
+            eos=int(llama_cpp.llama_vocab_eos(vocab)),
+            sep=int(llama_cpp.llama_vocab_sep(vocab)),
+            add_bos=bool(llama_cpp.llama_vocab_get_add_bos(vocab)),
+            add_eos=bool(llama_cpp.llama_vocab_get_add_eos(vocab)),
+            add_sep=bool(llama_cpp.llama_vocab_get_add_sep(vocab)),
+        )
+
+    def rerank_template(self) -> str | None:
+        """The model's ``rerank`` chat template, or None."""
+        self._check_open()
+        raw = llama_cpp.llama_model_chat_template(self._model.model, b"rerank")
+        if not raw:
+            return None
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+        return text or None
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if getattr(self, "_closed", True):
+            raise RuntimeError("LlamaEmbedding is closed (or failed to initialise); create a new instance")
+
+    def close(self) -> None:
+        """Free the context, batches and model. Idempotent; afterwards every public method raises."""
+        self._closed = True
+        stack = getattr(self, "_stack", None)
+        if stack is not None:
+            stack.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        self._check_open()
+        return super().tokenize(text, add_bos, special)
+
+    def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False) -> bytes:
+        self._check_open()
+        return super().detokenize(tokens, prev_tokens=prev_tokens, special=special)
+
+    def reset(self) -> None:
+        self._check_open()
+        super().reset()
+
+    def n_ctx(self) -> int:
+        self._check_open()
+        return super().n_ctx()
+
+    def n_embd(self) -> int:
+        self._check_open()
+        return super().n_embd()
+
+    def n_vocab(self) -> int:
+        self._check_open()
+        return super().n_vocab()
+
+    def pooling_type(self) -> str:
+        self._check_open()
+        return super().pooling_type()
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        self._check_open()
+        super().eval(tokens)
+
+    def create_completion(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_open()
+        return super().create_completion(*args, **kwargs)
+
+    def create_chat_completion(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_open()
+        return super().create_chat_completion(*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_open()
+        return super().__call__(*args, **kwargs)
+
+    # -- native work ---------------------------------------------------------------------------------------
+
+    def _clear_state(self) -> None:
+        for context, batch in [(self._ctx, self.token_batch), *getattr(self, "_extra", [])]:
+            batch.reset()
+            if context.ctx is not None:
+                mem = llama_cpp.llama_get_memory(context.ctx)
+                if mem:  # BERT-style models have no KV memory (NULL)
+                    llama_cpp.llama_memory_clear(mem, True)
+        super().reset()
+
+    def _tokenize_items(self, items: Sequence[Item]) -> list[list[int]]:
+        out: list[list[int]] = []
+        for item in items:
+            if isinstance(item, str):
+                out.append(super().tokenize(item.encode("utf-8"), True, False))
+            else:
+                validate_token_ids(item, self.n_vocab_tokens)
+                out.append(list(item))
+        return out
+
+    def _read_floats(self, ptr: Any, width: int, what: str) -> npt.NDArray[np.float32]:
+        if not ptr:
+            raise RuntimeError(f"llama.cpp returned no output ({what} is NULL)")
+        return np.ctypeslib.as_array(ptr, shape=(width,)).copy()
+
+    def embed_tokens_raw(self, token_lists: Sequence[Sequence[int]]) -> list[npt.NDArray[np.float32] | None]:
+        """Decode already checked token lists (each ``1..max_tokens`` long, ids valid); raw float32 outputs.
+
+        Per input: a vector (pooled), a ``(n_tokens, width)`` matrix (NONE), a classifier vector (RANK), or
+        None for an empty input. State is reset before decoding and in ``finally``. With several batches and
+        ``parallel_contexts > 1`` the batches are shared out to single-threaded contexts in worker threads
+        (llama_decode releases the GIL).
+        """
+        self._check_open()
+        for toks in token_lists:
+            if len(toks) > self.max_tokens:  # last line of defence before a GGML_ASSERT
+                raise ValueError(f"Requested tokens ({len(toks)}) exceed batch size of {self.max_tokens}")
+        lengths = [len(t) for t in token_lists]
+        pack = balanced_pack_tokens(sum(lengths), self.pack_tokens, 1 + len(self._extra))
+        plans = plan_batches(lengths, self.batch_tokens, self.n_seq_max, pack, self.sort_by_length)
+        results: list[npt.NDArray[np.float32] | None] = [None] * len(token_lists)
+        ctx = self._ctx.ctx
+        if self.verbose:
+            llama_cpp.llama_perf_context_reset(ctx)
+        self._clear_state()
+        try:
+            if self._extra and len(plans) > 1:
+                self._decode_parallel(plans, token_lists, lengths, results)
+            else:
+                for plan in plans:
+                    self._decode_plan(self._ctx, self.token_batch, plan, token_lists, lengths, results, None)
+        finally:
+            if not self._closed:
+                self._clear_state()
+        if self.verbose:
+            llama_cpp.llama_perf_context_print(ctx)
+        return results
+
+    def _decode_parallel(self, plans: Sequence[BatchPlan], token_lists: Sequence[Sequence[int]],
+                         lengths: Sequence[int], results: list[npt.NDArray[np.float32] | None]) -> None:
+        """Decode ``plans`` on every context at once (one thread each, one batch at a time per context)."""
+        per = self._context_threads
+        if self._current_threads != per:
+            llama_cpp.llama_set_n_threads(self._ctx.ctx, per, per)
+            self._current_threads = per
+        workers = [(self._ctx, self.token_batch), *self._extra][: len(plans)]
+        pending = iter(plans)
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def work(context: internals.LlamaContext, batch: TokenBatch) -> None:
+            try:
+                while not errors:
+                    with lock:
+                        plan = next(pending, None)
+                    if plan is None:
+                        return
+                    self._decode_plan(context, batch, plan, token_lists, lengths, results, per)
+            except BaseException as exc:  # re-raised in the caller below
+                errors.append(exc)
+            finally:
+                batch.reset()
+
+        threads = [threading.Thread(target=work, args=w, daemon=True) for w in workers[1:]]
+        for t in threads:
+            t.start()
+        work(*workers[0])
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def _decode_plan(self, context: internals.LlamaContext, batch: TokenBatch, plan: BatchPlan,
+                     token_lists: Sequence[Sequence[int]], lengths: Sequence[int],
+                     results: list[npt.NDArray[np.float32] | None], fixed_threads: int | None) -> None:
+        """Fill ``batch`` with one plan, decode it on ``context`` and store each input's output."""
+        pooling = self.pooling
+        width = self.n_cls_out if pooling == LLAMA_POOLING_TYPE_RANK else self.n_embd_out
+        ctx = context.ctx
+        batch.reset()
+        for seq_id, idx in enumerate(plan.indices):
+            batch.add_sequence(token_lists[idx], seq_id, True)
+        if batch.n_tokens > self.batch_tokens or (not self.causal and batch.n_tokens > self.n_ubatch_eff):
+            raise RuntimeError("internal error: packed batch exceeds the model's limit")
+        chooser = self._threads if fixed_threads is None else None
+        if fixed_threads is None:
+            threads = chooser.choose(batch.n_tokens) if chooser is not None else self._current_threads
+            if threads != self._current_threads:
+                llama_cpp.llama_set_n_threads(ctx, threads, threads)
+                self._current_threads = threads
+        else:
+            threads = fixed_threads
+        t0 = time.perf_counter()
+        context.decode(cast(Any, batch))  # duck-typed: LlamaContext.decode reads .batch
+        if chooser is not None:
+            chooser.record(threads, batch.n_tokens, time.perf_counter() - t0)
+        if pooling == LLAMA_POOLING_TYPE_NONE:
+            k = 0
+            for idx in plan.indices:
+                n = lengths[idx]
+                rows = np.empty((n, width), dtype=np.float32)
+                for j in range(n):
+                    ptr = llama_cpp.llama_get_embeddings_ith(ctx, k + j)
+                    rows[j] = self._read_floats(ptr, width, f"embeddings of token {k + j}")
+                results[idx] = rows
+                k += n
+        else:
+            for seq_id, idx in enumerate(plan.indices):
+                ptr = llama_cpp.llama_get_embeddings_seq(ctx, seq_id)
+                results[idx] = self._read_floats(ptr, width, f"embeddings of sequence {seq_id}")
+        batch.reset()
+        mem = llama_cpp.llama_get_memory(ctx)
+        if mem:
+            llama_cpp.llama_memory_clear(mem, True)
+
+    def _prepare(self, input: Input, truncate: bool, separator: str | None) -> tuple[list[list[int]], bool]:
+        items, batched = parse_input(input, separator)
+        token_lists = [apply_token_limit(t, self.max_tokens, truncate) for t in self._tokenize_items(items)]
+        return token_lists, batched
+
+    def embed_arrays(
+        self, input: Input, normalize: object = NORM_MODE_EUCLIDEAN, truncate: bool = True
+    ) -> tuple[list[npt.NDArray[np.float64] | float], int]:
+        """Like :meth:`embed` with a list input, but results are numpy arrays (float64) or floats (RANK)."""
+        self._check_open()
+        mode = resolve_norm_mode(normalize)
+        token_lists, _ = self._prepare(input, truncate, None)
+        raw = self.embed_tokens_raw(token_lists)
+        return self._finish(raw, mode), sum(len(t) for t in token_lists)
+
+    def _finish(
+        self, raw: Sequence[npt.NDArray[np.float32] | None], mode: int
+    ) -> list[npt.NDArray[np.float64] | float]:
+        out: list[npt.NDArray[np.float64] | float] = []
+        for r in raw:
+            if self.pooling == LLAMA_POOLING_TYPE_RANK:
+                if r is None:
+                    out.append(0.0)
+                elif self.n_cls_out == 1:
+                    out.append(float(r[0]))
+                else:
+                    out.append(r.astype(np.float64))
+            elif r is None:
+                out.append(np.zeros((0,), dtype=np.float64))
+            else:
+                out.append(normalize_array(r, mode))
+        return out
+
+    def embed(  # type: ignore[override]
+        self,
+        input: Input,
+        normalize: object = NORM_MODE_EUCLIDEAN,
+        truncate: bool = True,
+        separator: str | None = None,
+        return_count: bool = False,
+    ) -> Any:
+        """Embed text or token lists; see the module docstring for shapes. Results are plain Python data."""
+        self._check_open()
+        mode = resolve_norm_mode(normalize)
+        token_lists, batched = self._prepare(input, truncate, separator)
+        raw = self.embed_tokens_raw(token_lists)
+        finished = self._finish(raw, mode)
+        data: list[Any] = [r if isinstance(r, float) else r.tolist() for r in finished]
+        result: Any = data if batched else data[0]
+        if return_count:
+            return result, sum(len(t) for t in token_lists)
+        return result
+
+    # -- reranking -----------------------------------------------------------------------------------------
+
+    def rank_sequences(self, query: str, documents: Sequence[str], max_tokens: int | None = None) -> list[list[int]]:
+        """Token sequences :meth:`rank` decodes, each cut to the limit (the model's, or ``max_tokens`` if
+        smaller) in its document part."""
+        self._check_open()
+        limit = self.max_tokens if max_tokens is None else max(1, min(int(max_tokens), self.max_tokens))
+        template = self.rerank_template()
+        sequences: list[list[int]] = []
+        if template:
+            for doc in documents:
+                sequences.append(self._templated_pair(template, query, doc, limit))
+            return sequences
+        specials = self.vocab_specials()
+        q = super().tokenize(query.encode("utf-8"), False, True)
+        for doc in documents:
+            d = super().tokenize(doc.encode("utf-8"), False, True)
+            sequences.append(rank_pair_within(specials, q, d, limit))
+        return sequences
+
+    def _templated_pair(self, template: str, query: str, doc: str, limit: int) -> list[int]:
+        def tok(text: str) -> list[int]:
+            return super(LlamaEmbedding, self).tokenize(text.encode("utf-8"), False, True)
+
+        def detok(tokens: list[int]) -> str:
+            return super(LlamaEmbedding, self).detokenize(tokens, special=True).decode("utf-8", errors="ignore")
+
+        toks = tok(render_rerank_template(template, query, doc))
+        if len(toks) <= limit:
+            return toks
+        q_toks, doc_toks = tok(query), tok(doc)
+        room = max(0, limit - len(tok(render_rerank_template(template, "", ""))))
+        n_q, n_d = fair_split(len(q_toks), len(doc_toks), room)
+        if n_q < len(q_toks):
+            query = detok(q_toks[:n_q])
+        doc_toks = doc_toks[:n_d]
+        toks = tok(render_rerank_template(template, query, detok(doc_toks)))
+        for _ in range(4):  # re-tokenizing a cut text can add a token or two: shorten the document further
+            excess = len(toks) - limit
+            if excess <= 0:
+                return toks
+            doc_toks = doc_toks[: max(0, len(doc_toks) - excess - 1)]
+            toks = tok(render_rerank_template(template, query, detok(doc_toks)))
+        return toks[:limit]
+
+    def rank(self, query: str, documents: Sequence[str], *, max_tokens: int | None = None) -> list[float]:
+        """One relevance score per document (higher is more relevant). Needs a RANK-pooling model.
+
+        Pairs longer than the model's limit (or ``max_tokens``) are cut in the document part."""
+        self._check_open()
+        if self.pooling != LLAMA_POOLING_TYPE_RANK:
+            raise ValueError(
+                f"rank() needs a reranker with pooling type RANK; this model's pooling type is "
+                f"{_pooling_name(self.pooling)}. Create LlamaEmbedding(..., pooling_type=LLAMA_POOLING_TYPE_RANK)"
+            )
+        if isinstance(documents, str):
+            raise TypeError("documents must be a list of strings, not a single string")
+        if len(documents) == 0:
+            return []
+        sequences = self.rank_sequences(query, list(documents), max_tokens)
+        raw = self.embed_tokens_raw(sequences)
+        return [rank_score(r) for r in raw]
+
+    # -- OpenAI-style API ----------------------------------------------------------------------------------
+
+    def create_embedding(
+        self,
+        input: str | Sequence[str],
+        model: str | None = None,
+        normalize: object = NORM_MODE_EUCLIDEAN,
+        output_format: str = "json",
+    ) -> Any:
+        """OpenAI-style embeddings: ``output_format`` is ``"json"``, ``"json+"`` (plus ``cosineSimilarity``)
+        or ``"array"``."""
+        self._check_open()
+        if output_format not in ("json", "json+", "array"):
+            raise ValueError(f"output_format must be 'json', 'json+' or 'array', got {output_format!r}")
+        inputs = [input] if isinstance(input, str) else list(input)
+        data, n_tokens = self.embed(inputs, normalize=normalize, return_count=True)
+        if output_format == "array":
+            return data
+        response: dict[str, Any] = {
+            "object": "list",
+            "data": [{"object": "embedding", "embedding": e, "index": i} for i, e in enumerate(data)],
+            "model": model if model is not None else self.model_path,
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+        }
+        if output_format == "json+":
+            sim = cosine_matrix(data)
+            if sim is not None:
+                response["cosineSimilarity"] = sim
+            elif self.verbose and len(data) >= 2:
+                logger.warning("cosineSimilarity omitted: the outputs are not flat vectors of equal length")
+        return response
+
+    def embed_multimodal(
+        self,
+        prompt: str | None = None,
+        media: Sequence[bytes] = (),
+        *,
+        parts: Sequence[str | bytes] | None = None,
+        normalize: object = NORM_MODE_EUCLIDEAN,
+        return_count: bool = False,
+    ) -> Any:
+        """Not available: raises NotImplementedError (no projector model can be had offline yet)."""
+        self._check_open()
+        raise NotImplementedError(_NO_PROJECTOR_MESSAGE)
+

@@ -1,0 +1,1 @@
+"""Operations on a data directory: backup and restore, schema upgrades (``indexer migrate``)."""
