@@ -30,6 +30,7 @@ test: setup $(VENV)/.test-extras
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports    # the house's rules: layers, no cycles, plugins through indexer.plugin_api (pyproject.toml)
 
 ci: lint test
 

@@ -28,10 +28,8 @@ from indexer.errors import (
 
 if TYPE_CHECKING:
     from indexer.collection.facade import Collection, list_collections, open_collection
-    from indexer.index.pipeline import IndexReport
-    from indexer.search.query import SearchResult
     from indexer.settings import Settings, load_settings
-    from indexer.types import SearchHit
+    from indexer.types import IndexReport, SearchHit, SearchResult
 
 # The facade is imported on first use (PEP 562), so `import indexer.<light module>` stays light: the console
 # script answers `indexer search` through a running server without loading numpy, pydantic or llama.cpp.
@@ -39,8 +37,8 @@ _LAZY = {
     "Collection": "indexer.collection.facade",
     "list_collections": "indexer.collection.facade",
     "open_collection": "indexer.collection.facade",
-    "IndexReport": "indexer.index.pipeline",
-    "SearchResult": "indexer.search.query",
+    "IndexReport": "indexer.types",
+    "SearchResult": "indexer.types",
     "Settings": "indexer.settings",
     "load_settings": "indexer.settings",
     "SearchHit": "indexer.types",

@@ -8,20 +8,43 @@ point (docs/plugins.md). Everything it may rely on is named here, and nothing el
 - helpers a store needs: :func:`prepare_vector` (size, finite values, unit length for cosine), :func:`canonical_id`,
   :func:`ancestor_dirs` (the ``dirs`` payload behind exact ``path_prefix`` filters), :mod:`lexical` (the BM25
   terms every store indexes alike), :func:`database_error` (SQLite errors into the tree), :func:`lock_for`
-  (the one file-lock helper);
+  (the one file-lock helper), :func:`copy_sqlite` / :func:`copy_folder` / :func:`restore_folder` /
+  :func:`count_rows` for the optional snapshot capabilities (:class:`StoreSnapshots`: backup and restore);
 - for a source: :func:`load_readers` (every registered reader);
 - for the normalization a metric needs: :class:`Normalization`, :func:`choose_normalization`,
   :func:`normalization_name`.
 
-Front-end plugins (the Qdrant attach plugin's CLI, HTTP router and Python API) also get the one query path and
-the one model loader: see :mod:`indexer.extension` (kept apart so a store or reader never loads the facade).
+A plugin that brings collections of its own kind (the Qdrant attach plugin: a CLI group, an HTTP router and a
+Python API over foreign Qdrant collections) also gets what keeps it on the one query path:
+
+- :func:`prepare` with :class:`SearchRequest` and :class:`QueryLimits` (every default, cap and check of a query),
+  :func:`rerank_stage` (the one rerank stage);
+- :func:`load_embedder`, :func:`load_reranker`, :func:`resolve_model` (the one model loader);
+- collection records and indexing through the facade's narrow functions: :func:`get_record`, :func:`add_record`,
+  :func:`remove_record`, :func:`list_collections`, :func:`index_paths`, :func:`forget_path` (with
+  :class:`CollectionRecord`, :class:`IndexReport`, :class:`Progress`).
+
+An HTTP router's factory is called with the server's service: ``service.settings``, ``service.worker.run(fn)``
+(runs ``fn`` on the thread that owns the models) and ``service.reader(name)`` (its query-side collection) are
+its public API.
 """
 
+from indexer.collection.facade import (
+    add_record,
+    forget_path,
+    get_record,
+    index_paths,
+    list_collections,
+    remove_record,
+)
 from indexer.core.locks import lock_for
 from indexer.core.normalization import Normalization, choose_normalization, normalization_name
 from indexer.core.registry import load_readers
+from indexer.core.snapshots import copy_folder, copy_sqlite, count_rows, restore_folder
 from indexer.core.sqlite_errors import database_error
 from indexer.core.vectors import ancestor_dirs, canonical_id, prepare_vector
+from indexer.engine.loader import load_embedder, load_reranker
+from indexer.engine.loader import resolve as resolve_model
 from indexer.errors import (
     CollectionMismatchError,
     ConfigError,
@@ -32,28 +55,58 @@ from indexer.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from indexer.ports import Embedder, Reader, Reranker, Source, SourceFactory, StoreFactory, VectorStore
+from indexer.ports import (
+    Embedder,
+    Progress,
+    Reader,
+    Reranker,
+    Source,
+    SourceFactory,
+    StoreFactory,
+    StoreSnapshots,
+    VectorStore,
+)
 from indexer.search import lexical
+from indexer.search.query import QueryLimits, prepare
+from indexer.search.rerank import Reranked, rerank_stage
 from indexer.settings import Settings, load_settings
-from indexer.types import ROOT_UNAVAILABLE, Document, Filter, Hit, Metric, Point, ScanProblem, SourceRef
+from indexer.state.store import CollectionRecord
+from indexer.types import (
+    ROOT_UNAVAILABLE,
+    Document,
+    Filter,
+    Hit,
+    IndexReport,
+    Metric,
+    Point,
+    ScanProblem,
+    SearchRequest,
+    SourceRef,
+)
 
 __all__ = [
     "ROOT_UNAVAILABLE",
     "CollectionMismatchError",
+    "CollectionRecord",
     "ConfigError",
     "Document",
     "Embedder",
     "Filter",
     "Hit",
+    "IndexReport",
     "IndexerError",
     "InputError",
     "LockedError",
     "Metric",
     "Normalization",
     "Point",
+    "Progress",
+    "QueryLimits",
     "Reader",
+    "Reranked",
     "Reranker",
     "ScanProblem",
+    "SearchRequest",
     "Settings",
     "Source",
     "SourceError",
@@ -61,16 +114,32 @@ __all__ = [
     "SourceRef",
     "StoreError",
     "StoreFactory",
+    "StoreSnapshots",
     "StoreUnavailableError",
     "VectorStore",
+    "add_record",
     "ancestor_dirs",
     "canonical_id",
     "choose_normalization",
+    "copy_folder",
+    "copy_sqlite",
+    "count_rows",
     "database_error",
+    "forget_path",
+    "get_record",
+    "index_paths",
     "lexical",
+    "list_collections",
+    "load_embedder",
     "load_readers",
+    "load_reranker",
     "load_settings",
     "lock_for",
     "normalization_name",
+    "prepare",
     "prepare_vector",
+    "remove_record",
+    "rerank_stage",
+    "resolve_model",
+    "restore_folder",
 ]

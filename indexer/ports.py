@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from indexer.core.normalization import Normalization
-from indexer.types import Chunk, Document, Filter, Hit, Metric, Point, ScanProblem, SourceRef
+from indexer.types import Chunk, Document, Filter, Hit, Metric, Normalization, Point, ScanProblem, SourceRef
 
 if TYPE_CHECKING:
     from indexer.settings import Settings
@@ -102,6 +102,35 @@ class StoreFactory(Protocol):
 
 
 @runtime_checkable
+class StoreSnapshots(Protocol):
+    """Optional capabilities of a StoreFactory, asked by backup, restore and the server (never by store name).
+
+    A plugin without them still indexes and searches; ``indexer backup`` then refuses its collections, naming
+    the store. ``options`` are the recorded options with locations made absolute; ``collection`` is the store
+    collection holding the vectors (another name after ``indexer reindex``)."""
+
+    def single_process(self, options: Mapping[str, Any]) -> bool:
+        """True when only one process at a time may open the store with these options (embedded Qdrant): the
+        server then runs its watcher in-process, and backup waits for the collection's writer lock."""
+        ...
+
+    def writer_guard(self, options: Mapping[str, Any], collection: str) -> AbstractContextManager[None]:
+        """Held while the store and then the state are copied: no store write falls between the two copies."""
+        ...
+
+    def snapshot(self, options: Mapping[str, Any], collection: str, dest: Path, settings: Settings) -> int:
+        """Copy the collection's vectors consistently into the empty folder ``dest``; returns the points."""
+        ...
+
+    def restore_snapshot(
+        self, src: Path, options: Mapping[str, Any], collection: str, target: Mapping[str, Any], settings: Settings
+    ) -> dict[str, Any]:
+        """Put the vectors of snapshot ``src`` back. ``target`` are the options a new collection would get here
+        (an embedded store's folder in this data directory); returns the options to record."""
+        ...
+
+
+@runtime_checkable
 class Source(Protocol):
     """Finds files (stat only) and reads them into documents.
 
@@ -149,3 +178,13 @@ class Reader(Protocol):
 @runtime_checkable
 class Chunker(Protocol):
     def chunk(self, doc: Document) -> Iterator[Chunk]: ...
+
+
+class Progress(Protocol):
+    """What the pipeline reports while it works (the CLI draws bars from it)."""
+
+    def files_total(self, n: int) -> None: ...
+
+    def file_done(self, path: str) -> None: ...
+
+    def embedded(self, chunks: int, tokens: int) -> None: ...

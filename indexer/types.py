@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
 import numpy as np
+
+from indexer.errors import InputError, StateError
 
 
 class Metric(str, Enum):
@@ -27,6 +29,40 @@ class Similarity(str, Enum):
     DOT = "dot"
     EUCLIDEAN = "euclidean"
 
+
+class Normalization(str, Enum):
+    """How embedding vectors are normalised before they reach a store (and how queries are)."""
+
+    NONE = "none"
+    L2 = "l2"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, value: object) -> Normalization:
+        """A Normalization from its name, or from the integer code state databases of version 0.1 recorded."""
+        if isinstance(value, Normalization):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _BY_NAME:
+            return _BY_NAME[value.strip().lower()]
+        try:
+            code = int(value)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            code = None
+        if code is not None and code in _BY_LEGACY_CODE:
+            return _BY_LEGACY_CODE[code]
+        raise StateError(
+            f"unknown normalization {value!r} (expected one of {', '.join(n.value for n in cls)}); this collection "
+            "was written by another version of indexer: drop it and re-index"
+        )
+
+
+_BY_NAME = {n.value: n for n in Normalization}
+# Integer codes version 0.1 wrote into the state database and into vector-cache keys. Frozen: old rows and
+# cached vectors stay valid. They are a storage encoding only, unrelated to any engine's API.
+_LEGACY_CODES = {Normalization.NONE: -1, Normalization.L2: 2}
+_BY_LEGACY_CODE = {code: n for n, code in _LEGACY_CODES.items()}
 
 @dataclass(frozen=True)
 class SourceRef:
@@ -142,4 +178,78 @@ class SearchHit:
             "page": self.page,
             "heading": list(self.heading),
             "chunk_id": self.chunk_id,
+        }
+
+
+# -- what the facade takes and gives back (every front end uses these) ----------------------------------------
+@dataclass
+class IndexReport:
+    """Summary of one run (mutable while the run goes on)."""
+
+    files_seen: int = 0
+    files_indexed: int = 0  # read, chunked and written
+    files_unchanged: int = 0
+    files_touched: int = 0  # stat changed, content did not
+    files_removed: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    tokens_embedded: int = 0
+    points_upserted: int = 0
+    points_deleted: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        out = dict(self.__dict__)
+        out["failed"] = [{"path": p, "reason": r} for p, r in self.failed]
+        out["skipped"] = [{"path": p, "reason": r} for p, r in self.skipped]
+        return out
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search, as every front end (CLI, Python API, HTTP, MCP) states it.
+
+    ``None`` means "the configured default" (``top_k``, ``candidates``, the search mode; rerank when a reranker
+    is configured). :func:`prepare` fills the defaults in and validates; the facade calls it, so front ends only
+    translate their input into this value.
+    """
+
+    query: str
+    k: int | None = None
+    candidates: int | None = None
+    path_prefix: str | None = None  # a folder or file; resolved to an absolute path
+    path_glob: str | None = None  # fnmatch pattern on the absolute or root-relative path
+    file_types: tuple[str, ...] = ()  # extensions or reader kinds, e.g. ("md", "py"); case and dots ignored
+    rerank: bool | None = None
+    mode: str | None = None  # dense | lexical | hybrid
+
+    @classmethod
+    def from_options(cls, query: str, **options: Any) -> SearchRequest:
+        """Build a request from keyword options, refusing unknown names with the valid ones."""
+        known = {f.name for f in fields(cls)} - {"query"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            valid = ", ".join(sorted(known))
+            raise InputError(f"unknown search option(s) {', '.join(unknown)}; valid options: {valid}")
+        return cls(query=query, **options)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    hits: tuple[SearchHit, ...]
+    reranked: bool
+    rerank_note: str  # why no rerank stage ran, or which model ranked
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    mode: str = "dense"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "hits": [h.to_dict() for h in self.hits],
+            "reranked": self.reranked,
+            "rerank_note": self.rerank_note,
+            "mode": self.mode,
+            "timings_ms": self.timings_ms,
         }

@@ -12,12 +12,11 @@ for the data directory: it finds the data directory and collection with :mod:`in
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from indexer.cli.results import print_result
 from indexer.core.location import data_dir_and_collection
 
 _NOT_HANDLED = None
@@ -89,40 +88,3 @@ def fast_search(args: list[str]) -> int | None:
         return _NOT_HANDLED  # no server, or an error: the CLI reports it (asking the server again)
     print_result(answer[1], as_json=opts.json, verbose=opts.verbose)
     return 0
-
-
-def hit_dict(hit: dict[str, Any]) -> dict[str, Any]:
-    """A hit of a /search answer in the shape of ``SearchHit.to_dict()`` (what ``--json`` prints)."""
-    return {
-        "path": hit["path"],
-        "score": float(hit["score"]),
-        "rerank_score": None if hit.get("rerank_score") is None else float(hit["rerank_score"]),
-        "text": hit["text"],
-        "start_line": int(hit["start_line"]),
-        "end_line": int(hit["end_line"]),
-        "page": hit.get("page"),
-        "heading": list(hit.get("heading") or ()),
-        "chunk_id": str(hit.get("chunk_id", "")),
-    }
-
-
-def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> None:
-    """Print a search result as ``indexer search`` does (the CLI prints in-process results through this too)."""
-    hits = [hit_dict(h) for h in answer["hits"]]
-    if as_json:
-        print(json.dumps(hits, indent=2, ensure_ascii=False))
-    else:
-        bold, plain = ("\033[1m", "\033[0m") if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else ("", "")
-        for i, hit in enumerate(hits, 1):
-            rs = f" rerank={hit['rerank_score']:.3f}" if hit["rerank_score"] is not None else ""
-            where = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}"
-            print(f"{bold}{i}. {where}{plain}  score={hit['score']:.3f}{rs}")
-            snippet = " ".join(hit["text"].split())
-            print(f"   {snippet[:240]}{'…' if len(snippet) > 240 else ''}")
-        note = str(answer.get("rerank_note", ""))
-        if note:
-            print(note, file=sys.stderr)
-    if verbose:
-        timings = answer.get("timings_ms", {})
-        print("timings (ms): " + ", ".join(f"{k}={float(v):.1f}" for k, v in timings.items()), file=sys.stderr)
-    sys.stdout.flush()

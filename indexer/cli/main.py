@@ -25,9 +25,8 @@ from indexer.cli.options import STATE, CollectionOpt, JsonOpt, VerboseOpt, add_v
 from indexer.collection.facade import Collection, list_collections, open_collection
 from indexer.core import registry
 from indexer.errors import IndexerError
-from indexer.index.pipeline import IndexReport
-from indexer.search.query import SearchRequest
 from indexer.settings import load_settings
+from indexer.types import IndexReport, SearchRequest
 
 app = typer.Typer(help="Index local folders with llama.cpp embeddings and search them.", no_args_is_help=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -207,7 +206,7 @@ def search(
                 )
     except IndexerError as exc:
         raise _fail(exc) from exc
-    from indexer.cli.entry import print_result  # one printer for remote and in-process results
+    from indexer.cli.results import print_result  # one printer for remote and in-process results
 
     answer = {"hits": [h.to_dict() for h in result.hits], "rerank_note": result.rerank_note,
               "timings_ms": result.timings_ms}

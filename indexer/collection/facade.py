@@ -21,10 +21,12 @@ from indexer.collection import reindex
 from indexer.core import registry
 from indexer.core.locks import collection_lock_path, writer_lock
 from indexer.core.normalization import choose_normalization, normalization_name
+from indexer.core.paths import within
 from indexer.core.threads import SerialEmbedder, SerialReranker
+from indexer.engine import loader
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
 from indexer.index.chunking import META_CHUNK_TOKENS, chunker_for
-from indexer.index.pipeline import IndexReport, Pipeline, Progress, within
+from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.prompts import Prompts, prompted_model_id, with_prompt
 from indexer.index.prompts import recorded as recorded_prompts
 from indexer.index.prompts import resolve as resolve_prompts
@@ -88,15 +90,13 @@ class Collection:
     def embedder(self) -> Embedder:
         with self._parts_lock:
             if self._embedder is None:
-                from indexer.engine.adapters import LlamaEmbedder
-
-                path = self.record.model_path if self.record else str(_resolve_model(self.settings.embed_model))
+                path = self.record.model_path if self.record else str(loader.resolve(self.settings.embed_model))
                 if not Path(path).exists():
                     raise ConfigError(
                         f"the embedding model of collection {self.name!r} is missing: {path}; restore it or run "
                         "`indexer models build`"
                     )
-                embedder = LlamaEmbedder(path, n_threads=self.settings.threads)
+                embedder = loader.load_embedder(self.settings, path)
                 if self.record is not None and embedder.model_id != self.record.model_id:
                     if reindex.same_vectors(self, embedder):  # rebuilt from the same weights: keeps the vectors
                         embedder.model_id = self.record.model_id
@@ -119,13 +119,8 @@ class Collection:
     def reranker(self) -> Reranker | None:
         with self._parts_lock:
             if self._reranker is None and self.settings.rerank_model:
-                from indexer.engine.adapters import LlamaReranker
-
-                path = _resolve_model(self.settings.rerank_model)
-                reranker = LlamaReranker(
-                    str(path), max_tokens=self.settings.rerank_max_tokens, n_threads=self.settings.threads
-                )
-                self._reranker = SerialReranker(reranker)
+                reranker = loader.load_reranker(self.settings)
+                self._reranker = SerialReranker(reranker) if reranker is not None else None
             return self._reranker
 
     @property
@@ -143,23 +138,19 @@ class Collection:
 
     def _new_store_options(self) -> dict[str, Any]:
         """Options recorded for a new collection: the store plugin's defaults with the ``store_options`` setting
-        over them (the one place they are made: :func:`indexer.core.registry.new_store_options`). A ``path`` inside the
-        data directory is recorded relative to it, so the data directory can be moved or copied."""
-        options = registry.new_store_options(self.settings, self.name)
-        path = options.get("path")
-        if path is not None and Path(path).is_absolute():
-            data_dir = Path(self.settings.data_dir).resolve()
-            resolved = Path(path).resolve()
-            if within(str(resolved), str(data_dir)):
-                options["path"] = str(resolved.relative_to(data_dir))
-        return options
+        over them (:func:`indexer.core.registry.new_store_options`), a ``path`` in the data directory relative."""
+        return registry.relative_options(registry.new_store_options(self.settings, self.name), self.settings.data_dir)
 
     def _absolute(self, options: dict[str, Any]) -> dict[str, Any]:
-        """Recorded options with a relative ``path`` resolved against the data directory."""
-        path = options.get("path")
-        if path is None or Path(path).is_absolute():
-            return dict(options)
-        return {**options, "path": str(Path(self.settings.data_dir) / path)}
+        return registry.absolute_options(options, self.settings.data_dir)
+
+    @property
+    def single_process(self) -> bool:
+        """Only one process at a time may open this collection's store (embedded Qdrant): ask the store plugin."""
+        rec = self.record
+        if rec is None:
+            return registry.single_process(self.settings.store, registry.new_store_options(self.settings, self.name))
+        return single_process(rec)
 
     # -- creation and checks ---------------------------------------------------------------------------
     def _ensure_created(self) -> CollectionRecord:
@@ -176,7 +167,7 @@ class Collection:
             store_options=self._new_store_options(),
             metric=self.settings.metric,
             model_id=emb.model_id,
-            model_path=str(_resolve_model(self.settings.embed_model)),
+            model_path=str(loader.resolve(self.settings.embed_model)),
             normalization=normalization,
             dimensions=emb.dimensions,
         )
@@ -186,7 +177,7 @@ class Collection:
             self._check_store_meta(rec)  # adopting a collection left by an earlier state db must match
         else:
             prompts = self._new_prompts()
-            meta = {**_meta(rec), **prompts.meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens())}
+            meta = {**rec.identity_meta(), **prompts.meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens())}
             self.store.ensure_collection(self.name, rec.dimensions, meta)
         self.state.create_collection(rec)
         self.record = rec
@@ -202,14 +193,14 @@ class Collection:
             if create_missing:
                 logger.warning("the %s store of collection %r is missing; re-creating and refilling it", rec.store,
                                self.name)
-                meta = {**_meta(rec), META_CHUNK_TOKENS: str(self._new_chunk_tokens())}
+                meta = {**rec.identity_meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens())}
                 self.store.ensure_collection(self.name, rec.dimensions, meta)
                 return
             raise StoreError(
                 f"the {rec.store} store of collection {self.name!r} is missing ({self._store_location(rec)}); "
                 f"run `indexer index -c {self.name}` to rebuild it from the cached vectors and the files"
             )
-        want = _meta(rec)
+        want = rec.identity_meta()
         diffs = [f"{k}: store has {meta.get(k)!r}, expected {v!r}" for k, v in want.items() if meta.get(k) != v]
         if diffs:
             raise CollectionMismatchError(
@@ -258,7 +249,7 @@ class Collection:
         if "store" in given and self.settings.store != rec.store:
             problems.append(f"store {rec.store!r} (asked: {self.settings.store!r})")
         if "embed_model" in given:
-            asked = str(_resolve_model(self.settings.embed_model))
+            asked = str(loader.resolve(self.settings.embed_model))
             if os.path.realpath(asked) != os.path.realpath(rec.model_path) and not reindex.explains(self, asked):
                 problems.append(f"model {rec.model_path!r} (asked: {asked!r})")
         if problems:
@@ -298,7 +289,7 @@ class Collection:
             pipeline = self._pipeline(self._ensure_created(), progress)
             pipeline.recover()
             for root, group in _group_by_root(paths, self.state.roots(self.name)).items():
-                pipeline.sync_paths(self._source(root), root, group, report)
+                pipeline.sync_paths(self.source_for(root), root, group, report)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -312,7 +303,7 @@ class Collection:
             self._ensure_lexical()
             self._mark_lost_points()
             for root in roots():
-                pipeline.sync(self._source(root), root, report)
+                pipeline.sync(self.source_for(root), root, report)
             report.points_deleted += self._remove_orphans()
             self.state.gc_vector_cache(pipeline.model_key)
         return report
@@ -482,14 +473,7 @@ class Collection:
         )
 
     def query_limits(self) -> QueryLimits:
-        s = self.settings
-        return QueryLimits(
-            top_k=s.top_k,
-            candidates=s.candidates,
-            max_top_k=s.max_top_k,
-            max_candidates=s.max_candidates,
-            mode=s.search_mode,
-        )
+        return QueryLimits.from_settings(self.settings)
 
     def status(self) -> dict[str, Any]:
         rec = self._require_record()
@@ -563,7 +547,7 @@ class Collection:
             progress=progress,
         )
 
-    def _source(self, root: str) -> Source:
+    def source_for(self, root: str) -> Source:
         return registry.open_source(self.settings, [root])
 
     def _attach_root(self, root: str) -> str:
@@ -578,10 +562,70 @@ class Collection:
         self.state.add_root(self.name, root)
         return root
 
+    def reload(self, record: CollectionRecord | None) -> VectorStore | None:
+        """Take ``record`` (a reindex switched the vectors) and drop the parts built for the old one; returns the
+        old store for the caller to close. The old model is not closed: another thread may still be embedding
+        with it (it is freed with its last reference). A search racing this fails with a StoreError and is
+        retried on the new parts (:func:`indexer.collection.reindex.following`)."""
+        with self._parts_lock:
+            old_store, self._store, self._embedder = self._store, None, None
+            self.record = record
+        return old_store
+
     @contextmanager
     def _writer_lock(self) -> Iterator[None]:
         with writer_lock(collection_lock_path(self.settings.data_dir, self.name), f"collection {self.name!r}"):
             yield
+
+
+# -- collection records, for plugins that attach collections of their own kind (indexer.plugin_api) ----------------
+def get_record(name: str, settings: Settings) -> CollectionRecord | None:
+    """The recorded collection ``name``, or None."""
+    state = open_state(settings)
+    try:
+        return state.get_collection(name)
+    finally:
+        state.close()
+
+
+def add_record(rec: CollectionRecord, settings: Settings) -> None:
+    """Record a new collection (its store already holds, or will create, its vectors)."""
+    state = open_state(settings)
+    try:
+        state.create_collection(rec)
+    finally:
+        state.close()
+
+
+def remove_record(name: str, settings: Settings) -> bool:
+    """Forget collection ``name`` (its roots, files and chunks) without touching its store; True if it existed."""
+    state = open_state(settings)
+    try:
+        if state.get_collection(name) is None:
+            return False
+        state.drop_collection(name)
+        return True
+    finally:
+        state.close()
+
+
+def index_paths(
+    name: str, paths: Sequence[str | Path], settings: Settings, progress: Progress | None = None
+) -> IndexReport:
+    """``Collection.index`` on collection ``name`` (opened and closed here)."""
+    with open_collection(name, settings=settings) as col:
+        return col.index(paths, progress=progress)
+
+
+def forget_path(name: str, path: str | Path, settings: Settings) -> IndexReport:
+    """``Collection.forget`` on collection ``name`` (opened and closed here)."""
+    with open_collection(name, settings=settings) as col:
+        return col.forget(path)
+
+
+def single_process(rec: CollectionRecord) -> bool:
+    """Whether only one process at a time may open the store of collection ``rec`` (asks its store plugin)."""
+    return registry.single_process(rec.store, rec.store_options)
 
 
 def open_collection(name: str | None = None, settings: Settings | None = None, **overrides: Any) -> Collection:
@@ -599,24 +643,11 @@ def open_collection(name: str | None = None, settings: Settings | None = None, *
     return Collection(settings, state, record)
 
 
-def _meta(rec: CollectionRecord) -> dict[str, str]:
-    return {
-        "indexer.model_id": rec.model_id,
-        "indexer.core.normalization": normalization_name(rec.normalization),
-        "indexer.metric": rec.metric,
-    }
-
 
 def _watcher_status(settings: Settings, name: str) -> dict[str, Any] | None:
     from indexer.state.watch_files import read_status
 
     return read_status(settings.data_dir, name)
-
-
-def _resolve_model(spec: str) -> Path:
-    from indexer.models import resolve_model
-
-    return resolve_model(spec)
 
 
 def _resolve_root(path: str | Path) -> str:

@@ -30,10 +30,9 @@ import logging
 import os
 import secrets
 import shutil
-import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -42,9 +41,10 @@ import numpy as np
 
 from indexer.core.locks import collection_lock_path, lock_for
 from indexer.core.normalization import Normalization
+from indexer.core.paths import within
 from indexer.errors import IndexerError, InputError, StoreError
-from indexer.index.pipeline import IndexReport, Pipeline, Progress, within
-from indexer.state.store import CollectionRecord, StateStore, attached_transaction
+from indexer.index.pipeline import IndexReport, Pipeline, Progress
+from indexer.state.store import CollectionRecord, StateStore, cached_vectors, count_files, switch_collection
 from indexer.types import Filter, Hit, Point
 
 if TYPE_CHECKING:
@@ -171,14 +171,7 @@ def follow(col: Collection) -> bool:
     elif current == col.record:
         return False
     logger.info("collection %s changed under this process (reindex switch); reloading", col.name)
-    with getattr(col, "_parts_lock", nullcontext()):
-        old_store = col._store
-        col.record = current
-        col._store = None
-        # The old model is not closed here: another thread may still be embedding with it; it is freed when the
-        # last reference goes. The store is closed (embedded Qdrant allows one client per folder); a search
-        # racing this on another thread fails with a StoreError and is retried on the new parts.
-        col._embedder = None
+    old_store = col.reload(current)
     closer = getattr(old_store, "close", None)
     if closer is not None:
         try:
@@ -249,16 +242,8 @@ def progress(col: Collection) -> dict[str, Any] | None:
     job = load_job(col)
     if job is None:
         return None
-    done = 0
     shadow_file = job_dir(col) / "state.sqlite"
-    if shadow_file.exists():
-        db = sqlite3.connect(f"file:{shadow_file}?mode=ro", uri=True, timeout=10)
-        try:
-            done = int(db.execute("SELECT COUNT(*) FROM files WHERE collection=?", (col.name,)).fetchone()[0])
-        except sqlite3.Error:
-            done = 0
-        finally:
-            db.close()
+    done = count_files(shadow_file, col.name) if shadow_file.exists() else 0
     total = len(col.state.files(col.name))
     return {
         "model": job.model_spec,
@@ -318,11 +303,10 @@ def _target_name(col: Collection) -> str:
 
 def _store_meta(col: Collection, rec: CollectionRecord, embedder: Embedder) -> dict[str, str]:
     """The new vectors' metadata: the new model's, with the collection's prompts and chunk size kept."""
-    from indexer.collection.facade import _meta
     from indexer.index.chunking import META_CHUNK_TOKENS
 
     chunk_tokens = min(col.chunk_tokens, int(embedder.max_tokens))
-    return {**_meta(rec), **col.prompts.meta(), META_CHUNK_TOKENS: str(chunk_tokens)}
+    return {**rec.identity_meta(), **col.prompts.meta(), META_CHUNK_TOKENS: str(chunk_tokens)}
 
 
 # -- run, abort -------------------------------------------------------------------------------------------------
@@ -334,14 +318,14 @@ def run(
     lock_wait_s: float = LOCK_WAIT_S,
 ) -> ReindexReport:
     """Build the collection's vectors with ``model_spec`` beside the old ones, then switch (resumes a job)."""
-    from indexer.collection.facade import _resolve_model
     from indexer.engine.adapters import LlamaEmbedder
+    from indexer.models import resolve_model
 
     started = time.perf_counter()
     live = col.record
     if live is None:
         raise InputError(f"collection {col.name!r} does not exist yet; run `indexer index PATH` first")
-    model_path = str(_resolve_model(model_spec))
+    model_path = str(resolve_model(model_spec))
     job = load_job(col)
     if job is not None and Path(job.model_path).resolve() != Path(model_path).resolve():
         raise InputError(
@@ -433,7 +417,7 @@ def _sync_shadow(
             shadow.remove_root(col.name, old)
     for root in roots:
         shadow.add_root(col.name, root)
-        pipeline.sync(col._source(root), root, report)
+        pipeline.sync(col.source_for(root), root, report)
     return report
 
 
@@ -450,23 +434,7 @@ def _wait_writer_lock(col: Collection, wait_s: float) -> Iterator[None]:
 
 def _switch(col: Collection, job: Job, new_rec: CollectionRecord, shadow: StateStore) -> None:
     """One transaction: the collection's record, files and chunks become the shadow's."""
-    with attached_transaction(col.state.path, shadow.path, "shadow") as db:
-        db.execute(
-            "UPDATE collections SET store_options=?, model_id=?, model_path=?, normalization=?, dimensions=?"
-            " WHERE name=?",
-            (
-                json.dumps(new_rec.store_options, sort_keys=True),
-                new_rec.model_id,
-                new_rec.model_path,
-                Normalization.parse(new_rec.normalization).value,
-                new_rec.dimensions,
-                col.name,
-            ),
-        )
-        for table in ("chunks", "files", "pending"):
-            db.execute(f"DELETE FROM main.{table} WHERE collection=?", (col.name,))
-            db.execute(f"INSERT INTO main.{table} SELECT * FROM shadow.{table} WHERE collection=?", (col.name,))
-        db.execute("INSERT OR IGNORE INTO main.vector_cache SELECT * FROM shadow.vector_cache")
+    switch_collection(col.state.path, shadow.path, replace(new_rec, name=col.name))
     logger.info("collection %s switched to %s (store collection %s)", col.name, job.model_id, job.target)
 
 
@@ -481,9 +449,6 @@ def _cleanup(col: Collection, job: Job) -> None:
         store.drop(job.source)
     except StoreError as exc:  # readers still finishing a query may hold it; it is unused from now on
         logger.warning("dropping the old vectors %s of %s: %s", job.source, col.name, exc)
-    folder = getattr(store, "path", None)
-    if col.record is not None and col.record.store == "faiss" and isinstance(folder, Path):
-        shutil.rmtree(folder / job.source, ignore_errors=True)
     shutil.rmtree(job_dir(col), ignore_errors=True)
 
 
@@ -507,15 +472,7 @@ def same_vectors(col: Collection, embedder: Embedder, samples: int = SAME_VECTOR
     if rec is None or embedder.dimensions != rec.dimensions:
         return False
     key = f"{rec.model_id}|norm={cache_tag(rec.normalization)}"
-    db = sqlite3.connect(f"file:{col.state.path}?mode=ro", uri=True, timeout=30)
-    try:
-        rows = db.execute(
-            "SELECT v.content_hash, v.vector FROM vector_cache v JOIN chunks c ON c.content_hash = v.content_hash"
-            " WHERE v.model_key=? AND c.collection=? LIMIT ?",
-            (key, col.name, samples * 4),
-        ).fetchall()
-    finally:
-        db.close()
+    rows = cached_vectors(col.state.path, col.name, key, samples * 4)
     texts: list[str] = []
     stored: list[np.ndarray] = []
     for content_hash, blob in rows:

@@ -21,49 +21,15 @@ nothing else speaks those integers.
 
 from __future__ import annotations
 
-from enum import Enum
-
 import numpy as np
 
-from indexer.errors import ConfigError, InputError, StateError
-from indexer.types import Metric, Similarity
+from indexer.errors import ConfigError, InputError
+from indexer.types import _LEGACY_CODES, Metric, Normalization, Similarity
+
+__all__ = ["Normalization", "check_unit_length", "choose_normalization", "normalization_name", "normalize"]
 
 UNIT_TOLERANCE = 1e-3  # |norm - 1| a COSINE store accepts (float32 rounding of an L2-normalised vector)
 
-
-class Normalization(str, Enum):
-    """How embedding vectors are normalised before they reach a store (and how queries are)."""
-
-    NONE = "none"
-    L2 = "l2"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @classmethod
-    def parse(cls, value: object) -> Normalization:
-        """A Normalization from its name, or from the integer code state databases of version 0.1 recorded."""
-        if isinstance(value, Normalization):
-            return value
-        if isinstance(value, str) and value.strip().lower() in _BY_NAME:
-            return _BY_NAME[value.strip().lower()]
-        try:
-            code = int(value)  # type: ignore[call-overload]
-        except (TypeError, ValueError):
-            code = None
-        if code is not None and code in _BY_LEGACY_CODE:
-            return _BY_LEGACY_CODE[code]
-        raise StateError(
-            f"unknown normalization {value!r} (expected one of {', '.join(n.value for n in cls)}); this collection "
-            "was written by another version of indexer: drop it and re-index"
-        )
-
-
-_BY_NAME = {n.value: n for n in Normalization}
-# Integer codes version 0.1 wrote into the state database and into vector-cache keys. Frozen: old rows and
-# cached vectors stay valid. They are a storage encoding only, unrelated to any engine's API.
-_LEGACY_CODES = {Normalization.NONE: -1, Normalization.L2: 2}
-_BY_LEGACY_CODE = {code: n for n, code in _LEGACY_CODES.items()}
 
 _RULES: dict[tuple[Similarity, Metric], Normalization] = {
     (Similarity.COSINE, Metric.COSINE): Normalization.L2,

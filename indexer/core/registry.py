@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from indexer.errors import ConfigError, IndexerError
-from indexer.ports import Reader, Source, SourceFactory, StoreFactory, VectorStore
+from indexer.ports import Reader, Source, SourceFactory, StoreFactory, StoreSnapshots, VectorStore
 from indexer.types import Metric
 
 if TYPE_CHECKING:
@@ -102,6 +102,37 @@ def new_store_options(settings: Settings, collection: str) -> dict[str, Any]:
     options = dict(factory.default_options(Path(settings.data_dir), collection, settings))
     options.update(settings.store_options)
     return options
+
+
+def relative_options(options: Mapping[str, Any], data_dir: str | Path) -> dict[str, Any]:
+    """Options as recorded: a ``path`` inside the data directory relative to it (the directory can move)."""
+    out = dict(options)
+    path = out.get("path")
+    if path is not None and Path(path).is_absolute():
+        root, resolved = Path(data_dir).resolve(), Path(path).resolve()
+        if resolved == root or root in resolved.parents:
+            out["path"] = str(resolved.relative_to(root))
+    return out
+
+
+def absolute_options(options: Mapping[str, Any], data_dir: str | Path) -> dict[str, Any]:
+    """Recorded options with a relative ``path`` resolved against the data directory."""
+    path = options.get("path")
+    if path is None or Path(path).is_absolute():
+        return dict(options)
+    return {**options, "path": str(Path(data_dir) / path)}
+
+
+def snapshots(name: str) -> StoreSnapshots | None:
+    """The store plugin's snapshot capabilities (backup, restore), or None when it has none."""
+    factory = store_factory(name)
+    return factory if isinstance(factory, StoreSnapshots) else None
+
+
+def single_process(name: str, options: Mapping[str, Any]) -> bool:
+    """Whether only one process at a time may open store ``name`` with ``options`` (embedded Qdrant)."""
+    ask = getattr(store_factory(name), "single_process", None)
+    return bool(ask(options)) if callable(ask) else False
 
 
 def open_store(name: str, options: Mapping[str, Any], metric: Metric, settings: Settings) -> VectorStore:

@@ -160,6 +160,20 @@ class LlamaEmbedder:
                 out[i] = arr
         return out
 
+    @property
+    def vocab_size(self) -> int:
+        return int(self.engine.n_vocab())
+
+    def embed_inputs(self, items: Sequence[str | Sequence[int]], normalize: Normalization) -> np.ndarray:
+        """Texts or token-id lists, already checked against ``max_tokens`` and ``vocab_size`` by the caller, in one
+        engine call (the engine packs short inputs into shared decodes)."""
+        try:
+            inputs: Any = list(items)  # texts and token lists may be mixed: the engine takes either per input
+            results, _ = self.engine.embed_arrays(inputs, normalize=_engine_mode(normalize), truncate=False)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise ModelError(f"embedding failed: {exc}") from exc
+        return np.asarray([np.asarray(x, dtype=np.float32) for x in results], dtype=np.float32)
+
     def close(self) -> None:
         if self._engine is not None:
             self._engine.close()
@@ -196,6 +210,10 @@ class LlamaReranker:
             return engine.rank(query, list(texts), max_tokens=self.max_tokens)
         except RuntimeError as exc:
             raise ModelError(f"reranking failed: {exc}") from exc
+
+    def count_pair_tokens(self, query: str, texts: Sequence[str]) -> int:
+        """Tokens of every (query, text) pair as :meth:`rerank` feeds them (long texts cut to ``max_tokens``)."""
+        return sum(len(s) for s in self.engine.rank_sequences(query, list(texts), max_tokens=self.max_tokens))
 
     def close(self) -> None:
         if self._engine is not None:

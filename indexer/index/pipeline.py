@@ -22,17 +22,16 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
 from indexer.core.normalization import Normalization, cache_tag
 from indexer.errors import IndexerError, SourceError
-from indexer.ports import Chunker, Embedder, Source, VectorStore
+from indexer.ports import Chunker, Embedder, Progress, Source, VectorStore
 from indexer.state.store import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
-from indexer.types import Chunk, Document, Point, ScanProblem, SourceRef
+from indexer.types import Chunk, Document, IndexReport, Point, ScanProblem, SourceRef
 
 logger = logging.getLogger(__name__)
 
@@ -48,16 +47,6 @@ def point_id(path: str, chunk_index: int, content_hash: str) -> str:
     return str(uuid.uuid5(POINT_NAMESPACE, f"{path}\n{chunk_index}\n{content_hash}"))
 
 
-class Progress(Protocol):
-    """What the pipeline reports while it works (the CLI draws bars from it)."""
-
-    def files_total(self, n: int) -> None: ...
-
-    def file_done(self, path: str) -> None: ...
-
-    def embedded(self, chunks: int, tokens: int) -> None: ...
-
-
 class _NoProgress:
     def files_total(self, n: int) -> None:
         pass
@@ -70,40 +59,10 @@ class _NoProgress:
 
 
 @dataclass
-class IndexReport:
-    """Summary of one run (mutable while the run goes on)."""
-
-    files_seen: int = 0
-    files_indexed: int = 0  # read, chunked and written
-    files_unchanged: int = 0
-    files_touched: int = 0  # stat changed, content did not
-    files_removed: int = 0
-    chunks_embedded: int = 0
-    chunks_reused: int = 0
-    tokens_embedded: int = 0
-    points_upserted: int = 0
-    points_deleted: int = 0
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    seconds: float = 0.0
-    embed_seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, object]:
-        out = dict(self.__dict__)
-        out["failed"] = [{"path": p, "reason": r} for p, r in self.failed]
-        out["skipped"] = [{"path": p, "reason": r} for p, r in self.skipped]
-        return out
-
-
-@dataclass
 class _Prepared:
     ref: SourceRef
     doc: Document
     chunks: list[Chunk]
-
-
-def within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 class Pipeline:

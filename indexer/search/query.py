@@ -5,67 +5,24 @@ from __future__ import annotations
 import fnmatch
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from indexer.core.normalization import Normalization
 from indexer.errors import InputError
 from indexer.ports import Embedder, Reranker, VectorStore
 from indexer.search.fusion import MODES, FusionConfig, retrieve
-from indexer.types import Filter, Hit, SearchHit
+from indexer.search.rerank import rerank_stage
+from indexer.types import Filter, Hit, SearchHit, SearchRequest, SearchResult
+
+if TYPE_CHECKING:
+    from indexer.settings import Settings
 
 MAX_QUERY_CHARS = 4096
 
 
 __all__ = ["MODES", "QueryLimits", "SearchRequest", "SearchResult", "prepare", "run_search"]
-
-
-@dataclass(frozen=True)
-class SearchRequest:
-    """One search, as every front end (CLI, Python API, HTTP, MCP) states it.
-
-    ``None`` means "the configured default" (``top_k``, ``candidates``, the search mode; rerank when a reranker
-    is configured). :func:`prepare` fills the defaults in and validates; the facade calls it, so front ends only
-    translate their input into this value.
-    """
-
-    query: str
-    k: int | None = None
-    candidates: int | None = None
-    path_prefix: str | None = None  # a folder or file; resolved to an absolute path
-    path_glob: str | None = None  # fnmatch pattern on the absolute or root-relative path
-    file_types: tuple[str, ...] = ()  # extensions or reader kinds, e.g. ("md", "py"); case and dots ignored
-    rerank: bool | None = None
-    mode: str | None = None  # dense | lexical | hybrid
-
-    @classmethod
-    def from_options(cls, query: str, **options: Any) -> SearchRequest:
-        """Build a request from keyword options, refusing unknown names with the valid ones."""
-        known = {f.name for f in fields(cls)} - {"query"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            valid = ", ".join(sorted(known))
-            raise InputError(f"unknown search option(s) {', '.join(unknown)}; valid options: {valid}")
-        return cls(query=query, **options)
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    hits: tuple[SearchHit, ...]
-    reranked: bool
-    rerank_note: str  # why no rerank stage ran, or which model ranked
-    timings_ms: dict[str, float] = field(default_factory=dict)
-    mode: str = "dense"
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "hits": [h.to_dict() for h in self.hits],
-            "reranked": self.reranked,
-            "rerank_note": self.rerank_note,
-            "mode": self.mode,
-            "timings_ms": self.timings_ms,
-        }
 
 
 @dataclass(frozen=True)
@@ -77,6 +34,16 @@ class QueryLimits:
     max_top_k: int = 100
     max_candidates: int = 200
     mode: str = "dense"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> QueryLimits:
+        return cls(
+            top_k=settings.top_k,
+            candidates=settings.candidates,
+            max_top_k=settings.max_top_k,
+            max_candidates=settings.max_candidates,
+            mode=settings.search_mode,
+        )
 
 
 def prepare(req: SearchRequest, limits: QueryLimits) -> SearchRequest:
@@ -175,20 +142,15 @@ def run_search(
     t2 = time.perf_counter()
     timings["search"] = (t2 - t0) * 1000
 
-    want_rerank = req.rerank if req.rerank is not None else reranker is not None
-    if want_rerank and reranker is None:
-        raise InputError("rerank was requested but no reranker model is configured (set rerank_model)")
-    if want_rerank and reranker is not None and hits:
-        scores = reranker.rerank(req.query, [str(h.payload.get("text", "")) for h in hits])
-        ranked = sorted(zip(hits, scores, strict=True), key=lambda pair: pair[1], reverse=True)
-        out = [_to_hit(h, s) for h, s in ranked[:k]]
-        timings["rerank"] = (time.perf_counter() - t2) * 1000
-        note = f"reranked {len(hits)} candidates with {reranker.model_id}"
-    else:
-        out = [_to_hit(h, None) for h in hits[:k]]
-        note = "no rerank stage ran: " + ("disabled for this query" if configured else "no reranker model configured")
+    stage = rerank_stage(
+        req.query, [str(h.payload.get("text", "")) for h in hits], reranker, k=k, wanted=req.rerank,
+        configured=configured,
+    )
+    out = [_to_hit(hits[i], score) for i, score in zip(stage.order, stage.scores, strict=True)]
+    if stage.ran:
+        timings["rerank"] = stage.ms
     timings["total"] = (time.perf_counter() - t0) * 1000
-    return SearchResult(tuple(out), bool(want_rerank and reranker and hits), note, timings, mode)
+    return SearchResult(tuple(out), stage.ran, stage.note, timings, mode)
 
 
 def _glob_match(hit: Hit, pattern: str) -> bool:

@@ -110,8 +110,7 @@ def _dechunk(payload: bytes) -> bytes:
 
 def result_from_json(answer: dict[str, Any]) -> Any:
     """A SearchResult from a /search answer (so the CLI prints remote and local results the same way)."""
-    from indexer.search.query import SearchResult
-    from indexer.types import SearchHit
+    from indexer.types import SearchHit, SearchResult
 
     hits = tuple(
         SearchHit(

@@ -13,8 +13,8 @@ from typing import Any
 
 from indexer.collection.facade import Collection
 from indexer.core import registry
+from indexer.core.paths import within
 from indexer.errors import NotFoundError, SourceError
-from indexer.index.pipeline import within
 from indexer.types import SourceRef
 
 

@@ -23,24 +23,22 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from indexer.collection.facade import Collection, list_collections, open_collection
-from indexer.errors import ConfigError, IndexerError, InputError, ModelError, NotFoundError
-from indexer.index.pipeline import IndexReport
-from indexer.search.query import SearchRequest, SearchResult
+from indexer.collection.models import ServedModels
+from indexer.errors import ConfigError, IndexerError, InputError, NotFoundError
 from indexer.server.metrics import Metrics
 from indexer.server.worker import PRIORITY_EMBED, PRIORITY_RERANK, PRIORITY_SEARCH, ModelWorker, Overloaded
 from indexer.settings import Settings
+from indexer.types import IndexReport, SearchRequest, SearchResult
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 PRIORITY_INDEX = 3
-NORM_L2 = 2  # LlamaEmbedding normalization mode: OpenAI-style embeddings are unit length
 
 
 class Service:
@@ -53,8 +51,7 @@ class Service:
         self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="indexer-index")
         self._readers: dict[str, Collection] = {}  # model worker thread only
         self._writers: dict[str, Collection] = {}  # index thread only
-        self._v1_embedder: Any = None
-        self._v1_reranker: Any = None
+        self.models = ServedModels(settings, share=self._loaded_embedder)  # /v1/*: model worker thread only
         self.last_errors: deque[dict[str, Any]] = deque(maxlen=20)
         self.started_at = time.time()
         self.ready = False
@@ -79,22 +76,21 @@ class Service:
 
     def _warm(self) -> None:
         for rec in list_collections(self.settings):
-            col = self._reader(rec.name)
+            col = self.reader(rec.name)
             col.embedder  # noqa: B018 - loads the model
             col.store.count(rec.name)
             if self.settings.rerank_model:
                 col.reranker  # noqa: B018
-        self._embedder_v1()
+        self.models.embedder  # noqa: B018 - loads (or shares) the /v1 embedding model
 
     def close(self) -> None:
         from indexer.server.watchers import stop_watchers
 
         stop_watchers(self)
         try:
-            self.worker.call_sync(lambda: _close_all(self._readers, self._v1_embedder, self._v1_reranker), timeout=60)
+            self.worker.call_sync(lambda: _close_all(self._readers, self.models), timeout=60)
         except Exception as exc:  # closing is best effort
             logger.warning("closing the query side failed: %s", exc)
-        self._v1_embedder = self._v1_reranker = None
         self._index_pool.submit(lambda: _close_all(self._writers)).result(timeout=120)
         self._index_pool.shutdown(wait=True)
         self.worker.close()
@@ -104,7 +100,7 @@ class Service:
 
     # -- queries (model worker) --------------------------------------------------------------------------------
     async def search(self, collection: str, request: SearchRequest) -> SearchResult:
-        result = await self.worker.run(lambda: self._reader(collection).search(request), PRIORITY_SEARCH)
+        result = await self.worker.run(lambda: self.reader(collection).search(request), PRIORITY_SEARCH)
         for stage, ms in result.timings_ms.items():
             self.metrics.stages.labels(stage=stage).observe(ms / 1000)
         if result.reranked:
@@ -133,7 +129,7 @@ class Service:
         names = [name] if name else [rec.name for rec in list_collections(self.settings)]
         out = []
         for n in names:
-            st = self._reader(n).status()
+            st = self.reader(n).status()
             watcher = self.watchers.get(n)
             if watcher is not None:
                 from indexer.server.watchers import watch_status
@@ -159,7 +155,8 @@ class Service:
         for name, col in list(self._readers.items()):
             col.store.count(name)
 
-    def _reader(self, name: str) -> Collection:
+    def reader(self, name: str) -> Collection:
+        """The query-side collection ``name`` (opened once; model worker thread only): public for routers."""
         col = self._readers.get(name)
         if col is None:
             col = self._readers[name] = self._open_existing(name, "GET /collections lists them")
@@ -176,14 +173,14 @@ class Service:
     async def file_text(self, collection: str, path: str) -> dict[str, Any]:
         from indexer.server.files import read_indexed_file
 
-        return await self.worker.run(lambda: read_indexed_file(self._reader(collection), path), PRIORITY_SEARCH)
+        return await self.worker.run(lambda: read_indexed_file(self.reader(collection), path), PRIORITY_SEARCH)
 
     # -- /v1 models (model worker) ------------------------------------------------------------------------------
     def model_names(self) -> list[str]:
-        return [self.settings.embed_model]
+        return self.models.embed_names()
 
     def rerank_model_name(self) -> str | None:
-        return self.settings.rerank_model and Path(self.settings.rerank_model).stem
+        return self.models.rerank_name()
 
     async def embed(
         self, items: list[str | list[int]], model: str | None, dimensions: int | None = None
@@ -232,90 +229,27 @@ class Service:
             raise
 
     def _embed_batch(self, batch: list[_EmbedRequest]) -> None:
-        emb = self._embedder_v1()
         valid: list[tuple[_EmbedRequest, int]] = []
         for r in batch:
             try:
-                valid.append((r, self._validate_embed(r, emb)))
-            except IndexerError as exc:
+                valid.append((r, self.models.check_embed(r.items, r.model, r.dimensions)))
+            except IndexerError as exc:  # one bad request never fails the others of the batch
                 _resolve(r, None, exc)
         if not valid:
             return
-        merged = [item for r, _ in valid for item in r.items]
-        try:
-            results, _ = emb.engine.embed_arrays(merged, normalize=NORM_L2, truncate=False)
-        except (ValueError, TypeError) as exc:  # validated above, so this is not one request's fault
-            raise ModelError(f"embedding failed: {exc}") from exc
-        vectors = np.asarray([np.asarray(x, dtype=np.float32) for x in results], dtype=np.float32)
+        vectors = self.models.embed([item for r, _ in valid for item in r.items])
         at = 0
         for r, tokens in valid:
             n = len(r.items)
             _resolve(r, (vectors[at : at + n], tokens, self.settings.embed_model), None)
             at += n
 
-    def _validate_embed(self, r: _EmbedRequest, emb: Any) -> int:
-        """Tokens of one request; InputError naming the problem and the fix."""
-        self._check_model(r.model, emb)
-        if r.dimensions is not None and r.dimensions != emb.dimensions:
-            raise InputError(
-                f"dimensions={r.dimensions} is not supported: this model's embeddings have {emb.dimensions} "
-                "dimensions and are never shortened; leave 'dimensions' out"
-            )
-        vocab = emb.engine.n_vocab()
-        total = 0
-        for i, item in enumerate(r.items):
-            if isinstance(item, str):
-                n = emb.count_tokens(item)
-            else:
-                n = len(item)
-                if n == 0:
-                    raise InputError(f"input[{i}] is an empty token list; send at least one token id")
-                bad = next((t for t in item if not 0 <= t < vocab), None)
-                if bad is not None:
-                    raise InputError(f"input[{i}] has token id {bad}; token ids must be between 0 and {vocab - 1}")
-            if n > emb.max_tokens:
-                raise InputError(
-                    f"input[{i}] has {n} tokens; the model takes at most {emb.max_tokens} per input: split it"
-                )
-            total += n
-            if total > self.settings.max_request_tokens:
-                raise InputError(
-                    f"the request has more than {self.settings.max_request_tokens} tokens (max_request_tokens); "
-                    "send fewer or shorter inputs per request"
-                )
-        return total
-
-    def _check_model(self, model: str | None, emb: Any) -> None:
-        if not model:
-            return
-        spec = self.settings.embed_model
-        known = {
-            spec,
-            Path(spec).name,
-            Path(spec).stem,
-            emb.model_id,
-            Path(emb.model_path).name,
-            Path(emb.model_path).stem,
-        }
-        if model not in known:
-            raise NotFoundError(
-                f"model {model!r} is not served here; this server embeds with {spec!r} (GET /v1/models). Vectors "
-                "of different models cannot be compared, so no other name is accepted"
-            )
-
-    def _embedder_v1(self) -> Any:
-        if self._v1_embedder is None:
-            from indexer.engine.adapters import LlamaEmbedder
-            from indexer.models import resolve_model
-
-            path = os.path.realpath(resolve_model(self.settings.embed_model))
-            for col in self._readers.values():  # share the context of a collection with the same model
-                if col.record is not None and os.path.realpath(col.record.model_path) == path:
-                    # the facade wraps it in a lock (SerialEmbedder); every call here is on the worker thread anyway
-                    self._v1_embedder = getattr(col.embedder, "inner", col.embedder)
-                    return self._v1_embedder
-            self._v1_embedder = LlamaEmbedder(path, n_threads=self.settings.threads)
-        return self._v1_embedder
+    def _loaded_embedder(self, path: str) -> Any:
+        """A collection's embedder of the model file ``path``, to share its llama.cpp context with /v1."""
+        for col in self._readers.values():
+            if col.record is not None and os.path.realpath(col.record.model_path) == path:
+                return getattr(col.embedder, "inner", col.embedder)  # unwrapped: calls here are on the worker
+        return None
 
     async def rerank(self, query: str, documents: list[str], model: str | None) -> tuple[list[float], int, str]:
         scores, tokens, name = await self.worker.run(lambda: self._rerank(query, documents, model), PRIORITY_RERANK)
@@ -323,37 +257,18 @@ class Service:
         return scores, tokens, name
 
     def _rerank(self, query: str, documents: list[str], model: str | None) -> tuple[list[float], int, str]:
-        name = self.rerank_model_name()
-        if not name or not self.settings.rerank_model:
-            raise NotFoundError("no reranker model is configured on this server; set rerank_model and restart")
-        spec = self.settings.rerank_model
-        if model and model not in {spec, name, Path(spec).name}:
-            raise NotFoundError(f"rerank model {model!r} is not served here; this server reranks with {name!r}")
-        if self._v1_reranker is None:
-            from indexer.engine.adapters import LlamaReranker
-            from indexer.models import resolve_model
-
-            self._v1_reranker = LlamaReranker(
-                str(resolve_model(spec)), max_tokens=self.settings.rerank_max_tokens, n_threads=self.settings.threads
-            )
-        rr = self._v1_reranker
-        tokens = sum(len(s) for s in rr.engine.rank_sequences(query, documents, max_tokens=rr.max_tokens))
-        return rr.rerank(query, documents), tokens, name
+        return self.models.rerank(query, documents, model)
 
     # -- the write side (index thread) -------------------------------------------------------------------------
     async def sync(self, collection: str) -> IndexReport:
         """Re-sync every root of ``collection`` (admin); searches go on meanwhile."""
-        embedded_qdrant = await self.worker.run(lambda: self._is_embedded_qdrant(collection), PRIORITY_SEARCH)
-        if embedded_qdrant:
-            report = await self.worker.run(lambda: self._reader(collection).sync(), PRIORITY_INDEX)
+        in_process = await self.worker.run(lambda: self.reader(collection).single_process, PRIORITY_SEARCH)
+        if in_process:  # a single-process store: written through the readers' collection
+            report = await self.worker.run(lambda: self.reader(collection).sync(), PRIORITY_INDEX)
         else:
             report = await self.run_on_index_thread(lambda: self.writer(collection).sync())
         self.metrics.tokens_embedded.labels(source="index").inc(report.tokens_embedded)
         return report
-
-    def _is_embedded_qdrant(self, name: str) -> bool:
-        rec = self._reader(name).record
-        return rec is not None and rec.store == "qdrant" and not rec.store_options.get("url")
 
     async def run_on_index_thread(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._index_pool, fn)

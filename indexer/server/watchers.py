@@ -17,7 +17,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from indexer.collection.facade import list_collections
+from indexer.collection.facade import list_collections, single_process
 from indexer.errors import IndexerError
 
 if TYPE_CHECKING:
@@ -50,15 +50,15 @@ class _Discovery:
             with self.lock:
                 if self.stopping.is_set() or rec.name in svc.watchers:
                     continue
-                self._start(rec.name, rec.store == "qdrant" and not rec.store_options.get("url"))
+                self._start(rec.name, single_process(rec))
 
-    def _start(self, name: str, embedded_qdrant: bool) -> None:
+    def _start(self, name: str, in_process: bool) -> None:
         from indexer.watch.watcher import Watcher
 
         svc = self.svc
         try:
-            if embedded_qdrant:
-                col = svc.worker.call_sync(lambda n=name: svc._reader(n), timeout=300)  # type: ignore[misc]
+            if in_process:  # a single-process store (embedded Qdrant): the readers' process is the one
+                col = svc.worker.call_sync(lambda n=name: svc.reader(n), timeout=300)  # type: ignore[misc]
             else:
                 col = svc._index_pool.submit(svc.writer, name).result(timeout=300)
             watcher = Watcher(col)

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from indexer.core.locks import LifetimeLock
+from indexer.core.paths import within
 from indexer.errors import IndexerError, InputError, LockedError, StoreUnavailableError
-from indexer.index.pipeline import IndexReport, within
 from indexer.state.watch_files import (
     ERRORS_KEPT,
     STATUS_PATHS_SHOWN,
@@ -49,6 +49,7 @@ from indexer.state.watch_files import (
     status_path,
     write_json_atomic,
 )
+from indexer.types import IndexReport
 from indexer.watch.batch import IGNORE_FILE_NAMES, Batch, BatchTiming, ChangeBatcher, What
 
 logger = logging.getLogger(__name__)
@@ -813,17 +814,13 @@ def options_from_settings(settings: Any) -> WatchOptions:
 # -- the foreground command ---------------------------------------------------------------------------------------
 def search_note(collection: Any) -> str | None:
     """How to search while this watcher runs, when other processes cannot open the store themselves."""
-    rec = collection.record
-    store = rec.store if rec is not None else collection.settings.store
-    options = rec.store_options if rec is not None else {}
-    url = options.get("url") if rec is not None else collection.settings.qdrant_url
-    if store == "qdrant" and not url:
+    if collection.single_process:
         return (
-            "embedded Qdrant admits one process per folder: while this watcher runs, `indexer search` and `indexer "
-            "status` from another shell are refused. To search while the collection is kept live, run `indexer "
-            "serve` instead of `indexer watch`: it runs this same watcher inside and `indexer search` goes through "
-            "it. Or use a Qdrant server (--qdrant-url) or the FAISS store, which other processes can search while a "
-            "watcher writes."
+            "this collection's store (embedded Qdrant) admits one process at a time: while this watcher runs, "
+            "`indexer search` and `indexer status` from another shell are refused. To search while the collection "
+            "is kept live, run `indexer serve` instead of `indexer watch`: it runs this same watcher inside and "
+            "`indexer search` goes through it. Or use a Qdrant server (--qdrant-url) or the FAISS store, which "
+            "other processes can search while a watcher writes."
         )
     return None
 

@@ -23,9 +23,11 @@ import hashlib
 import json
 import logging
 import re
+import shutil
 import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,8 +46,11 @@ from indexer.plugin_api import (
     StoreError,
     ancestor_dirs,
     canonical_id,
+    copy_sqlite,
+    count_rows,
     lexical,
     prepare_vector,
+    restore_folder,
 )
 from plugins.faiss.index import KINDS, AutoParams, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
@@ -138,6 +143,32 @@ class FaissStore:
         if "path" not in opts:
             raise ConfigError("FAISS store options need a 'path' (the store folder)")
         return cls(Path(opts.pop("path")), metric=metric, **opts)
+
+    # --- snapshots (indexer.ports.StoreSnapshots): backup and restore ---------------------------
+    @classmethod
+    def single_process(cls, options: Mapping[str, Any]) -> bool:
+        return False  # readers and writers of several processes share a store folder
+
+    @classmethod
+    def writer_guard(cls, options: Mapping[str, Any], collection: str) -> AbstractContextManager[None]:
+        """The collection's ``writer.lock``: waits for a writer's current operation, not its whole run."""
+        return WriterLock(Path(options["path"]) / collection / LOCK, 120.0).hold()
+
+    @classmethod
+    def snapshot(cls, options: Mapping[str, Any], collection: str, dest: Path, settings: Settings) -> int:
+        """``points.sqlite`` through SQLite's online backup, ``index.faiss`` (a cache) as it is."""
+        src, out = Path(options["path"]) / collection, dest / collection
+        copy_sqlite(src / SIDECAR, out / SIDECAR)
+        if (src / CACHE).exists():
+            shutil.copy2(src / CACHE, out / CACHE)
+        return count_rows(out / SIDECAR, "points")
+
+    @classmethod
+    def restore_snapshot(
+        cls, src: Path, options: Mapping[str, Any], collection: str, target: Mapping[str, Any], settings: Settings
+    ) -> dict[str, Any]:
+        restore_folder(src, Path(target["path"]))
+        return {**options, "path": str(target["path"])}
 
     # --- collection handling ---------------------------------------------------------------------
     def _folder(self, collection: str) -> Path:
@@ -532,6 +563,7 @@ class FaissStore:
                         raise StoreError(f"cannot drop FAISS collection {collection!r}: {exc}") from exc
                 for tmp in folder.glob(CACHE + ".*.tmp"):
                     tmp.unlink(missing_ok=True)
+            shutil.rmtree(folder, ignore_errors=True)  # the lock file and the folder, once the hold has ended
             logger.info("dropped FAISS collection %s", collection)
 
     def flush(self) -> None:

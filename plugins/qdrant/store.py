@@ -19,6 +19,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,9 +42,13 @@ from indexer.plugin_api import (
     StoreUnavailableError,
     ancestor_dirs,
     canonical_id,
+    copy_folder,
+    count_rows,
     lexical,
     prepare_vector,
+    restore_folder,
 )
+from plugins.qdrant.snapshots import server_restore, server_snapshot
 
 if TYPE_CHECKING:
     from indexer.plugin_api import Settings
@@ -159,6 +164,39 @@ class QdrantStore:
         if "path" not in opts:
             raise ConfigError("Qdrant store options need a 'url' (server) or a 'path' (embedded folder)")
         return cls(path=Path(opts.pop("path")), metric=metric, **opts)
+
+    # --- snapshots (indexer.ports.StoreSnapshots): backup and restore ---------------------------
+    @classmethod
+    def single_process(cls, options: Mapping[str, Any]) -> bool:
+        """Embedded Qdrant: one process at a time opens a folder (a server takes any number of clients)."""
+        return not options.get("url")
+
+    @classmethod
+    def writer_guard(cls, options: Mapping[str, Any], collection: str) -> AbstractContextManager[None]:
+        """Nothing of its own: a server snapshots while it is written; embedded Qdrant is single-process, so
+        backup holds the collection's writer lock instead."""
+        return nullcontext()
+
+    @classmethod
+    def snapshot(cls, options: Mapping[str, Any], collection: str, dest: Path, settings: Settings) -> int:
+        """Embedded: the folder (SQLite files through the online backup API); a server: its snapshot API."""
+        if options.get("url"):
+            return server_snapshot(str(options["url"]), collection, dest, settings.qdrant_api_key)
+        folder = Path(options["path"])
+        copy_folder(folder, dest, skip=(".lock",))
+        return sum(count_rows(f, "points") for f in dest.rglob("*.sqlite"))
+
+    @classmethod
+    def restore_snapshot(
+        cls, src: Path, options: Mapping[str, Any], collection: str, target: Mapping[str, Any], settings: Settings
+    ) -> dict[str, Any]:
+        if options.get("url"):
+            server_restore(str(options["url"]), collection, src / f"{collection}.snapshot", settings.qdrant_api_key)
+            return dict(options)
+        if "path" not in target:
+            raise ConfigError("this backup is of an embedded Qdrant collection: unset qdrant_url to restore it here")
+        restore_folder(src, Path(target["path"]))
+        return {**options, "path": str(target["path"])}
 
     # --- error handling --------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[[], T]) -> T:

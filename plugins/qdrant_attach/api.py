@@ -29,20 +29,32 @@ from pydantic import ValidationError
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from indexer.collection.facade import open_collection, open_state
-from indexer.index.pipeline import IndexReport, Progress
 from indexer.plugin_api import (
     CollectionMismatchError,
+    CollectionRecord,
     ConfigError,
     Embedder,
+    IndexReport,
     InputError,
+    Progress,
+    QueryLimits,
     Reranker,
+    SearchRequest,
     Settings,
     StoreError,
+    add_record,
+    forget_path,
+    get_record,
+    index_paths,
+    load_embedder,
+    load_reranker,
     load_settings,
     normalization_name,
+    prepare,
+    remove_record,
+    rerank_stage,
+    resolve_model,
 )
-from indexer.state.store import CollectionRecord
 from plugins.qdrant_attach.compat import ModelProbe, VectorChoice, choose_vector, probe_model
 from plugins.qdrant_attach.connect import call, open_client
 from plugins.qdrant_attach.inspection import DEFAULT_SAMPLE, CollectionReport, inspect_collection
@@ -52,7 +64,6 @@ from plugins.qdrant_attach.store import AttachedStore, remember_api_key
 logger = logging.getLogger(__name__)
 
 STORE_NAME = "qdrant_attach"
-MAX_QUERY_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -245,24 +256,13 @@ class AttachedCollection:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from indexer.engine.adapters import LlamaEmbedder
-            from indexer.models import resolve_model
-
-            path = resolve_model(self.settings.embed_model)
-            self._embedder = LlamaEmbedder(str(path), n_threads=self.settings.threads)
+            self._embedder = load_embedder(self.settings)
         return self._embedder
 
     @property
     def reranker(self) -> Reranker | None:
         if self._reranker is None and self.settings.rerank_model:
-            from indexer.engine.adapters import LlamaReranker
-            from indexer.models import resolve_model
-
-            self._reranker = LlamaReranker(
-                str(resolve_model(self.settings.rerank_model)),
-                max_tokens=self.settings.rerank_max_tokens,
-                n_threads=self.settings.threads,
-            )
+            self._reranker = load_reranker(self.settings)
         return self._reranker
 
     # -- compatibility -------------------------------------------------------------------------------------
@@ -314,22 +314,11 @@ class AttachedCollection:
     ) -> AttachedResult:
         """Embed ``query``, query the chosen vector with ``filter`` (a Qdrant filter, passed through unchanged),
         rerank the candidates when a reranker is configured (or ``rerank=True``), return the top ``k``."""
-        s = self.settings
-        query = query.strip()
-        if not query:
-            raise InputError("the query is empty; pass some words to search for")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InputError(f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
-        k = s.top_k if k is None else k
-        candidates = s.candidates if candidates is None else candidates
-        if not 1 <= k <= s.max_top_k:
-            raise InputError(f"k={k} is out of range; use 1..{s.max_top_k} (max_top_k setting)")
-        if not 1 <= candidates <= s.max_candidates:
-            raise InputError(f"candidates={candidates} is out of range; use 1..{s.max_candidates} (max_candidates)")
+        req = prepare(SearchRequest(query, k=k, candidates=candidates, rerank=rerank, mode="dense"),
+                      QueryLimits.from_settings(self.settings))
+        query, k = req.query, int(req.k or 0)
         reranker = self.reranker if rerank is not False else None
-        if rerank and reranker is None:
-            raise InputError("rerank was requested but no reranker model is configured (set rerank_model)")
-        limit = max(candidates, k) if reranker is not None else k
+        limit = int(req.candidates or k) if reranker is not None else k
         qfilter = as_filter(filter)
         choice = self.choice
         emb = self.embedder
@@ -354,20 +343,15 @@ class AttachedCollection:
         t2 = time.perf_counter()
         points = list(response.points)
         timings = {"embed": (t1 - t0) * 1000, "search": (t2 - t1) * 1000}
-        rerank_scores: list[float | None] = [None] * len(points)
-        if reranker is not None and points:
-            scores = reranker.rerank(query, [self.layout.text(p.payload or {}) for p in points])
-            order = sorted(range(len(points)), key=lambda i: scores[i], reverse=True)
-            points = [points[i] for i in order]
-            rerank_scores = [scores[i] for i in order]
-            timings["rerank"] = (time.perf_counter() - t2) * 1000
-            note = f"reranked {len(order)} candidates with {reranker.model_id}"
-        else:
-            why = "disabled for this query" if self.settings.rerank_model else "no reranker model configured"
-            note = f"no rerank stage ran: {why}"
+        stage = rerank_stage(
+            query, [self.layout.text(p.payload or {}) for p in points], reranker, k=k, wanted=rerank,
+            configured=bool(self.settings.rerank_model),
+        )
+        if stage.ran:
+            timings["rerank"] = stage.ms
         timings["total"] = (time.perf_counter() - t0) * 1000
-        hits = tuple(self._hit(p, r) for p, r in zip(points[:k], rerank_scores[:k], strict=True))
-        return AttachedResult(hits, choice.name, reranker is not None and bool(points), note, timings)
+        hits = tuple(self._hit(points[i], score) for i, score in zip(stage.order, stage.scores, strict=True))
+        return AttachedResult(hits, choice.name, stage.ran, stage.note, timings)
 
     def _hit(self, point: qm.ScoredPoint, rerank_score: float | None) -> AttachedHit:
         payload = dict(point.payload or {})
@@ -389,15 +373,13 @@ class AttachedCollection:
         """Index files into the collection as points in its own layout (our vector slot only)."""
         self.register(allow_other_model=allow_other_model)
         self._release_client()
-        with open_collection(self.name, settings=self.settings) as col:
-            return col.index(paths, progress=progress)
+        return index_paths(self.name, paths, self.settings, progress)
 
     def forget(self, path: str | Path) -> IndexReport:
         """Remove a root we indexed and every point of its files (ours only)."""
         self._require_record()
         self._release_client()
-        with open_collection(self.name, settings=self.settings) as col:
-            return col.forget(path)
+        return forget_path(self.name, path, self.settings)
 
     def detach(self) -> int:
         """Delete every point we wrote (found by our marker) and forget the attachment; returns points deleted."""
@@ -405,12 +387,7 @@ class AttachedCollection:
         before = int(call(self.where, "count our points", lambda: self.client.count(
             self.report.name, store.ours_filter(), exact=True)).count)
         store.drop(self.name)
-        state = open_state(self.settings)
-        try:
-            if state.get_collection(self.name) is not None:
-                state.drop_collection(self.name)
-        finally:
-            state.close()
+        remove_record(self.name, self.settings)
         return before
 
     def register(self, *, allow_other_model: bool = False) -> CollectionRecord:
@@ -440,11 +417,7 @@ class AttachedCollection:
             normalization=choice.normalization,
             dimensions=emb.dimensions,
         )
-        state = open_state(self.settings)
-        try:
-            state.create_collection(rec)
-        finally:
-            state.close()
+        add_record(rec, self.settings)
         logger.info("attached %s (%s, vector %s) as %s", self.report.name, self.where, choice.label, self.name)
         return rec
 
@@ -452,8 +425,6 @@ class AttachedCollection:
         path = getattr(self.embedder, "model_path", None)
         if path:
             return str(path)
-        from indexer.models import resolve_model
-
         return str(resolve_model(self.settings.embed_model))
 
     def _store_options(self, choice: VectorChoice | None, model_id: str) -> dict[str, Any]:
@@ -470,18 +441,14 @@ class AttachedCollection:
         if choice is not None:
             options["meta"] = {
                 "indexer.model_id": model_id,
-                "indexer.core.normalization": normalization_name(choice.normalization),
+                "indexer.normalization": normalization_name(choice.normalization),
                 "indexer.metric": choice.metric,
                 "dimensions": str(choice.size),
             }
         return options
 
     def _record(self) -> CollectionRecord | None:
-        state = open_state(self.settings)
-        try:
-            return state.get_collection(self.name)
-        finally:
-            state.close()
+        return get_record(self.name, self.settings)
 
     def _require_record(self) -> CollectionRecord:
         rec = self._record()

@@ -33,7 +33,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from indexer.collection.facade import list_collections
 from indexer.plugin_api import (
     CollectionMismatchError,
     ConfigError,
@@ -42,6 +41,7 @@ from indexer.plugin_api import (
     Settings,
     StoreError,
     StoreUnavailableError,
+    list_collections,
 )
 from plugins.qdrant_attach.api import STORE_NAME, AttachedCollection, attach
 from plugins.qdrant_attach.store import AttachedStore, api_key_for
@@ -312,5 +312,4 @@ def _error(status: int, message: str, started: float) -> JSONResponse:
 
 def router_for_service(service: Any) -> APIRouter:
     """Entry point ``indexer.routers: qdrant``: the router on the HTTP service's model worker and readers."""
-    reader = getattr(service, "reader", None) or getattr(service, "_reader", None)
-    return build_router(service.settings, service.worker.run, reader)
+    return build_router(service.settings, service.worker.run, service.reader)

@@ -31,7 +31,7 @@ def test_third_party_reader_and_store_are_used_end_to_end(tmp_path: Path, embed_
     # The store plugin wrote its own files where its default_options put them (inside the data directory).
     stored = json.loads((data_dir / "tiny" / "plug" / "plug.json").read_text())
     assert len(stored["points"]) == report.points_upserted
-    assert stored["meta"]["indexer.core.normalization"] == "l2"
+    assert stored["meta"]["indexer.normalization"] == "l2"
 
     with indexer.open_collection("plug") as col:  # reopened from the state alone: no store setting given
         hit = col.search("birds flying to warmer places in winter").hits[0]

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from indexer.cli.entry import fast_search, print_result
+from indexer.cli.entry import fast_search
+from indexer.cli.results import print_result
 from indexer.server import announce
 from indexer.types import SearchHit
 

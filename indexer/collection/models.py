@@ -1,0 +1,124 @@
+"""The models served on their own (``/v1/embeddings``, ``/v1/rerank``): the facade's rules for them.
+
+The HTTP service only queues and answers requests; which model names are accepted, what an input may hold, the
+caps on a request and the normalization of the vectors (unit length, as OpenAI's are) are decided here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from indexer.engine import loader
+from indexer.errors import InputError, NotFoundError
+from indexer.types import Normalization
+
+if TYPE_CHECKING:
+    from indexer.engine.adapters import LlamaEmbedder, LlamaReranker
+    from indexer.settings import Settings
+
+EmbedInput = str | Sequence[int]
+
+
+class ServedModels:
+    """The embedding model (the ``embed_model`` setting) and the reranker (``rerank_model``) served directly.
+
+    ``share(path)`` may return an already loaded embedder of that model file (a collection's), so one llama.cpp
+    context serves both. Not thread-safe: the HTTP service calls it from its model worker thread only."""
+
+    def __init__(self, settings: Settings, share: Callable[[str], Any] | None = None) -> None:
+        self.settings = settings
+        self._share = share
+        self._embedder: LlamaEmbedder | None = None
+        self._owns_embedder = False  # a shared embedder is closed by the collection that loaded it
+        self._reranker: LlamaReranker | None = None
+
+    def close(self) -> None:
+        if self._embedder is not None and self._owns_embedder:
+            self._embedder.close()
+        if self._reranker is not None:
+            self._reranker.close()
+        self._embedder = self._reranker = None
+
+    # -- names ---------------------------------------------------------------------------------------------------
+    def embed_names(self) -> list[str]:
+        return [self.settings.embed_model]
+
+    def rerank_name(self) -> str | None:
+        return self.settings.rerank_model and Path(self.settings.rerank_model).stem
+
+    # -- embeddings ----------------------------------------------------------------------------------------------
+    @property
+    def embedder(self) -> LlamaEmbedder:
+        if self._embedder is None:
+            path = str(Path(loader.resolve(self.settings.embed_model)).resolve())
+            shared = self._share(path) if self._share is not None else None
+            self._owns_embedder = shared is None
+            self._embedder = shared if shared is not None else loader.load_embedder(self.settings, path)
+        return self._embedder
+
+    def check_embed(self, items: Sequence[EmbedInput], model: str | None, dimensions: int | None = None) -> int:
+        """The tokens of one request; an InputError (or NotFoundError for the model) naming the problem and fix."""
+        emb = self.embedder
+        self._check_model(model, emb)
+        if dimensions is not None and dimensions != emb.dimensions:
+            raise InputError(
+                f"dimensions={dimensions} is not supported: this model's embeddings have {emb.dimensions} "
+                "dimensions and are never shortened; leave 'dimensions' out"
+            )
+        vocab = emb.vocab_size
+        total = 0
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                n = emb.count_tokens(item)
+            else:
+                n = len(item)
+                if n == 0:
+                    raise InputError(f"input[{i}] is an empty token list; send at least one token id")
+                bad = next((t for t in item if not 0 <= t < vocab), None)
+                if bad is not None:
+                    raise InputError(f"input[{i}] has token id {bad}; token ids must be between 0 and {vocab - 1}")
+            if n > emb.max_tokens:
+                raise InputError(
+                    f"input[{i}] has {n} tokens; the model takes at most {emb.max_tokens} per input: split it"
+                )
+            total += n
+            if total > self.settings.max_request_tokens:
+                raise InputError(
+                    f"the request has more than {self.settings.max_request_tokens} tokens (max_request_tokens); "
+                    "send fewer or shorter inputs per request"
+                )
+        return total
+
+    def embed(self, items: Sequence[EmbedInput]) -> np.ndarray:
+        """Unit-length vectors of inputs that passed :meth:`check_embed` (several requests' at once)."""
+        return self.embedder.embed_inputs(items, Normalization.L2)
+
+    def _check_model(self, model: str | None, emb: LlamaEmbedder) -> None:
+        if not model:
+            return
+        spec = self.settings.embed_model
+        known = {spec, Path(spec).name, Path(spec).stem, emb.model_id, Path(emb.model_path).name,
+                 Path(emb.model_path).stem}
+        if model not in known:
+            raise NotFoundError(
+                f"model {model!r} is not served here; this server embeds with {spec!r} (GET /v1/models). Vectors "
+                "of different models cannot be compared, so no other name is accepted"
+            )
+
+    # -- rerank --------------------------------------------------------------------------------------------------
+    def rerank(self, query: str, documents: Sequence[str], model: str | None) -> tuple[list[float], int, str]:
+        """Scores (higher is more relevant), the pairs' tokens and the model's name."""
+        name = self.rerank_name()
+        spec = self.settings.rerank_model
+        if not name or not spec:
+            raise NotFoundError("no reranker model is configured on this server; set rerank_model and restart")
+        if model and model not in {spec, name, Path(spec).name}:
+            raise NotFoundError(f"rerank model {model!r} is not served here; this server reranks with {name!r}")
+        if self._reranker is None:
+            self._reranker = loader.load_reranker(self.settings)
+        assert self._reranker is not None
+        tokens = self._reranker.count_pair_tokens(query, documents)
+        return self._reranker.rerank(query, list(documents)), tokens, name

@@ -1,0 +1,9 @@
+"""Path rules every layer shares."""
+
+from __future__ import annotations
+
+import os
+
+
+def within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
