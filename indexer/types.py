@@ -182,6 +182,8 @@ class SearchHit:
 
 
 # -- what the facade takes and gives back (every front end uses these) ----------------------------------------
+MAX_QUERY_CHARS = 4096  # a longer query is refused (InputError); the HTTP schema states the same cap
+
 @dataclass
 class IndexReport:
     """Summary of one run (mutable while the run goes on)."""

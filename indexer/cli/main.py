@@ -315,7 +315,7 @@ def watch(
     verbose: bool = VerboseOpt,
 ) -> None:
     """Keep a collection in step with its folders until Ctrl-C or SIGTERM; one log line per batch."""
-    from indexer.watch.watcher import watch_command
+    from indexer.cli.watch import watch_command
 
     try:
         code = watch_command(paths, collection, polling, rescan, lambda m: err.print(m, highlight=False))

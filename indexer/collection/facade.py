@@ -475,6 +475,13 @@ class Collection:
     def query_limits(self) -> QueryLimits:
         return QueryLimits.from_settings(self.settings)
 
+    def indexed_file(self, path: str) -> dict[str, Any]:
+        """The text of ``path`` as the indexing reader extracted it, if it is an indexed file of this collection
+        inside one of its roots (anything else is a NotFoundError): the rule of :mod:`indexer.collection.files`."""
+        from indexer.collection.files import read_indexed_file
+
+        return read_indexed_file(self, path)
+
     def status(self) -> dict[str, Any]:
         rec = self._require_record()
         counts = self.state.counts(self.name)

@@ -13,7 +13,7 @@ import numpy as np
 
 from indexer.engine import loader
 from indexer.errors import InputError, NotFoundError
-from indexer.types import Normalization
+from indexer.types import MAX_QUERY_CHARS, Normalization
 
 if TYPE_CHECKING:
     from indexer.engine.adapters import LlamaEmbedder, LlamaReranker
@@ -48,6 +48,23 @@ class ServedModels:
 
     def rerank_name(self) -> str | None:
         return self.settings.rerank_model and Path(self.settings.rerank_model).stem
+
+    # -- request caps (checked before a request waits for the model) ------------------------------------------
+    def check_embed_count(self, n: int) -> None:
+        if n > self.settings.max_inputs:
+            raise InputError(
+                f"{n} inputs in one request; the limit is {self.settings.max_inputs} (max_inputs): split the batch"
+            )
+
+    def check_rerank(self, query: str, documents: Sequence[str]) -> None:
+        if not documents:
+            raise InputError("documents is empty; send at least one document")
+        if len(documents) > self.settings.max_inputs:
+            raise InputError(
+                f"{len(documents)} documents in one request; the limit is {self.settings.max_inputs} (max_inputs)"
+            )
+        if len(query) > MAX_QUERY_CHARS:
+            raise InputError(f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
 
     # -- embeddings ----------------------------------------------------------------------------------------------
     @property
@@ -111,6 +128,7 @@ class ServedModels:
     # -- rerank --------------------------------------------------------------------------------------------------
     def rerank(self, query: str, documents: Sequence[str], model: str | None) -> tuple[list[float], int, str]:
         """Scores (higher is more relevant), the pairs' tokens and the model's name."""
+        self.check_rerank(query, documents)
         name = self.rerank_name()
         spec = self.settings.rerank_model
         if not name or not spec:

@@ -9,6 +9,7 @@ environment > config file > defaults), the same default folders, the same collec
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,17 @@ def config_file_path() -> Path:
     return Path(platformdirs.user_config_dir("indexer", appauthor=False)) / "config.toml"
 
 
+# The one collection-name rule (settings, the CLI, the HTTP API and every store plugin's folder and collection
+# names): ASCII, because a name becomes a folder name and a store's collection name (FAISS, Qdrant).
+COLLECTION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$"
+COLLECTION_NAME_RULE = (
+    "collection names are 1-200 ASCII letters, digits, '-', '_' and '.', beginning with a letter or digit"
+)
+_COLLECTION_NAME = re.compile(COLLECTION_PATTERN)
+
+
 def valid_collection_name(name: str) -> bool:
-    return bool(name) and all(c.isalnum() or c in "-_." for c in name) and not name.startswith(".")
-
-
-COLLECTION_NAME_RULE = "collection names use letters, digits, '-', '_' and '.', and do not start with '.'"
+    return isinstance(name, str) and _COLLECTION_NAME.fullmatch(name) is not None
 
 
 def data_dir_and_collection(collection: str | None = None) -> tuple[Path, str] | None:

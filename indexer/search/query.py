@@ -14,12 +14,11 @@ from indexer.errors import InputError
 from indexer.ports import Embedder, Reranker, VectorStore
 from indexer.search.fusion import MODES, FusionConfig, retrieve
 from indexer.search.rerank import rerank_stage
-from indexer.types import Filter, Hit, SearchHit, SearchRequest, SearchResult
+from indexer.types import MAX_QUERY_CHARS, Filter, Hit, SearchHit, SearchRequest, SearchResult
 
 if TYPE_CHECKING:
     from indexer.settings import Settings
 
-MAX_QUERY_CHARS = 4096
 
 
 __all__ = ["MODES", "QueryLimits", "SearchRequest", "SearchResult", "prepare", "run_search"]

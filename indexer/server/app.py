@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from indexer.core import registry
+from indexer.core.location import COLLECTION_PATTERN
 from indexer.errors import (
     CollectionMismatchError,
     IndexerError,
@@ -188,7 +189,7 @@ def _add_routes(app: APIRouter, svc: Service) -> None:
 
     @app.get("/status", tags=["status"])
     async def status(
-        collection: str | None = Query(None, max_length=200, pattern=schemas.COLLECTION_PATTERN),
+        collection: str | None = Query(None, max_length=200, pattern=COLLECTION_PATTERN),
     ) -> dict[str, Any]:
         """Collections (counts, store, model, roots, freshness) and the server (queue, last errors)."""
         return await svc.status(collection)
@@ -205,7 +206,7 @@ def _add_routes(app: APIRouter, svc: Service) -> None:
     @app.get("/files", tags=["search"])
     async def file_text(
         path: str = Query(..., max_length=4096, description="absolute path of an indexed file"),
-        collection: str = Query("default", max_length=200, pattern=schemas.COLLECTION_PATTERN),
+        collection: str = Query("default", max_length=200, pattern=COLLECTION_PATTERN),
     ) -> dict[str, Any]:
         """The text of an indexed file (only files the collection indexed, inside its roots)."""
         return await svc.file_text(collection, path)

@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-COLLECTION_PATTERN = r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$"
+from indexer.core.location import COLLECTION_PATTERN
+from indexer.types import MAX_QUERY_CHARS
 
 
 class _Strict(BaseModel):
@@ -19,7 +20,7 @@ class _Strict(BaseModel):
 
 # -- /search ---------------------------------------------------------------------------------------------------
 class SearchBody(_Strict):
-    query: str = Field(..., min_length=1, max_length=4096, description="what to look for")
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for")
     collection: str = Field("default", min_length=1, max_length=200, pattern=COLLECTION_PATTERN)
     k: int | None = Field(None, ge=1, description="results to return (default: the top_k setting)")
     candidates: int | None = Field(None, ge=1, description="candidates fetched before reranking")

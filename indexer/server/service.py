@@ -171,9 +171,7 @@ class Service:
 
     # -- file text for the search page (model worker: the state store is the query side's) --------------------
     async def file_text(self, collection: str, path: str) -> dict[str, Any]:
-        from indexer.server.files import read_indexed_file
-
-        return await self.worker.run(lambda: read_indexed_file(self.reader(collection), path), PRIORITY_SEARCH)
+        return await self.worker.run(lambda: self.reader(collection).indexed_file(path), PRIORITY_SEARCH)
 
     # -- /v1 models (model worker) ------------------------------------------------------------------------------
     def model_names(self) -> list[str]:

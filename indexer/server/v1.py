@@ -20,7 +20,6 @@ from indexer.server.service import Service
 
 
 def add_v1_routes(app: APIRouter, svc: Service) -> None:
-    settings = svc.settings
 
     @app.get("/v1/models", response_model=schemas.ModelsOut, tags=["v1"])
     async def models() -> dict[str, Any]:
@@ -35,10 +34,7 @@ def add_v1_routes(app: APIRouter, svc: Service) -> None:
     async def embeddings(body: schemas.EmbeddingsBody) -> dict[str, Any]:
         """OpenAI-compatible embeddings: a string, a list of strings, a token list, or token lists."""
         items = _items(body.input)
-        if len(items) > settings.max_inputs:
-            raise InputError(
-                f"{len(items)} inputs in one request; the limit is {settings.max_inputs} (max_inputs): split the batch"
-            )
+        svc.models.check_embed_count(len(items))
         vectors, tokens, name = await svc.embed(items, body.model, body.dimensions)
         data = [
             {"object": "embedding", "index": i, "embedding": _encode(v, body.encoding_format)}
@@ -56,15 +52,8 @@ def add_v1_routes(app: APIRouter, svc: Service) -> None:
     async def rerank(body: schemas.RerankBody) -> dict[str, Any]:
         """Cohere/Jina-compatible rerank (/v1/rerank; /v2/rerank for Cohere's v2 client): results sorted by
         relevance_score, best first."""
-        if not body.documents:
-            raise InputError("documents is empty; send at least one document")
-        if len(body.documents) > settings.max_inputs:
-            raise InputError(
-                f"{len(body.documents)} documents in one request; the limit is {settings.max_inputs} (max_inputs)"
-            )
-        if len(body.query) > 4096:
-            raise InputError(f"the query has {len(body.query)} characters; the limit is 4096")
         texts = [d if isinstance(d, str) else d.text for d in body.documents]
+        svc.models.check_rerank(body.query, texts)
         scores, tokens, name = await svc.rerank(body.query, texts, body.model)
         order = sorted(range(len(scores)), key=lambda i: scores[i], reverse=True)
         if body.top_n is not None:

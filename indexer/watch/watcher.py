@@ -22,22 +22,20 @@ background thread); :func:`run_watch` is ``indexer watch`` in the foreground. Ho
 from __future__ import annotations
 
 import contextlib
-import errno
 import inspect
 import logging
 import os
-import signal
 import threading
 import time
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from indexer.core.locks import LifetimeLock
 from indexer.core.paths import within
 from indexer.errors import IndexerError, InputError, LockedError, StoreUnavailableError
+from indexer.ports import Progress
 from indexer.state.watch_files import (
     ERRORS_KEPT,
     STATUS_PATHS_SHOWN,
@@ -51,15 +49,15 @@ from indexer.state.watch_files import (
 )
 from indexer.types import IndexReport
 from indexer.watch.batch import IGNORE_FILE_NAMES, Batch, BatchTiming, ChangeBatcher, What
+from indexer.watch.observers import INOTIFY_LIMITS, OVERFLOW, event_filter, make_handler, watch_alive
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from indexer.settings import Settings
+
+logger = logging.getLogger("indexer.watch")  # one logger name for live sync (docs/watch.md)
 
 # Errors after which the same batch is simply retried later (nothing is wrong with its paths).
 RETRYABLE: tuple[type[BaseException], ...] = (StoreUnavailableError, LockedError)
-INOTIFY_LIMITS = {
-    errno.ENOSPC: "fs.inotify.max_user_watches",
-    errno.EMFILE: "fs.inotify.max_user_instances",
-}
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 ATTEMPTS_PER_PATH = 3
@@ -109,6 +107,32 @@ class _StopCheck:
             raise _Stopping()
 
 
+class _Roots(Protocol):
+    def roots(self, collection: str, /) -> list[str]: ...
+
+
+class WatchTarget(Protocol):
+    """What a :class:`Watcher` drives: a :class:`~indexer.collection.facade.Collection` (the HTTP service gives
+    it the collection its index thread writes with)."""
+
+    name: str
+    settings: Settings
+
+    @property
+    def state(self) -> _Roots: ...
+
+    @property
+    def record(self) -> object | None: ...
+
+    def index(self, paths: Sequence[str | Path], progress: Progress | None = None) -> IndexReport: ...
+
+    def sync(self, progress: Progress | None = None) -> IndexReport: ...
+
+    def sync_paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> IndexReport: ...
+
+    def search(self, request: Any, **options: Any) -> Any: ...
+
+
 class Watcher:
     """Keeps ``collection`` in step with its roots (or with ``paths``, added as roots first) until stopped.
 
@@ -117,7 +141,7 @@ class Watcher:
 
     def __init__(
         self,
-        collection: Any,
+        collection: WatchTarget,
         paths: Sequence[str | os.PathLike[str]] | None = None,
         options: WatchOptions | None = None,
         *,
@@ -185,7 +209,7 @@ class Watcher:
             self._release_lock()
             raise
         self._write_status()
-        _OVERFLOW.watchers.add(self)
+        OVERFLOW.watchers.add(self)
         self._thread = threading.Thread(target=self._run, name=f"indexer-watch-{self.name}", daemon=True)
         self._thread.start()
 
@@ -308,7 +332,7 @@ class Watcher:
         return present
 
     def _start_observers(self) -> None:
-        self._handler = _make_handler(self)
+        self._handler = make_handler(self.on_event)
         for root in self._watchable(self.roots):
             self._watch_root(root)
 
@@ -320,7 +344,7 @@ class Watcher:
                     self._native = self._new_observer()
                     self._native.start()
                     self._observers.append(self._native)
-                watch = self._native.schedule(self._handler, root, recursive=True, event_filter=_event_filter())
+                watch = self._native.schedule(self._handler, root, recursive=True, event_filter=event_filter())
                 self._watches[root] = (self._native, watch)
                 return
             except OSError as exc:
@@ -350,7 +374,7 @@ class Watcher:
             self.roots = list(self.collection.state.roots(self.name))
         for root in self.roots:
             held = self._watches.get(root)
-            if held is not None and _watch_alive(*held):
+            if held is not None and watch_alive(*held):
                 continue
             if not os.path.isdir(root):
                 continue
@@ -682,192 +706,9 @@ class Watcher:
             logger.debug("cannot write the watch status: %s", exc)
 
 
-# -- embedding in a service ---------------------------------------------------------------------------------------
-class _SyncTarget:
-    """What the Watcher needs of a Collection, made of a ``sync_paths`` callable (the HTTP service runs the
-    writes on its own index thread). The reconciliation scan is ``sync_paths(roots)``: a folder is rescanned."""
-
-    record = True
-
-    def __init__(
-        self, name: str, roots: Sequence[str], settings: Any, sync_paths: Callable[[list[str]], IndexReport]
-    ) -> None:
-        self.name = name
-        self.settings = settings
-        self._roots = [str(Path(r)) for r in roots]
-        self._sync_paths = sync_paths
-        self.state = self
-
-    def roots(self, name: str) -> list[str]:
-        return list(self._roots)
-
-    def sync_paths(self, paths: list[str]) -> IndexReport:
-        return self._sync_paths(paths)
-
-    def sync(self, progress: Any = None) -> IndexReport:
-        return self._sync_paths(list(self._roots))
-
-
-def start_watcher(
-    name: str, roots: Sequence[str], settings: Any, sync_paths: Callable[[list[str]], IndexReport]
-) -> Watcher:
-    """Start a watcher of collection ``name`` whose batches go to ``sync_paths`` (the HTTP service's hook).
-
-    Returns the running :class:`Watcher`: ``stop()`` finishes the batch in hand; ``freshness()`` is for /status."""
-    watcher = Watcher(_SyncTarget(name, roots, settings, sync_paths))
-    watcher.start()
-    return watcher
-
-
-# -- watchdog glue ---------------------------------------------------------------------------------------------
-class _OverflowListener(logging.Filter):
-    """The kernel drops inotify events when its queue overflows; watchdog only logs it. This filter (it never
-    drops a record) turns that log record into an immediate rescan of every running watcher."""
-
-    logger_name = "watchdog.observers.inotify_c"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.watchers: weakref.WeakSet[Watcher] = weakref.WeakSet()
-        logging.getLogger(self.logger_name).addFilter(self)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if "queue overflow" in record.getMessage().lower():
-            for watcher in list(self.watchers):
-                if watcher.running:
-                    watcher.request_rescan("the inotify queue overflowed and events were lost")
-        return True
-
-
-_OVERFLOW = _OverflowListener()
-
-
-def _watch_alive(observer: Any, watch: Any) -> bool:
-    """Whether ``observer`` still has a running emitter for ``watch`` (one ends when its root is deleted)."""
-    return any(getattr(e, "watch", None) == watch and e.is_alive() for e in getattr(observer, "emitters", ()))
-
-
-def _event_filter() -> list[type[Any]]:
-    from watchdog import events as ev
-
-    return [
-        ev.FileCreatedEvent,
-        ev.FileModifiedEvent,
-        ev.FileAttribEvent,
-        ev.FileClosedEvent,
-        ev.FileDeletedEvent,
-        ev.FileMovedEvent,
-        ev.DirCreatedEvent,
-        ev.DirDeletedEvent,
-        ev.DirMovedEvent,
-    ]
-
-
-def translate(event: Any) -> list[tuple[str, What]]:
-    """What a watchdog event says, as (path, What) pairs; folder modifications and opens say nothing."""
-    from watchdog import events as ev
-
-    src = os.fsdecode(event.src_path) if event.src_path else ""
-    dest = os.fsdecode(event.dest_path) if getattr(event, "dest_path", "") else ""
-    kind = event.event_type
-    if kind in (ev.EVENT_TYPE_OPENED, ev.EVENT_TYPE_CLOSED_NO_WRITE):
-        return []
-    if event.is_directory:
-        if kind in (ev.EVENT_TYPE_CREATED,):
-            return [(src, What.FOLDER)]
-        if kind == ev.EVENT_TYPE_DELETED:
-            return [(src, What.GONE)]
-        if kind == ev.EVENT_TYPE_MOVED:
-            return [(p, w) for p, w in ((src, What.GONE), (dest, What.FOLDER)) if p]
-        return []
-    if kind == ev.EVENT_TYPE_CLOSED:
-        return [(src, What.CLOSED)]
-    if kind == ev.EVENT_TYPE_DELETED:
-        return [(src, What.GONE)]
-    if kind == ev.EVENT_TYPE_MOVED:
-        return [(p, w) for p, w in ((src, What.GONE), (dest, What.CLOSED)) if p]
-    return [(src, What.WRITE)]  # created, modified, attrib
-
-
-def _make_handler(watcher: Watcher) -> Any:
-    from watchdog.events import FileSystemEventHandler
-
-    class _Handler(FileSystemEventHandler):
-        def on_any_event(self, event: Any) -> None:
-            try:
-                for path, what in translate(event):
-                    watcher.on_event(path, what)
-            except Exception:  # an observer thread must never die on one odd event
-                logger.exception("cannot handle file event %r", event)
-
-    return _Handler()
-
-
-def options_from_settings(settings: Any) -> WatchOptions:
+def options_from_settings(settings: Settings) -> WatchOptions:
     return WatchOptions(
         polling=bool(getattr(settings, "watch_polling", False)),
         poll_seconds=float(getattr(settings, "watch_poll_seconds", 1.0)),
         rescan_seconds=float(getattr(settings, "watch_rescan_seconds", 600.0)),
     )
-
-
-# -- the foreground command ---------------------------------------------------------------------------------------
-def search_note(collection: Any) -> str | None:
-    """How to search while this watcher runs, when other processes cannot open the store themselves."""
-    if collection.single_process:
-        return (
-            "this collection's store (embedded Qdrant) admits one process at a time: while this watcher runs, "
-            "`indexer search` and `indexer status` from another shell are refused. To search while the collection "
-            "is kept live, run `indexer serve` instead of `indexer watch`: it runs this same watcher inside and "
-            "`indexer search` goes through it. Or use a Qdrant server (--qdrant-url) or the FAISS store, which "
-            "other processes can search while a watcher writes."
-        )
-    return None
-
-
-def run_watch(
-    collection: Any,
-    paths: Sequence[str | os.PathLike[str]] | None = None,
-    options: WatchOptions | None = None,
-    announce: Callable[[str], None] | None = None,
-) -> int:
-    """Watch in the foreground until SIGINT/SIGTERM; returns the exit code (0 after a clean stop)."""
-    say = announce or logger.warning
-    watcher = Watcher(collection, paths, options)
-    stop_requested = threading.Event()
-
-    def _on_signal(signum: int, frame: object) -> None:
-        stop_requested.set()
-
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        watcher.start()
-        how = "polling" if watcher.polled_roots == watcher.roots else "inotify"
-        say(f"watching {', '.join(watcher.roots)} ({how}); status: `indexer status`; stop with Ctrl-C")
-        note = search_note(collection)
-        if note:
-            say(note)
-        while not stop_requested.wait(0.5):
-            if not watcher.running:
-                break
-        say("stopping: finishing the current batch")
-        watcher.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 0 if stop_requested.is_set() else 1
-
-
-def watch_command(
-    paths: Sequence[str | os.PathLike[str]] | None,
-    collection: str | None = None,
-    polling: bool | None = None,
-    rescan: float | None = None,
-    announce: Callable[[str], None] | None = None,
-) -> int:
-    """``indexer watch``: open the collection, log one line per batch, watch until a signal. Returns the exit code."""
-    from indexer.collection.facade import open_collection
-
-    logging.getLogger(__name__).setLevel(logging.INFO)  # the batch lines are the command's output
-    with open_collection(collection, watch_polling=polling, watch_rescan_seconds=rescan) as col:
-        return run_watch(col, paths or None, announce=announce)

@@ -256,13 +256,14 @@ def test_store_unreachable_then_restored_loses_nothing(live):
 
 
 def test_service_hook_with_the_real_collection(tmp_path, embed_model_path):
-    """The HTTP service's way in: ``start_watcher(name, roots, settings, sync_paths)``."""
-    from indexer.watch.watcher import start_watcher
+    """The HTTP service's way in: ``Watcher(collection).start()`` with the collection it writes with."""
+    from indexer.watch import Watcher
 
     root = write_corpus(tmp_path / "root").resolve()
     with indexer.open_collection("svc") as col:
         col.index([root])
-        handle = start_watcher(col.name, [str(root)], col.settings, col.sync_paths)
+        handle = Watcher(col)
+        handle.start()
         try:
             (root / "kites.md").write_text("Kites fly best in steady coastal winds.\n")
             until(lambda: handle.wait_idle(DEADLINE) and any(p.endswith("kites.md") for p in col.state.files("svc")))

@@ -18,7 +18,8 @@ from indexer.errors import InputError, StoreUnavailableError
 from indexer.index.pipeline import IndexReport
 from indexer.state.watch_files import load_queue, queue_path, read_status
 from indexer.watch.batch import BatchTiming, What
-from indexer.watch.watcher import Watcher, WatchError, WatchOptions, translate
+from indexer.watch.observers import translate
+from indexer.watch.watcher import Watcher, WatchError, WatchOptions
 
 FAST = WatchOptions(rescan_seconds=0, timing=BatchTiming(gather=0.01, max_gather=0.05, settle=0.1, grace=0.1))
 
@@ -263,34 +264,28 @@ def test_batches_are_sized_to_the_measured_pace(fake):
     assert watcher._batch_limit() == FAST.timing.max_paths
 
 
-def test_start_watcher_is_the_service_hook(tmp_path):
-    from indexer.watch.watcher import start_watcher
+def test_a_watcher_drives_any_watch_target(fake):
+    """The Watcher asks only what the WatchTarget protocol names (the facade's Collection is one): a
+    reconciliation scan at start, then one sync_paths call per batch; freshness and status for /status."""
+    from indexer.watch import Watcher, WatchTarget
 
-    root = tmp_path / "root"
-    root.mkdir()
-    calls: list[list[str]] = []
-    lock = threading.Lock()
-
-    def sync_paths(paths: list[str]) -> IndexReport:
-        with lock:
-            calls.append(list(paths))
-        return IndexReport()
-
-    handle = start_watcher("svc", [str(root)], FakeSettings(tmp_path / "data"), sync_paths)
+    target: WatchTarget = fake
+    handle = Watcher(target, options=FAST)
+    handle.start()
     try:
-        until(lambda: calls and calls[0] == [str(root)])  # the reconciliation scan: the root rescanned
-        (root / "n.md").write_text("note")
-        until(lambda: [str(root / "n.md")] in calls)
+        until(lambda: fake.reconciles >= 1)
+        (fake.root / "n.md").write_text("note")
+        until(lambda: str(fake.root / "n.md") in fake.all_synced())
         summary = handle.freshness()
         assert summary["samples"] >= 1
         assert {"state", "queued", "p50_ms", "p95_ms", "last_ms"} <= set(summary)
     finally:
         handle.stop()
-    assert (read_status(tmp_path / "data", "svc") or {}).get("state") == "stopped"
+    assert (read_status(fake.data_dir, "fake") or {}).get("state") == "stopped"
 
 
 def test_watching_a_collection_without_roots_says_what_to_do(tmp_path, monkeypatch):
-    from indexer.watch.watcher import watch_command
+    from indexer.cli.watch import watch_command
 
     monkeypatch.setenv("INDEXER_DATA_DIR", str(tmp_path / "data"))
     with pytest.raises(InputError, match="indexer watch PATH"):
@@ -302,7 +297,7 @@ def test_watching_a_collection_without_roots_says_what_to_do(tmp_path, monkeypat
 def test_rescans_watch_new_roots_and_roots_that_came_back(fake, tmp_path):
     import shutil
 
-    from indexer.watch.watcher import _watch_alive
+    from indexer.watch.observers import watch_alive as _watch_alive
 
     options = WatchOptions(rescan_seconds=0.2, timing=FAST.timing)
     with Watcher(fake, options=options) as watcher:

@@ -1,4 +1,5 @@
-"""The text of an indexed file, for the search page: only files the collection indexed, only inside its roots.
+"""The file-access rule: the text of an indexed file (the search page, ``GET /files``), only files the collection
+indexed, only inside its roots. :meth:`Collection.indexed_file` is its front door.
 
 The path is resolved (symlinks, ``..``) and must be a file the state store lists as indexed for the collection
 and lie inside one of its roots after resolution; anything else is "not found" (the answer does not tell
@@ -9,13 +10,14 @@ match the hits), capped by ``max_file_size``.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from indexer.collection.facade import Collection
-from indexer.core import registry
 from indexer.core.paths import within
 from indexer.errors import NotFoundError, SourceError
 from indexer.types import SourceRef
+
+if TYPE_CHECKING:
+    from indexer.collection.facade import Collection
 
 
 def read_indexed_file(col: Collection, path: str) -> dict[str, Any]:
@@ -35,7 +37,7 @@ def read_indexed_file(col: Collection, path: str) -> dict[str, Any]:
         st = os.stat(real)
     except OSError as exc:
         raise NotFoundError(f"{path!r} was indexed but cannot be read now: {exc.strerror}") from exc
-    source = registry.open_source(col.settings, [root])  # the readers the index used: same lines and pages
+    source = col.source_for(root)  # the readers the index used: same lines and pages
     try:
         doc = source.read(SourceRef(root=root, path=real, size=st.st_size, mtime_ns=st.st_mtime_ns))
     except SourceError as exc:
