@@ -10,7 +10,7 @@ point (docs/plugins.md). Everything it may rely on is named here, and nothing el
   terms every store indexes alike), :func:`database_error` (SQLite errors into the tree), :func:`lock_for`
   (the one file-lock helper), :func:`copy_sqlite` / :func:`copy_folder` / :func:`restore_folder` /
   :func:`count_rows` for the optional snapshot capabilities (:class:`StoreSnapshots`: backup and restore);
-- for a source: :func:`load_readers` (every registered reader);
+- for a source: :func:`load_readers` (every registered reader), the optional :class:`FolderScan`;
 - for the normalization a metric needs: :class:`Normalization`, :func:`choose_normalization`,
   :func:`normalization_name`.
 
@@ -57,6 +57,7 @@ from indexer.errors import (
 )
 from indexer.ports import (
     Embedder,
+    FolderScan,
     Progress,
     Reader,
     Reranker,
@@ -92,6 +93,7 @@ __all__ = [
     "Document",
     "Embedder",
     "Filter",
+    "FolderScan",
     "Hit",
     "IndexReport",
     "IndexerError",

@@ -157,6 +157,14 @@ class Source(Protocol):
 
 
 @runtime_checkable
+class FolderScan(Protocol):
+    """Optional capability of a Source: what a scan would yield below one folder inside a root (per-path sync of a
+    folder that appeared or moved). Without it, the pipeline filters a full scan."""
+
+    def scan_below(self, folder: str) -> Iterator[SourceRef]: ...
+
+
+@runtime_checkable
 class SourceFactory(Protocol):
     """What an ``indexer.sources`` entry point names (usually the Source class, with one classmethod)."""
 

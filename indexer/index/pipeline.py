@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from indexer.core.normalization import Normalization, cache_tag
+from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
-from indexer.ports import Chunker, Embedder, Progress, Source, VectorStore
+from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore
 from indexer.state.store import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
 from indexer.types import Chunk, Document, IndexReport, Point, ScanProblem, SourceRef
 
@@ -333,14 +334,9 @@ class Pipeline:
 
 def _refs_below(source: Source, folder: str) -> list[SourceRef]:
     """What a scan would yield below ``folder`` (a folder inside a root), by the source's own rules."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            ref = source.ref_for(os.path.join(dirpath, name))
-            if ref is not None:
-                out.append(ref)
-    return out
+    if isinstance(source, FolderScan):
+        return list(source.scan_below(folder))
+    return [ref for ref in source.scan() if within(ref.path, folder)]
 
 
 @contextmanager

@@ -254,6 +254,39 @@ class FilesystemSource:
                 continue
             visited_dirs.add((st.st_dev, st.st_ino))
             yield from self._walk([_Pending(root, root, "", IgnoreStack(), root)], seen_files, visited_dirs, deferred)
+        yield from self._walk_deferred(deferred, seen_files, visited_dirs)
+
+    def scan_below(self, folder: str | os.PathLike[str]) -> Iterator[SourceRef]:
+        """What :meth:`scan` would yield below ``folder`` (a folder inside a root), by the same rules (hidden
+        names, ignore files of the folders above it, globs): per-path sync of a folder that appeared or moved."""
+        absolute = os.path.abspath(os.fspath(folder))
+        real = os.path.realpath(absolute)
+        walk_root = self._root_of(absolute) or self._root_of(real)
+        if walk_root is None or not os.path.isdir(real):
+            return
+        walked = absolute if self._root_of(absolute) else real
+        rel = "" if walked == walk_root else os.path.relpath(walked, walk_root).replace(os.sep, "/")
+        parts = rel.split("/") if rel else []
+        if any(part.startswith(".") for part in parts):
+            return
+        stack, directory = IgnoreStack(), walk_root
+        for depth, part in enumerate(parts):
+            stack = stack.push(self._cached_ignore_level(directory, "/".join(parts[:depth])))
+            dir_rel = "/".join(parts[: depth + 1])
+            if stack.ignored(dir_rel, True) or self._globs.excluded_dir(dir_rel):
+                return
+            directory = os.path.join(directory, part)
+        st = os.stat(real)
+        seen_files: set[str] = set()
+        visited_dirs = {(st.st_dev, st.st_ino)}
+        deferred: list[_Pending] = []
+        yield from self._walk([_Pending(walked, real, rel, stack, walk_root)], seen_files, visited_dirs, deferred)
+        yield from self._walk_deferred(deferred, seen_files, visited_dirs)
+
+    def _walk_deferred(
+        self, deferred: list[_Pending], seen_files: set[str], visited_dirs: set[tuple[int, int]]
+    ) -> Iterator[SourceRef]:
+        """Symlinked folders, entered after the real ones and only when their target was not walked already."""
         while deferred:
             link = deferred.pop(0)
             try:

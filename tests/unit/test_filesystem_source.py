@@ -460,3 +460,32 @@ def test_reader_bug_becomes_source_error(tmp_path: Path) -> None:
     (ref,) = list(source.scan())
     with pytest.raises(SourceError, match="text reader failed"):
         source.read(ref)
+
+
+def test_scan_below_a_folder_follows_the_rules_of_the_whole_scan(tmp_path):
+    """Per-path sync of a folder that appeared asks the source for what is below it: the same files a full scan
+    yields there, with the ignore files of the folders above it, hidden names, globs and symlinks."""
+    from indexer.core.paths import within
+    from indexer.ports import FolderScan
+
+    root = tmp_path / "root"
+    write(root / ".gitignore", "build/\n*.log\n")
+    write(root / "docs" / ".indexerignore", "drafts/\n")
+    write(root / "docs" / "a.md", "# A\n")
+    write(root / "docs" / "run.log", "log line\n")
+    write(root / "docs" / "drafts" / "b.md", "# B\n")
+    write(root / "docs" / "build" / "c.md", "# C\n")
+    write(root / "docs" / ".hidden" / "d.md", "# D\n")
+    write(root / "docs" / "deep" / "e.txt", "e\n")
+    write(tmp_path / "elsewhere" / "f.md", "# F\n")
+    os.symlink(tmp_path / "elsewhere", root / "docs" / "linked")  # its target is outside the root: not indexed
+    source = FilesystemSource([root], exclude=("**/*.txt",))
+    assert isinstance(source, FolderScan)
+    for folder in (root / "docs", root / "docs" / "deep", root):
+        below = {r.path for r in source.scan_below(str(folder))}
+        full = {r.path for r in source.scan() if within(r.path, str(folder.resolve()))}
+        assert below == full, folder
+    assert {Path(r.path).name for r in source.scan_below(str(root / "docs"))} == {"a.md"}
+    assert list(source.scan_below(str(root / "docs" / "drafts"))) == []  # ignored by the folder above it
+    assert list(source.scan_below(str(root / "docs" / ".hidden"))) == []
+    assert list(source.scan_below(str(tmp_path / "elsewhere"))) == []  # outside every root
