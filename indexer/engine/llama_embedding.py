@@ -242,6 +242,49 @@ def _pooling_name(p: int) -> str:
     return _POOLING_NAMES.get(p, str(p))
 
 
+def _int_at_least(value: object, low: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= low
+
+
+def _check_arguments(
+    *,
+    mmproj_path: str | None,
+    embedding_handler: object | None,
+    pooling_type: int,
+    n_seq_max: int | None,
+    max_seq: int,
+    n_batch: int,
+    n_ubatch: int,
+    n_ctx: int,
+    pack_tokens: int | None,
+    parallel_contexts: int | None,
+) -> None:
+    """Refuse what llama.cpp would abort the process on, before any native call (ValueError/TypeError)."""
+    if mmproj_path is not None and embedding_handler is not None:
+        raise ValueError("Pass either mmproj_path or embedding_handler, not both")
+    if embedding_handler is not None:
+        raise TypeError(
+            f"embedding_handler of type {type(embedding_handler).__name__} is not supported: this build has "
+            "no multimodal embedding handler"
+        )
+    if pooling_type not in _POOLING_NAMES or isinstance(pooling_type, bool):
+        raise ValueError(
+            f"pooling_type={pooling_type!r} is not a llama.cpp pooling type; use one of "
+            + ", ".join(f"{v} ({k})" for k, v in _POOLING_NAMES.items())
+        )
+    if n_seq_max is not None and not (_int_at_least(n_seq_max, 1) and n_seq_max <= max_seq):
+        raise ValueError(f"n_seq_max must be an int with 1 <= n_seq_max <= {max_seq}, got {n_seq_max!r}")
+    for name, value in (("n_batch", n_batch), ("n_ubatch", n_ubatch)):
+        if not _int_at_least(value, 1):
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if not _int_at_least(n_ctx, 0):
+        raise ValueError(f"n_ctx must be an int >= 0 (0 = the model's training context), got {n_ctx!r}")
+    if pack_tokens is not None and (not isinstance(pack_tokens, int) or pack_tokens < 1):
+        raise ValueError(f"pack_tokens must be an int >= 1 or None, got {pack_tokens!r}")
+    if parallel_contexts is not None and not _int_at_least(parallel_contexts, 1):
+        raise ValueError(f"parallel_contexts must be an int >= 1 or None, got {parallel_contexts!r}")
+
+
 class LlamaEmbedding(llama_cpp.Llama):
     """Embedding and reranking on a llama.cpp model (see the module docstring).
 
@@ -285,34 +328,12 @@ class LlamaEmbedding(llama_cpp.Llama):
         **kwargs: Any,
     ) -> None:
         self._closed = True  # until validated; a failed __init__ closes itself (below)
-        if mmproj_path is not None and embedding_handler is not None:
-            raise ValueError("Pass either mmproj_path or embedding_handler, not both")
-        if embedding_handler is not None:
-            raise TypeError(
-                f"embedding_handler of type {type(embedding_handler).__name__} is not supported: this build has "
-                "no multimodal embedding handler"
-            )
-        if pooling_type not in _POOLING_NAMES or isinstance(pooling_type, bool):
-            raise ValueError(
-                f"pooling_type={pooling_type!r} is not a llama.cpp pooling type; use one of "
-                + ", ".join(f"{v} ({k})" for k, v in _POOLING_NAMES.items())
-            )
         max_seq = int(llama_cpp.llama_max_parallel_sequences())
-        if n_seq_max is not None and (
-            isinstance(n_seq_max, bool) or not isinstance(n_seq_max, int) or not 1 <= n_seq_max <= max_seq
-        ):
-            raise ValueError(f"n_seq_max must be an int with 1 <= n_seq_max <= {max_seq}, got {n_seq_max!r}")
-        for name, value in (("n_batch", n_batch), ("n_ubatch", n_ubatch)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 0:
-            raise ValueError(f"n_ctx must be an int >= 0 (0 = the model's training context), got {n_ctx!r}")
-        if pack_tokens is not None and (not isinstance(pack_tokens, int) or pack_tokens < 1):
-            raise ValueError(f"pack_tokens must be an int >= 1 or None, got {pack_tokens!r}")
-        if parallel_contexts is not None and (
-            isinstance(parallel_contexts, bool) or not isinstance(parallel_contexts, int) or parallel_contexts < 1
-        ):
-            raise ValueError(f"parallel_contexts must be an int >= 1 or None, got {parallel_contexts!r}")
+        _check_arguments(
+            mmproj_path=mmproj_path, embedding_handler=embedding_handler, pooling_type=pooling_type,
+            n_seq_max=n_seq_max, max_seq=max_seq, n_batch=n_batch, n_ubatch=n_ubatch, n_ctx=n_ctx,
+            pack_tokens=pack_tokens, parallel_contexts=parallel_contexts,
+        )
         for forced in ("embedding", "embeddings", "kv_unified", "n_seq_max"):
             kwargs.pop(forced, None)
 
@@ -328,98 +349,18 @@ class LlamaEmbedding(llama_cpp.Llama):
                 n_gpu_layers=n_gpu_layers,
                 verbose=verbose,
                 # embedding=False: in embedding mode 0.3.36 builds its context with n_seq_max=min(n_batch, 256),
-                # which aborts the process when that does not divide n_ubatch (see below). We build the
-                # embedding context ourselves.
+                # which aborts the process when that does not divide n_ubatch (see _embedding_context). We
+                # build the embedding context ourselves.
                 embedding=False,
                 flash_attn=bool(flash_attn),
                 n_threads=n_threads or cpus,
                 n_threads_batch=n_threads_batch or n_threads or cpus,
                 **kwargs,
             )
-
-            # Rebuild the context with our settings: 0.3.36 forces n_seq_max = min(n_batch, 256) in embedding mode
-            # and has no AUTO flash attention.
-            cp = self.context_params
-            n_batch_eff = int(cp.n_batch)
-            causal_guess = not self._is_non_causal_model()
-            n_ubatch_eff = int(cp.n_ubatch)
-            limit_guess = n_batch_eff if causal_guess else min(n_batch_eff, n_ubatch_eff)
-            # llama.cpp reserves its worst-case graph with n_ubatch rounded up to a multiple of n_seq_max but
-            # only n_ubatch outputs; for pooled embeddings that trips GGML_ASSERT(ggml_can_mul_mat) and kills
-            # the process (for example n_seq_max=7 with n_ubatch=512). So n_seq_max must divide n_ubatch.
-            want_seq = choose_n_seq_max(n_ubatch_eff, min(max_seq, limit_guess), n_seq_max)
-            cp.embeddings = True
-            cp.kv_unified = True
-            cp.n_seq_max = want_seq
-            cp.flash_attn_type = (
-                llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
-                if flash_attn is None
-                else (
-                    llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-                )
-            )
-            self._ctx.close()
-            self._ctx = self._stack.enter_context(
-                contextlib.closing(internals.LlamaContext(model=self._model, params=cp, verbose=self.verbose))
-            )
-            if self._lora_adapter is not None:
-                adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(cast(Any, self._lora_adapter))
-                scales = (ctypes.c_float * 1)(self.lora_scale)
-                if llama_cpp.llama_set_adapters_lora(self._ctx.ctx, adapters, 1, scales):
-                    raise RuntimeError(f"Failed to set LoRA adapter from lora path: {self.lora_path}")
-
-            ctx = self._ctx.ctx
-            got_seq = int(llama_cpp.llama_n_seq_max(ctx))
-            if got_seq != want_seq:
-                raise RuntimeError(f"llama.cpp built the context with n_seq_max={got_seq}, expected {want_seq}")
-            self.n_seq_max = got_seq
-            self.n_batch_eff = int(llama_cpp.llama_n_batch(ctx))
-            self.n_ubatch_eff = int(llama_cpp.llama_n_ubatch(ctx))
-            self.causal = bool(llama_cpp.llama_get_causal_attn(ctx)) and not self._is_non_causal_model()
-            # Per-input limit L: the whole sequence must fit one physical batch for non-causal attention.
-            self.n_ctx_train = int(self._model.n_ctx_train())
-            # Tokens per decode batch: the whole batch must fit one micro-batch for non-causal attention.
-            self.batch_tokens = self.n_batch_eff if self.causal else min(self.n_batch_eff, self.n_ubatch_eff)
-            if self.causal:
-                self.max_tokens = min(self.n_batch_eff, int(llama_cpp.llama_n_ctx(ctx)))
-            else:
-                # Non-causal (BERT-family) models mostly have learned absolute position embeddings with
-                # n_ctx_train rows: a position beyond them trips GGML_ASSERT in get_rows and kills the process.
-                self.max_tokens = min(self.n_batch_eff, self.n_ubatch_eff, self.n_ctx_train)
-            self.pooling = int(llama_cpp.llama_pooling_type(ctx))
-            model = self._model.model
-            self.n_embd_out = int(llama_cpp.llama_model_n_embd_out(model))
-            self.n_cls_out = (
-                int(llama_cpp.llama_model_n_cls_out(model)) if self.pooling == LLAMA_POOLING_TYPE_RANK else 0
-            )
-            self.n_vocab_tokens = int(llama_cpp.llama_vocab_n_tokens(self._model.vocab))
-            # Pack at most one micro-batch so pooled sequences never straddle micro-batches (causal models).
-            default_pack = min(DEFAULT_PACK_TOKENS, self.n_ubatch_eff)
-            self.pack_tokens = min(pack_tokens or default_pack, self.batch_tokens)
-            self.sort_by_length = sort_by_length
-            # Thread count: fixed if the caller chose one, else measured per batch (see ThreadChooser).
-            self._threads: ThreadChooser | None = None
-            self._current_threads = int(cp.n_threads_batch)
-            if n_threads is None and n_threads_batch is None and cpus > 1:
-                self._threads = ThreadChooser([cpus, max(1, cpus // 2)])
+            self._embedding_context(max_seq, n_seq_max, flash_attn)
+            self._read_model_facts(pack_tokens, sort_by_length)
             self.mmproj_path = mmproj_path
-            self.token_batch = TokenBatch(self.batch_tokens, self.n_seq_max)
-            # Data-parallel decoding: one single-threaded context per core, each taking whole batches. No
-            # thread of one batch waits at a barrier for another, so a busy core slows only its own share
-            # (see docs/benchmarks.md). Default: one per core when the caller fixed no thread count.
-            if parallel_contexts is None:
-                fixed = n_threads is not None or n_threads_batch is not None
-                parallel_contexts = 1 if fixed else min(cpus, MAX_DEFAULT_CONTEXTS)
-            # each context's share of the cores (1 up to MAX_DEFAULT_CONTEXTS cores: no barriers at all)
-            self._context_threads = max(1, cpus // parallel_contexts)
-            self._extra: list[tuple[internals.LlamaContext, TokenBatch]] = []
-            if self._lora_adapter is None:
-                for _ in range(parallel_contexts - 1):
-                    extra = self._stack.enter_context(contextlib.closing(
-                        internals.LlamaContext(model=self._model, params=cp, verbose=self.verbose)))
-                    llama_cpp.llama_set_n_threads(extra.ctx, self._context_threads, self._context_threads)
-                    self._extra.append((extra, TokenBatch(self.batch_tokens, self.n_seq_max)))
-            self.parallel_contexts = 1 + len(self._extra)
+            self._set_up_threads(cpus, n_threads, n_threads_batch, parallel_contexts)
         except BaseException:
             self.close()
             raise
@@ -430,6 +371,96 @@ class LlamaEmbedding(llama_cpp.Llama):
                 f"limit={self.max_tokens} batch_tokens={self.batch_tokens} pack_tokens={self.pack_tokens}",
                 flush=True,
             )
+
+    # -- construction steps --------------------------------------------------------------------------------
+
+    def _embedding_context(self, max_seq: int, n_seq_max: int | None, flash_attn: bool | None) -> None:
+        """Rebuild the context with our settings: 0.3.36 forces n_seq_max = min(n_batch, 256) in embedding mode
+        and has no AUTO flash attention."""
+        cp = self.context_params
+        n_batch_eff = int(cp.n_batch)
+        causal_guess = not self._is_non_causal_model()
+        n_ubatch_eff = int(cp.n_ubatch)
+        limit_guess = n_batch_eff if causal_guess else min(n_batch_eff, n_ubatch_eff)
+        # llama.cpp reserves its worst-case graph with n_ubatch rounded up to a multiple of n_seq_max but
+        # only n_ubatch outputs; for pooled embeddings that trips GGML_ASSERT(ggml_can_mul_mat) and kills
+        # the process (for example n_seq_max=7 with n_ubatch=512). So n_seq_max must divide n_ubatch.
+        want_seq = choose_n_seq_max(n_ubatch_eff, min(max_seq, limit_guess), n_seq_max)
+        cp.embeddings = True
+        cp.kv_unified = True
+        cp.n_seq_max = want_seq
+        cp.flash_attn_type = (
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
+            if flash_attn is None
+            else (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+        )
+        self._ctx.close()
+        self._ctx = self._stack.enter_context(
+            contextlib.closing(internals.LlamaContext(model=self._model, params=cp, verbose=self.verbose))
+        )
+        if self._lora_adapter is not None:
+            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(cast(Any, self._lora_adapter))
+            scales = (ctypes.c_float * 1)(self.lora_scale)
+            if llama_cpp.llama_set_adapters_lora(self._ctx.ctx, adapters, 1, scales):
+                raise RuntimeError(f"Failed to set LoRA adapter from lora path: {self.lora_path}")
+        got_seq = int(llama_cpp.llama_n_seq_max(self._ctx.ctx))
+        if got_seq != want_seq:
+            raise RuntimeError(f"llama.cpp built the context with n_seq_max={got_seq}, expected {want_seq}")
+        self.n_seq_max = got_seq
+
+    def _read_model_facts(self, pack_tokens: int | None, sort_by_length: bool) -> None:
+        """Limits, pooling and output sizes of the model in this context."""
+        ctx = self._ctx.ctx
+        self.n_batch_eff = int(llama_cpp.llama_n_batch(ctx))
+        self.n_ubatch_eff = int(llama_cpp.llama_n_ubatch(ctx))
+        self.causal = bool(llama_cpp.llama_get_causal_attn(ctx)) and not self._is_non_causal_model()
+        # Per-input limit L: the whole sequence must fit one physical batch for non-causal attention.
+        self.n_ctx_train = int(self._model.n_ctx_train())
+        # Tokens per decode batch: the whole batch must fit one micro-batch for non-causal attention.
+        self.batch_tokens = self.n_batch_eff if self.causal else min(self.n_batch_eff, self.n_ubatch_eff)
+        if self.causal:
+            self.max_tokens = min(self.n_batch_eff, int(llama_cpp.llama_n_ctx(ctx)))
+        else:
+            # Non-causal (BERT-family) models mostly have learned absolute position embeddings with
+            # n_ctx_train rows: a position beyond them trips GGML_ASSERT in get_rows and kills the process.
+            self.max_tokens = min(self.n_batch_eff, self.n_ubatch_eff, self.n_ctx_train)
+        self.pooling = int(llama_cpp.llama_pooling_type(ctx))
+        model = self._model.model
+        self.n_embd_out = int(llama_cpp.llama_model_n_embd_out(model))
+        self.n_cls_out = int(llama_cpp.llama_model_n_cls_out(model)) if self.pooling == LLAMA_POOLING_TYPE_RANK else 0
+        self.n_vocab_tokens = int(llama_cpp.llama_vocab_n_tokens(self._model.vocab))
+        # Pack at most one micro-batch so pooled sequences never straddle micro-batches (causal models).
+        default_pack = min(DEFAULT_PACK_TOKENS, self.n_ubatch_eff)
+        self.pack_tokens = min(pack_tokens or default_pack, self.batch_tokens)
+        self.sort_by_length = sort_by_length
+
+    def _set_up_threads(
+        self, cpus: int, n_threads: int | None, n_threads_batch: int | None, parallel_contexts: int | None
+    ) -> None:
+        """Thread count: fixed if the caller chose one, else measured per batch (see ThreadChooser). Data-parallel
+        decoding: one single-threaded context per core, each taking whole batches. No thread of one batch waits
+        at a barrier for another, so a busy core slows only its own share (see docs/benchmarks.md). Default: one
+        per core when the caller fixed no thread count."""
+        cp = self.context_params
+        self._threads: ThreadChooser | None = None
+        self._current_threads = int(cp.n_threads_batch)
+        if n_threads is None and n_threads_batch is None and cpus > 1:
+            self._threads = ThreadChooser([cpus, max(1, cpus // 2)])
+        self.token_batch = TokenBatch(self.batch_tokens, self.n_seq_max)
+        if parallel_contexts is None:
+            fixed = n_threads is not None or n_threads_batch is not None
+            parallel_contexts = 1 if fixed else min(cpus, MAX_DEFAULT_CONTEXTS)
+        # each context's share of the cores (1 up to MAX_DEFAULT_CONTEXTS cores: no barriers at all)
+        self._context_threads = max(1, cpus // parallel_contexts)
+        self._extra: list[tuple[internals.LlamaContext, TokenBatch]] = []
+        if self._lora_adapter is None:
+            for _ in range(parallel_contexts - 1):
+                extra = self._stack.enter_context(
+                    contextlib.closing(internals.LlamaContext(model=self._model, params=cp, verbose=self.verbose))
+                )
+                llama_cpp.llama_set_n_threads(extra.ctx, self._context_threads, self._context_threads)
+                self._extra.append((extra, TokenBatch(self.batch_tokens, self.n_seq_max)))
+        self.parallel_contexts = 1 + len(self._extra)
 
     # -- model facts ---------------------------------------------------------------------------------------
 
