@@ -127,9 +127,9 @@ class Settings(BaseSettings):
 
 
 def _registered(group: str, what: str, value: str) -> str:
-    from indexer.core import registry
+    from indexer.core.entry_points import names
 
-    known = registry.names(group)
+    known = names(group)
     if value not in known:
         raise ValueError(
             f"unknown {what} {value!r}; registered {what}s: {', '.join(known) or 'none'} "

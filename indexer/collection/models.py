@@ -13,7 +13,8 @@ import numpy as np
 
 from indexer.engine import loader
 from indexer.errors import InputError, NotFoundError
-from indexer.types import MAX_QUERY_CHARS, Normalization
+from indexer.search.query import check_query_length
+from indexer.types import Normalization
 
 if TYPE_CHECKING:
     from indexer.engine.adapters import LlamaEmbedder, LlamaReranker
@@ -63,8 +64,7 @@ class ServedModels:
             raise InputError(
                 f"{len(documents)} documents in one request; the limit is {self.settings.max_inputs} (max_inputs)"
             )
-        if len(query) > MAX_QUERY_CHARS:
-            raise InputError(f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+        check_query_length(query)
 
     # -- embeddings ----------------------------------------------------------------------------------------------
     @property

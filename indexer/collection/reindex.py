@@ -42,6 +42,7 @@ import numpy as np
 from indexer.core.locks import collection_lock_path, lock_for
 from indexer.core.normalization import Normalization
 from indexer.core.paths import within
+from indexer.engine import loader
 from indexer.errors import IndexerError, InputError, StoreError
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.state.store import CollectionRecord, StateStore, cached_vectors, count_files, switch_collection
@@ -318,14 +319,12 @@ def run(
     lock_wait_s: float = LOCK_WAIT_S,
 ) -> ReindexReport:
     """Build the collection's vectors with ``model_spec`` beside the old ones, then switch (resumes a job)."""
-    from indexer.engine.adapters import LlamaEmbedder
-    from indexer.models import resolve_model
 
     started = time.perf_counter()
     live = col.record
     if live is None:
         raise InputError(f"collection {col.name!r} does not exist yet; run `indexer index PATH` first")
-    model_path = str(resolve_model(model_spec))
+    model_path = str(loader.resolve(model_spec))
     job = load_job(col)
     if job is not None and Path(job.model_path).resolve() != Path(model_path).resolve():
         raise InputError(
@@ -335,7 +334,7 @@ def run(
     if job is not None and vectors_name(live) == job.target:  # switched before an interruption: finish up
         _cleanup(col, job)
         return ReindexReport(col.name, job.model_id, job.model_id, {}, {}, True, time.perf_counter() - started)
-    embedder = LlamaEmbedder(model_path, n_threads=col.settings.threads)
+    embedder = loader.load_embedder(col.settings, model_path)
     try:
         if job is None:
             if embedder.model_id == live.model_id and Path(model_path).resolve() == Path(live.model_path).resolve():

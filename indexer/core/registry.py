@@ -21,11 +21,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from functools import cache
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from indexer.core.entry_points import (
+    GROUPS,
+    OUR_DISTRIBUTION,
+    READERS,
+    SOURCES,
+    STORES,
+    available,
+    distribution,
+    load,
+    load_all,
+    names,
+    refresh,
+    target,
+)
 from indexer.errors import ConfigError, IndexerError
 from indexer.ports import Reader, Source, SourceFactory, StoreFactory, StoreSnapshots, VectorStore
 from indexer.types import Metric
@@ -35,59 +47,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-STORES = "indexer.stores"
-SOURCES = "indexer.sources"
-READERS = "indexer.readers"
-GROUPS = (STORES, SOURCES, READERS)
-OUR_DISTRIBUTION = "llama-indexer"
-
-
-@cache
-def available(group: str) -> dict[str, EntryPoint]:
-    """Name -> entry point of every plugin registered in ``group`` (loaded lazily by ``load``)."""
-    return {ep.name: ep for ep in entry_points(group=group)}
-
-
-def names(group: str) -> list[str]:
-    """The registered plugin names of ``group``, sorted."""
-    return sorted(available(group))
-
-
-def refresh() -> None:
-    """Forget what was discovered, so plugins installed since (or put on sys.path) are found."""
-    available.cache_clear()
-
-
-def load(group: str, name: str) -> Any:
-    eps = available(group)
-    if name not in eps:
-        known = ", ".join(sorted(eps)) or "none"
-        raise ConfigError(
-            f"no plugin named {name!r} in {group} (registered: {known}); install the package that provides it"
-        )
-    try:
-        return eps[name].load()
-    except Exception as exc:  # ImportError, or any error raised while importing third-party code
-        raise ConfigError(f"plugin {name!r} ({group}) failed to import: {exc}; reinstall it") from exc
-
-
-def load_all(group: str) -> dict[str, Any]:
-    """Load every plugin of ``group``; a broken third-party plugin is logged and skipped."""
-    out: dict[str, Any] = {}
-    for name in available(group):
-        try:
-            out[name] = load(group, name)
-        except ConfigError as exc:
-            logger.warning("%s", exc)
-    return out
-
+__all__ = [
+    "GROUPS", "OUR_DISTRIBUTION", "READERS", "SOURCES", "STORES", "absolute_options", "available", "load", "load_all",
+    "load_readers", "names", "new_store_options", "open_source", "open_store", "refresh", "relative_options",
+    "single_process", "snapshots", "store_factory",
+]
 
 # -- stores ------------------------------------------------------------------------------------------------
 def store_factory(name: str) -> StoreFactory:
     factory = load(STORES, name)
     if not isinstance(factory, StoreFactory):
         raise ConfigError(
-            f"store plugin {name!r} ({_target(STORES, name)}) has no default_options/from_options; "
+            f"store plugin {name!r} ({target(STORES, name)}) has no default_options/from_options; "
             "see docs/plugins.md for what a store plugin provides"
         )
     return factory
@@ -156,7 +127,7 @@ def load_readers() -> list[Reader]:
     """One instance of every registered reader: ours first, then third-party ones by name (so a third-party
     reader wins an extension both claim). A reader that fails to load is logged and skipped."""
     eps = available(READERS)
-    order = sorted(eps, key=lambda n: (_distribution(eps[n]) != OUR_DISTRIBUTION, n))
+    order = sorted(eps, key=lambda n: (distribution(eps[n]) != OUR_DISTRIBUTION, n))
     readers: list[Reader] = []
     for name in order:
         try:
@@ -178,7 +149,7 @@ def open_source(settings: Settings, roots: Sequence[str | Path], readers: Sequen
     factory = load(SOURCES, settings.source)
     if not isinstance(factory, SourceFactory):
         raise ConfigError(
-            f"source plugin {settings.source!r} ({_target(SOURCES, settings.source)}) has no from_settings; "
+            f"source plugin {settings.source!r} ({target(SOURCES, settings.source)}) has no from_settings; "
             "see docs/plugins.md for what a source plugin provides"
         )
     chosen = list(readers) if readers is not None else load_readers()
@@ -193,13 +164,3 @@ def _instantiate(obj: Any) -> Any:
     if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Reader)):
         return obj()
     return obj
-
-
-def _distribution(ep: EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    return str(dist.metadata["Name"]) if dist is not None else ""
-
-
-def _target(group: str, name: str) -> str:
-    ep = available(group).get(name)
-    return ep.value if ep is not None else "?"

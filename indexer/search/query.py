@@ -52,8 +52,7 @@ def prepare(req: SearchRequest, limits: QueryLimits) -> SearchRequest:
     query = req.query.strip()
     if not query:
         raise InputError("the query is empty; pass some words to search for")
-    if len(query) > MAX_QUERY_CHARS:
-        raise InputError(f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    check_query_length(query)
     k = _int_in_range("k", limits.top_k if req.k is None else req.k, limits.max_top_k, "max_top_k")
     candidates = _int_in_range(
         "candidates", limits.candidates if req.candidates is None else req.candidates, limits.max_candidates,
@@ -75,6 +74,12 @@ def prepare(req: SearchRequest, limits: QueryLimits) -> SearchRequest:
         rerank=req.rerank,
         mode=mode,
     )
+
+
+def check_query_length(query: str) -> None:
+    """The one cap on a query's length (searches, attached collections, /v1/rerank)."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise InputError(f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
 
 
 def _int_in_range(name: str, value: object, maximum: int, setting: str) -> int:
