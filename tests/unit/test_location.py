@@ -58,3 +58,30 @@ def test_a_broken_config_file_is_left_to_the_settings_to_explain(tmp_path):
     assert data_dir_and_collection() is None
     with pytest.raises(ConfigError):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [("notes", True), ("qdrant.wiki", True), ("a-b_c.1", True), ("x" * 200, True), ("café", False),
+     (".hidden", False), ("-x", False), ("_x", False), ("a b", False), ("a/b", False), ("", False), ("x" * 201, False)],
+)
+def test_one_collection_name_rule_for_settings_the_http_schema_and_the_stores(name, ok):
+    """The rule is written once (indexer.core.location): settings, the HTTP API's schema and the FAISS store's
+    folder names agree on every name ("café" passed the settings and failed the schema before)."""
+    import re
+
+    from pydantic import ValidationError
+
+    from indexer.core.location import COLLECTION_PATTERN, valid_collection_name
+    from indexer.server.schemas import SearchBody
+    from plugins.faiss.store import _NAME
+
+    assert valid_collection_name(name) is ok
+    assert (re.fullmatch(COLLECTION_PATTERN, name) is not None) is ok
+    assert (_NAME.fullmatch(name) is not None) is ok
+    try:
+        SearchBody(query="q", collection=name)
+        schema_ok = True
+    except ValidationError:
+        schema_ok = False
+    assert schema_ok is ok
