@@ -58,13 +58,12 @@ def test_every_documented_import_works(doc, module, name):
 
 
 def test_the_readme_paths_and_the_old_plugin_paths_keep_working():
-    from indexer.llama_embedding import LlamaEmbedding
-    from indexer.models import ensure_model
-    from indexer.store_support import ancestor_dirs, canonical_id, prepare_vector
-
     import indexer
     from indexer.engine.llama_embedding import LlamaEmbedding as Engine
+    from indexer.llama_embedding import LlamaEmbedding
+    from indexer.models import ensure_model
     from indexer.plugin_api import prepare_vector as helper
+    from indexer.store_support import ancestor_dirs, canonical_id, prepare_vector
 
     assert LlamaEmbedding is Engine and prepare_vector is helper
     assert callable(ensure_model) and callable(indexer.open_collection) and callable(canonical_id)
