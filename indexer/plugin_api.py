@@ -69,7 +69,7 @@ from indexer.ports import (
 )
 from indexer.search import lexical
 from indexer.search.query import QueryLimits, prepare
-from indexer.search.rerank import Reranked, rerank_stage
+from indexer.search.rerank import RerankBudget, Reranked, rerank_stage
 from indexer.settings import Settings, load_settings
 from indexer.state.store import CollectionRecord
 from indexer.types import (
@@ -105,6 +105,7 @@ __all__ = [
     "Progress",
     "QueryLimits",
     "Reader",
+    "RerankBudget",
     "Reranked",
     "Reranker",
     "ScanProblem",

@@ -66,6 +66,12 @@ class Settings(BaseSettings):
     fusion: Literal["rrf", "score"] = Field("score", description="how hybrid search fuses its two rankings")
     fusion_dense_weight: float = Field(0.4, ge=0.0, le=1.0, description="the dense side's share in hybrid fusion")
     rerank_max_tokens: int = Field(256, ge=16, description="cap on query+document tokens per rerank pair")
+    rerank_budget_ms: float = Field(
+        1000.0, ge=0.0, description="time the rerank stage of one search may take (0: no budget, rerank all)"
+    )
+    rerank_candidates: int | None = Field(
+        None, ge=1, description="candidates to rerank, fixed (overrides the budget; deterministic)"
+    )
     # sources and chunking
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()

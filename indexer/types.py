@@ -227,6 +227,7 @@ class SearchRequest:
     file_types: tuple[str, ...] = ()  # extensions or reader kinds, e.g. ("md", "py"); case and dots ignored
     rerank: bool | None = None
     mode: str | None = None  # dense | lexical | hybrid
+    rerank_candidates: int | None = None  # rerank exactly this many (default: the rerank budget decides)
 
     @classmethod
     def from_options(cls, query: str, **options: Any) -> SearchRequest:
@@ -246,11 +247,13 @@ class SearchResult:
     rerank_note: str  # why no rerank stage ran, or which model ranked
     timings_ms: dict[str, float] = field(default_factory=dict)
     mode: str = "dense"
+    rerank_count: int = 0  # candidates the rerank stage scored
 
     def to_dict(self) -> dict[str, object]:
         return {
             "hits": [h.to_dict() for h in self.hits],
             "reranked": self.reranked,
+            "rerank_count": self.rerank_count,
             "rerank_note": self.rerank_note,
             "mode": self.mode,
             "timings_ms": self.timings_ms,

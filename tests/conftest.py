@@ -59,10 +59,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def embed_model_path() -> Path:
-    """The default embedding model (all-MiniLM-L6-v2, f16 GGUF), built offline from the PyPI wheel."""
+    """The default embedding model (all-MiniLM-L6-v2 at this CPU's default weight type: bf16 where the CPU has
+    native bf16, else f16), built offline from the PyPI wheel."""
     from indexer.models import ensure_model
 
     return ensure_model()
+
+
+@pytest.fixture(scope="session")
+def embed_model_f16_path() -> Path:
+    from indexer.models import ensure_model
+
+    return ensure_model(quant="f16")
+
+
+@pytest.fixture(scope="session")
+def embed_model_bf16_path() -> Path:
+    from indexer.models import ensure_model
+
+    return ensure_model(quant="bf16")
 
 
 @pytest.fixture(scope="session")

@@ -13,15 +13,16 @@ import typer
 from indexer.errors import IndexerError
 from indexer.models.catalogue import DEFAULT_EMBED_MODEL
 from indexer.models.convert import QUANTS
-from indexer.models.store import ensure_model, is_current, list_models, model_path, models_dir
+from indexer.models.store import default_quant, ensure_model, is_current, list_models, model_path, models_dir
 
 app = typer.Typer(help="Build, locate and list embedding/rerank models (built offline from the package index).",
                   no_args_is_help=True)
 
-_QUANT_HELP = f"Weight type: {', '.join(QUANTS)}."
+_QUANT_HELP = f"Weight type: {', '.join(QUANTS)} (default: bf16 on CPUs with native bf16, else f16)."
 
 
-def _build(name: str, quant: str) -> str:
+def _build(name: str, quant: str | None) -> str:
+    quant = quant or default_quant()
     try:
         path = model_path(name, quant)
         if not (path.is_file() and is_current(path)):
@@ -35,7 +36,7 @@ def _build(name: str, quant: str) -> str:
 @app.command()
 def build(
     name: str = typer.Argument(DEFAULT_EMBED_MODEL, help="Catalogue model name."),
-    quant: str = typer.Option("f16", "--quant", "-q", help=_QUANT_HELP),
+    quant: str | None = typer.Option(None, "--quant", "-q", help=_QUANT_HELP),
 ) -> None:
     """Build a model into the cache (no-op when it is already built)."""
     path = _build(name, quant)
@@ -45,7 +46,7 @@ def build(
 @app.command()
 def path(
     name: str = typer.Argument(DEFAULT_EMBED_MODEL, help="Catalogue model name."),
-    quant: str = typer.Option("f16", "--quant", "-q", help=_QUANT_HELP),
+    quant: str | None = typer.Option(None, "--quant", "-q", help=_QUANT_HELP),
 ) -> None:
     """Print only the GGUF path of a model on stdout, building it first if needed."""
     typer.echo(_build(name, quant))
@@ -54,13 +55,14 @@ def path(
 @app.command("list")
 def list_cmd() -> None:
     """List known models, whether each is built and its size."""
-    typer.echo(f"models dir: {models_dir()}", err=True)
+    typer.echo(f"models dir: {models_dir()}; * = the weight type this CPU gets by default", err=True)
     rows = list_models()
     width = max(len(r.name) for r in rows) if rows else 10
     for row in rows:
         size = f"{row.size_bytes / 1e6:7.1f} MB" if row.size_bytes is not None else "        -"
         state = "stale" if row.stale else "built" if row.built else "not built"
-        typer.echo(f"{row.name:<{width}}  {row.quant:<5} {row.kind:<9} {state:<9} {size}  {row.path}")
+        mark = "*" if row.default else " "
+        typer.echo(f"{row.name:<{width}}  {row.quant:<5}{mark} {row.kind:<9} {state:<9} {size}  {row.path}")
         if row.stale:
             typer.echo(f"  built by another converter version; rebuild: indexer models build {row.name} "
                        f"--quant {row.quant}", err=True)

@@ -34,6 +34,7 @@ from indexer.ports import Chunker, Embedder, Reranker, Source, VectorStore
 from indexer.search.fusion import FusionConfig
 from indexer.search.lexical import LexicalSearch
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult, prepare, run_search
+from indexer.search.rerank import RerankBudget
 from indexer.settings import Settings, load_settings
 from indexer.state.store import CollectionRecord, StateStore
 from indexer.types import Chunk, Document, Metric
@@ -69,6 +70,7 @@ class Collection:
         self._chunk_tokens: int | None = None
         # Parts are built lazily; the lock makes that safe when threads share the collection (see docs/architecture.md).
         self._parts_lock = threading.RLock()
+        self._rerank_budget = RerankBudget(settings.rerank_budget_ms)  # paced by this collection's searches
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def __enter__(self) -> Collection:
@@ -248,7 +250,7 @@ class Collection:
             problems.append(f"metric {rec.metric!r} (asked: {self.settings.metric!r})")
         if "store" in given and self.settings.store != rec.store:
             problems.append(f"store {rec.store!r} (asked: {self.settings.store!r})")
-        if "embed_model" in given:
+        if "embed_model" in given and not loader.names_recorded_file(self.settings.embed_model, rec.model_path):
             asked = str(loader.resolve(self.settings.embed_model))
             if os.path.realpath(asked) != os.path.realpath(rec.model_path) and not reindex.explains(self, asked):
                 problems.append(f"model {rec.model_path!r} (asked: {asked!r})")
@@ -470,6 +472,7 @@ class Collection:
             reranker=self.reranker if rerank_wanted else None,
             reranker_configured=bool(self.settings.rerank_model),
             fusion=self.fusion_config(),
+            budget=self._rerank_budget,
         )
 
     def query_limits(self) -> QueryLimits:

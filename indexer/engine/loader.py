@@ -21,6 +21,14 @@ def resolve(spec: str) -> Path:
     return resolve_model(spec)
 
 
+def names_recorded_file(spec: str, recorded_path: str) -> bool:
+    """Whether ``spec`` (a catalogue name without a weight type) names the model file a collection recorded at
+    another weight type than today's default: then the collection keeps its file."""
+    from indexer.models import names_catalogue_file
+
+    return names_catalogue_file(spec, recorded_path)
+
+
 def load_embedder(settings: Settings, path: str | Path | None = None) -> LlamaEmbedder:
     """The embedding model at ``path`` (default: the ``embed_model`` setting)."""
     from indexer.engine.adapters import LlamaEmbedder  # llama.cpp loads on first use, not on import

@@ -10,7 +10,15 @@ from __future__ import annotations
 from indexer.models.catalogue import CATALOGUE, DEFAULT_EMBED_MODEL, CatalogueEntry
 from indexer.models.convert import QUANTS, convert_checkpoint
 from indexer.models.resolve import resolve_model
-from indexer.models.store import ModelStatus, ensure_model, list_models, model_path, models_dir
+from indexer.models.store import (
+    ModelStatus,
+    default_quant,
+    ensure_model,
+    list_models,
+    model_path,
+    models_dir,
+    names_catalogue_file,
+)
 
 __all__ = [
     "CATALOGUE",
@@ -19,9 +27,11 @@ __all__ = [
     "CatalogueEntry",
     "ModelStatus",
     "convert_checkpoint",
+    "default_quant",
     "ensure_model",
     "list_models",
     "model_path",
     "models_dir",
+    "names_catalogue_file",
     "resolve_model",
 ]

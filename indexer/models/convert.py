@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 QUANTS: dict[str, tuple[gguf.GGMLQuantizationType, gguf.LlamaFileType]] = {
     "f32": (gguf.GGMLQuantizationType.F32, gguf.LlamaFileType.ALL_F32),
     "f16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
+    "bf16": (gguf.GGMLQuantizationType.BF16, gguf.LlamaFileType.MOSTLY_BF16),
     "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
 }
 
@@ -68,7 +69,7 @@ def convert_checkpoint(src_dir: Path, out: Path, quant: str, source: str = "", s
                        name: str = "") -> Path:
     """Convert the checkpoint in ``src_dir`` to a GGUF file at ``out`` (written atomically) and return ``out``.
 
-    ``quant`` is one of f32, f16, q8_0. ``source`` / ``source_sha256`` are recorded as ``indexer.source`` /
+    ``quant`` is one of f32, f16, bf16, q8_0. ``source`` / ``source_sha256`` are recorded as ``indexer.source`` /
     ``indexer.source_sha256`` (where the weights came from); ``name`` as ``general.name`` (default: the
     folder's name); :data:`CONVERTER_VERSION` as ``indexer.converter_version``.
     """

@@ -29,7 +29,7 @@ def resolve_model(spec: str) -> Path:
         return _resolve_hf(spec[len(HF_PREFIX):])
     name, _, quant = spec.partition(":")
     if name in CATALOGUE:
-        return ensure_model(name, quant or "f16")
+        return ensure_model(name, quant or None)
     path = Path(spec).expanduser()
     if path.is_file():
         return path.resolve()

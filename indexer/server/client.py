@@ -133,4 +133,5 @@ def result_from_json(answer: dict[str, Any]) -> Any:
         str(answer.get("rerank_note", "")),
         timings,
         str(answer.get("mode", "dense")),
+        int(answer.get("rerank_count", 0)),
     )

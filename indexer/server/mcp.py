@@ -57,6 +57,7 @@ def build_mcp(svc: Service) -> Any:
                 k=k,
                 candidates=None,
                 mode=None,
+                rerank_candidates=None,
                 rerank=rerank,
                 path_prefix=path_prefix,
                 path_glob=path_glob,

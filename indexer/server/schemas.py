@@ -29,6 +29,9 @@ class SearchBody(_Strict):
     file_types: list[str] = Field(default_factory=list, max_length=64, description="extensions, e.g. ['md', 'py']")
     rerank: bool | None = Field(None, description="rerank on/off (default: on when a reranker is configured)")
     mode: Literal["dense", "lexical", "hybrid"] | None = Field(None, description="retrieval mode (default: configured)")
+    rerank_candidates: int | None = Field(
+        None, ge=1, description="rerank exactly this many candidates (default: as many as rerank_budget_ms allows)"
+    )
 
 
 class HitOut(BaseModel):
@@ -47,6 +50,7 @@ class SearchOut(BaseModel):
     collection: str
     hits: list[HitOut]
     reranked: bool
+    rerank_count: int = Field(0, description="candidates the rerank stage scored")
     rerank_note: str
     mode: str = Field("dense", description="the retrieval mode that ran")
     timings_ms: dict[str, float]

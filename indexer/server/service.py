@@ -104,7 +104,7 @@ class Service:
         for stage, ms in result.timings_ms.items():
             self.metrics.stages.labels(stage=stage).observe(ms / 1000)
         if result.reranked:
-            self.metrics.rerank_pairs.labels(source="search").inc(_rerank_count(result))
+            self.metrics.rerank_pairs.labels(source="search").inc(result.rerank_count)
         return result
 
     async def status(self, collection: str | None = None) -> dict[str, Any]:
@@ -295,6 +295,7 @@ def search_request(body: Any) -> SearchRequest:
         file_types=tuple(body.file_types),
         rerank=body.rerank,
         mode=body.mode,
+        rerank_candidates=body.rerank_candidates,
     )
 
 
@@ -318,11 +319,6 @@ def _resolve(r: _EmbedRequest, value: Any, error: BaseException | None) -> None:
 
     with contextlib.suppress(RuntimeError):  # the loop is closed (shutting down)
         r.loop.call_soon_threadsafe(settle)
-
-
-def _rerank_count(result: SearchResult) -> int:
-    note = result.rerank_note.split()
-    return int(note[1]) if len(note) > 1 and note[0] == "reranked" and note[1].isdigit() else len(result.hits)
 
 
 def _close_all(cols: dict[str, Collection], *models: Any) -> None:

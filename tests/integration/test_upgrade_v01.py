@@ -25,13 +25,13 @@ RECORDED_MODEL_ID = "all-MiniLM-L6-v2-9de8e9bd11b9"
 
 
 @pytest.fixture
-def upgraded(tmp_path, monkeypatch, embed_model_path):
+def upgraded(tmp_path, monkeypatch, embed_model_f16_path):
     """A copy of the fixture in a new place; its model path re-pointed at this machine's model cache."""
     shutil.copytree(FIXTURE / "data", tmp_path / "data")
     shutil.copytree(FIXTURE / "docs", tmp_path / "docs")
     monkeypatch.setenv("INDEXER_DATA_DIR", str(tmp_path / "data"))
     db = sqlite3.connect(tmp_path / "data" / "state.sqlite")
-    db.execute("UPDATE collections SET model_path=?", (str(embed_model_path),))  # models live per machine
+    db.execute("UPDATE collections SET model_path=?", (str(embed_model_f16_path),))  # v0.1 embedded with f16
     db.commit()
     db.close()
     return tmp_path
