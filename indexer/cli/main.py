@@ -173,6 +173,9 @@ def search(
         None, "--rerank/--no-rerank", help="Rerank the candidates (default: on when a reranker is set)."
     ),
     rerank_model: str | None = typer.Option(None, metavar="MODEL", help="Reranker model (.gguf path or name)."),
+    rerank_candidates: int | None = typer.Option(
+        None, metavar="N", help="Rerank exactly N candidates (default: as many as rerank_budget_ms allows)."
+    ),
     local: bool = typer.Option(
         False, "--local", help="Search in-process even when a server serves this data directory."
     ),
@@ -186,7 +189,8 @@ def search(
     prefix = str(under.expanduser().resolve()) if under else None  # resolved here: the server's cwd is not ours
     types = tuple(t.lower().lstrip(".") for t in file_type)
     try:
-        remote = dict(query=query, k=k, candidates=candidates, path_glob=path, path_prefix=prefix, rerank=rerank)
+        remote = dict(query=query, k=k, candidates=candidates, path_glob=path, path_prefix=prefix, rerank=rerank,
+                      rerank_candidates=rerank_candidates)
         if mode is not None:
             remote["mode"] = mode
         result = None if rerank_model or local else _remote_search(collection, file_types=list(types), **remote)
@@ -202,6 +206,7 @@ def search(
                         file_types=tuple(file_type),
                         rerank=rerank,
                         mode=mode,
+                        rerank_candidates=rerank_candidates,
                     )
                 )
     except IndexerError as exc:
