@@ -258,7 +258,8 @@ def fmt_range(values: Sequence[float], spec: str = ",.0f") -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="embedding GGUF (default: the catalogue model at --quant)")
-    ap.add_argument("--quant", default="f16", help="catalogue quantization when --model is not given")
+    ap.add_argument("--quant", default=None,
+                    help="catalogue weight type when --model is not given (default: this CPU's default)")
     ap.add_argument("--corpus", type=Path, help="BEIR corpus.jsonl: real chunks for the mixed shape")
     ap.add_argument("--queries", type=Path, help="BEIR queries.jsonl: query-like sentences for the short shape")
     ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated subset of {','.join(SHAPES)}")
