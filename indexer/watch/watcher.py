@@ -332,7 +332,7 @@ class Watcher:
         return present
 
     def _start_observers(self) -> None:
-        self._handler = make_handler(self.on_event)
+        self._handler = make_handler(lambda path, what: self.on_event(path, what))  # looked up per event
         for root in self._watchable(self.roots):
             self._watch_root(root)
 
