@@ -92,7 +92,8 @@ def rerank_stage(
     scores, ms = _score(query, texts, reranker, k, budget, fixed)
     n = len(scores)
     ranked = sorted(range(n), key=lambda i: scores[i], reverse=True)[:k]  # n >= min(k, candidates) always
-    note = f"reranked {n} of {len(texts)} candidates with {reranker.model_id}"
+    of = "" if n == len(texts) else f" of {len(texts)}"
+    note = f"reranked {n}{of} candidates with {reranker.model_id}"
     if budget is not None and fixed is None and n < len(texts):
         note += f" (rerank_budget_ms={budget.budget_ms:g}; measured {budget.ms_per_pair or 0:.1f} ms per pair)"
     return Reranked(

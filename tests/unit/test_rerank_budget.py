@@ -66,6 +66,7 @@ def test_a_fast_reranker_reranks_every_candidate():
     rr = SlowReranker(clock, 1.0)
     stage = rerank_stage("q", TEXTS, rr, k=10, wanted=None, configured=True, budget=budget)
     assert sum(rr.calls) == 50 and stage.count == 50 and "rerank_budget_ms" not in stage.note
+    assert stage.note == "reranked 50 candidates with fake-reranker"
 
 
 def test_a_fixed_count_always_wins_and_is_deterministic():
