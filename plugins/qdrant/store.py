@@ -43,11 +43,11 @@ from indexer.plugin_api import (
     ancestor_dirs,
     canonical_id,
     copy_folder,
-    count_rows,
     lexical,
     prepare_vector,
     restore_folder,
 )
+from plugins.qdrant.edge import EdgeStore
 from plugins.qdrant.snapshots import server_restore, server_snapshot
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class QdrantStore:
         return {"path": str(Path(data_dir) / "qdrant" / collection)}
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], metric: Metric, settings: Settings) -> QdrantStore:
+    def from_options(cls, options: Mapping[str, Any], metric: Metric, settings: Settings) -> QdrantStore | EdgeStore:
         """The API key and a server's shards and replicas come from the settings (never recorded with options)."""
         opts = dict(options)
         if opts.get("url"):
@@ -163,7 +163,7 @@ class QdrantStore:
         opts.pop("url", None)
         if "path" not in opts:
             raise ConfigError("Qdrant store options need a 'url' (server) or a 'path' (embedded folder)")
-        return cls(path=Path(opts.pop("path")), metric=metric, **opts)
+        return EdgeStore(Path(opts.pop("path")), metric=metric)  # embedded: Qdrant's own engine (qdrant-edge)
 
     # --- snapshots (indexer.ports.StoreSnapshots): backup and restore ---------------------------
     @classmethod
@@ -184,7 +184,7 @@ class QdrantStore:
             return server_snapshot(str(options["url"]), collection, dest, settings.qdrant_api_key)
         folder = Path(options["path"])
         copy_folder(folder, dest, skip=(".lock",))
-        return sum(count_rows(f, "points") for f in dest.rglob("*.sqlite"))
+        return EdgeStore.count_copy(dest, collection)
 
     @classmethod
     def restore_snapshot(

@@ -99,6 +99,9 @@ def test_a_collection_made_without_lexical_index_gets_one(
     store = make_store(Metric.COSINE)
     _lexical(store)
     points = [_point(p, t, i) for i, (p, t) in enumerate(TEXTS.items())]
+    if store_kind == "qdrant" and not hasattr(store, "client"):
+        _legacy_local_mode_folder_moves_onto_edge(store, collection, points)
+        return
     _make_legacy(store, store_kind, collection, points)
     assert isinstance(store, LexicalSearch)
     assert not store.has_lexical(collection)
@@ -133,3 +136,37 @@ def _make_legacy(store: object, store_kind: str, collection: str, points: list[P
         metadata={"m": "1", "dimensions": str(DIM), "metric": "cosine"},
     )
     store.upsert(collection, points)  # type: ignore[attr-defined]
+
+
+def _legacy_local_mode_folder_moves_onto_edge(store: object, collection: str, points: list[Point]) -> None:
+    """Embedded Qdrant runs on qdrant-edge: a collection an earlier version left in qdrant-client's local mode
+    (without the lexical vector) moves onto the engine on first use, vectors kept, lexical vector added."""
+    from qdrant_client import QdrantClient
+    from qdrant_client import models as qm
+
+    path = store.path  # type: ignore[attr-defined]
+    store.close()  # type: ignore[attr-defined]
+    client = QdrantClient(path=str(path))
+    client.create_collection(
+        collection,
+        vectors_config=qm.VectorParams(size=DIM, distance=qm.Distance.COSINE),
+        metadata={"m": "1", "dimensions": str(DIM), "metric": "cosine"},
+    )
+    client.upsert(collection, [qm.PointStruct(id=p.id, vector=list(map(float, p.vector)), payload=p.payload)
+                               for p in points])
+    before = {str(h.id): h.score for h in client.query_points(collection, query=list(map(float, points[0].vector)),
+                                                             limit=10).points}
+    client.close()
+    reopened = type(store)(path)  # type: ignore[call-arg]
+    try:
+        assert reopened.has_lexical(collection)
+        assert reopened.count(collection) == len(points)
+        assert _paths(reopened, collection, "ERR_QUOTA_7731") == ["/r/a/error.md"]
+        after = {h.id: h.score for h in reopened.search(collection, points[0].vector, 10)}
+        assert after.keys() == before.keys()
+        for pid, value in before.items():
+            assert after[pid] == pytest.approx(value, abs=1e-5)
+        assert reopened.collection_meta(collection)["m"] == "1"
+        assert reopened.ensure_lexical(collection) is False
+    finally:
+        reopened.close()

@@ -1,0 +1,392 @@
+"""Embedded Qdrant on Qdrant's own engine (qdrant-edge): one EdgeShard per store collection.
+
+qdrant-client's local mode (``QdrantClient(path=...)``) is pure Python and brute force (qdrant-client warns above
+20,000 points); qdrant-edge is the server's Rust core in-process: HNSW, payload indexes, sparse vectors with IDF,
+a write-ahead log. Layout under the store folder::
+
+    edge/<collection>/             the shard (its WAL, segments, edge_config.json)
+    edge/<collection>.meta.json    what the collection records (model, normalization, metric, dimensions, ...)
+
+A folder written by local mode (``collection/<name>/storage.sqlite``) is migrated on first use, collection by
+collection, without re-embedding: its points are copied into ``edge/<name>.partial`` and the shard renamed into
+place once complete (a killed migration starts over; the old files are left untouched). One process at a time
+opens a shard (its WAL is locked), as with local mode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from indexer.plugin_api import (
+    CollectionMismatchError,
+    Filter,
+    Hit,
+    InputError,
+    Metric,
+    Point,
+    StoreError,
+    ancestor_dirs,
+    canonical_id,
+    lexical,
+    prepare_vector,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+EDGE_DIR = "edge"
+LEXICAL = f"bm25_v{lexical.LEXICAL_VERSION}"  # the named sparse vector (same name as on a Qdrant server)
+INDEXED_FIELDS = ("path", "dirs", "file_type", "root")
+BATCH = 256
+LIST_PAGE = 1024
+
+
+def _edge() -> Any:
+    try:
+        import qdrant_edge
+    except ImportError as exc:  # a dependency of the project: only a broken install lacks it
+        raise StoreError("qdrant-edge-py is not installed; reinstall indexer (`pip install llama-indexer`)") from exc
+    return qdrant_edge
+
+
+def _distance(metric: Metric) -> Any:
+    d = _edge().Distance
+    return {Metric.COSINE: d.Cosine, Metric.DOT: d.Dot, Metric.EUCLID: d.Euclid, Metric.MANHATTAN: d.Manhattan}[
+        metric
+    ]
+
+
+class EdgeStore:
+    """The VectorStore port (and the lexical port) on qdrant-edge shards in ``path``."""
+
+    name = "qdrant"
+
+    def __init__(self, path: Path, metric: Metric = Metric.COSINE) -> None:
+        self.path = Path(path)
+        self.metric = Metric(metric)
+        self._shards: dict[str, Any] = {}
+        self._shapes: dict[str, tuple[int, Metric]] = {}
+        self._lock = threading.RLock()
+        try:
+            (self.path / EDGE_DIR).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the embedded Qdrant folder {self.path}: {exc}") from exc
+
+    # -- shards ------------------------------------------------------------------------------------------------
+    def _dir(self, collection: str) -> Path:
+        if not collection or "/" in collection or collection.startswith("."):
+            raise InputError(f"bad collection name {collection!r}")
+        return self.path / EDGE_DIR / collection
+
+    def _meta_file(self, collection: str) -> Path:
+        return self.path / EDGE_DIR / f"{collection}.meta.json"
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except (StoreError, InputError):
+            raise
+        except Exception as exc:  # qdrant-edge raises plain Exceptions with the engine's message
+            if "WouldBlock" in str(exc) or "Can't init WAL" in str(exc):
+                raise StoreError(
+                    f"another process holds the embedded Qdrant collection folder {self.path} (one process at a "
+                    "time opens it); stop that process, or run `indexer serve` and search through it, or use a "
+                    "Qdrant server (--qdrant-url) or the FAISS store"
+                ) from exc
+            raise StoreError(f"embedded Qdrant ({self.path}) failed to {what}: {exc}") from exc
+
+    def _shard(self, collection: str) -> Any | None:
+        """The open shard of ``collection`` (migrated from local mode first if needed), or None."""
+        with self._lock:
+            shard = self._shards.get(collection)
+            if shard is not None:
+                return shard
+            folder = self._dir(collection)
+            if not (folder / "edge_config.json").exists() and not self._migrate_local(collection):
+                return None
+            shard = self._call("open a shard", lambda: _edge().EdgeShard.load(str(folder)))
+            self._shards[collection] = shard
+            return shard
+
+    def _require(self, collection: str) -> Any:
+        shard = self._shard(collection)
+        if shard is None:
+            raise StoreError(
+                f"embedded Qdrant collection {collection!r} does not exist in {self.path}; create it with "
+                "ensure_collection() (index the folder first)"
+            )
+        return shard
+
+    def _config(self, dimensions: int, metric: Metric) -> Any:
+        qe = _edge()
+        return qe.EdgeConfig(
+            vectors={"": qe.EdgeVectorParams(size=dimensions, distance=_distance(metric))},
+            sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+
+    def _create(self, collection: str, dimensions: int, meta: Mapping[str, str], folder: Path) -> Any:
+        qe = _edge()
+        config = self._config(dimensions, self.metric)
+        shard = self._call("create a shard", lambda: qe.EdgeShard.create(str(folder), config))
+        for field in INDEXED_FIELDS:
+            index = qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword)
+            self._call("create a payload index", partial(shard.update, index))
+        return shard
+
+    # -- the port ----------------------------------------------------------------------------------------------
+    def ensure_collection(self, collection: str, dimensions: int, meta: Mapping[str, str]) -> None:
+        if dimensions <= 0:
+            raise InputError(f"dimensions must be positive, got {dimensions}")
+        with self._lock:
+            if self._shard(collection) is None:
+                recorded = {str(k): str(v) for k, v in meta.items()}
+                recorded["dimensions"] = str(dimensions)
+                recorded["metric"] = self.metric.value
+                self._shards[collection] = self._create(collection, dimensions, recorded, self._dir(collection))
+                _write_json(self._meta_file(collection), recorded)
+                logger.info("created embedded Qdrant collection %s (%d dims)", collection, dimensions)
+        dims, _ = self._shape(collection)
+        if dims != dimensions:
+            raise CollectionMismatchError(
+                f"Qdrant collection {collection!r} holds {dims}-dimensional vectors, not {dimensions}: it was "
+                "made with another embedding model; use another collection name or drop it"
+            )
+
+    def _shape(self, collection: str) -> tuple[int, Metric]:
+        cached = self._shapes.get(collection)
+        if cached is not None:
+            return cached
+        self._require(collection)
+        config = json.loads((self._dir(collection) / "edge_config.json").read_text())
+        params = config["vectors"][""]
+        shape = self._shapes[collection] = (int(params["size"]), _metric_from(str(params["distance"])))
+        return shape
+
+    def collection_meta(self, collection: str) -> dict[str, str] | None:
+        if self._shard(collection) is None:
+            return None
+        try:
+            meta = json.loads(self._meta_file(collection).read_text())
+        except (OSError, ValueError):
+            meta = {}
+        dims, metric = self._shape(collection)
+        out = {str(k): str(v) for k, v in meta.items()}
+        out.setdefault("dimensions", str(dims))
+        out.setdefault("metric", metric.value)
+        return out
+
+    def upsert(self, collection: str, points: Sequence[Point]) -> None:
+        if not points:
+            return
+        qe = _edge()
+        shard = self._require(collection)
+        dims, metric = self._shape(collection)
+        latest = {canonical_id(p.id): p for p in points}
+        structs = []
+        for uid, p in latest.items():
+            vec = prepare_vector(p.vector, dims, metric, f"point {uid}", f"Qdrant collection {collection!r}")
+            payload = dict(p.payload)
+            path = payload.get("path")
+            if isinstance(path, str) and "dirs" not in payload:
+                payload["dirs"] = ancestor_dirs(path)
+            indices, values = lexical.sparse_document(payload)
+            vector = {"": vec.astype(np.float32).tolist(), LEXICAL: qe.SparseVector(indices=indices, values=values)}
+            structs.append(qe.Point(id=uid, vector=vector, payload=payload))
+        for start in range(0, len(structs), BATCH):
+            batch = structs[start : start + BATCH]
+            self._call("upsert points", partial(shard.update, qe.UpdateOperation.upsert_points(batch)))
+        self._call("flush", shard.flush)
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        qe = _edge()
+        shard = self._require(collection)
+        unique = sorted({canonical_id(i) for i in ids})
+        for start in range(0, len(unique), BATCH * 4):
+            part = unique[start : start + BATCH * 4]
+            self._call("delete points", partial(shard.update, qe.UpdateOperation.delete_points(part)))
+        self._call("flush", shard.flush)
+
+    def search(self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None) -> list[Hit]:
+        if limit <= 0:
+            return []
+        qe = _edge()
+        shard = self._require(collection)
+        dims, metric = self._shape(collection)
+        query = prepare_vector(vector, dims, metric, "query vector", f"Qdrant collection {collection!r}")
+        request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(query.astype(np.float32).tolist()),
+                                  filter=_filter(where), with_payload=True)
+        found = self._call("search", lambda: shard.query(request))
+        negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
+        return [Hit(id=str(p.id), score=-float(p.score) if negate else float(p.score), payload=dict(p.payload or {}))
+                for p in found]
+
+    def has_lexical(self, collection: str) -> bool:
+        return self._shard(collection) is not None  # every shard is created with the lexical vector
+
+    def ensure_lexical(self, collection: str) -> bool:
+        return False  # nothing to add: see has_lexical
+
+    def search_lexical(self, collection: str, query: str, limit: int, where: Filter | None = None) -> list[Hit]:
+        indices, values = lexical.sparse_query(query)
+        if limit <= 0 or not indices:
+            return []
+        qe = _edge()
+        shard = self._require(collection)
+        request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(qe.SparseVector(indices=indices,
+                                                                                     values=values), using=LEXICAL),
+                                  filter=_filter(where), with_payload=True)
+        found = self._call("search", lambda: shard.query(request))
+        return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in found]
+
+    def _pages(self, collection: str, *, with_payload: bool, with_vector: bool) -> Iterator[list[Any]]:
+        qe = _edge()
+        shard = self._require(collection)
+        offset: Any = None
+        while True:
+            request = qe.ScrollRequest(offset=offset, limit=LIST_PAGE, with_payload=with_payload,
+                                       with_vector=with_vector)
+            records, offset = self._call("list points", partial(shard.scroll, request))
+            yield records
+            if offset is None:
+                return
+
+    def count(self, collection: str) -> int:
+        shard = self._require(collection)
+        return int(self._call("count points", lambda: shard.count(_edge().CountRequest(exact=True))))
+
+    def list_ids(self, collection: str) -> set[str]:
+        return {str(r.id) for page in self._pages(collection, with_payload=False, with_vector=False) for r in page}
+
+    def drop(self, collection: str) -> None:
+        with self._lock:
+            shard = self._shards.pop(collection, None)
+            self._shapes.pop(collection, None)
+            if shard is not None:
+                self._call("close a shard", shard.close)
+            shutil.rmtree(self._dir(collection), ignore_errors=True)
+            self._meta_file(collection).unlink(missing_ok=True)
+            local = self.path / "collection" / collection
+            if local.is_dir():  # a local-mode copy of it, kept since a migration
+                shutil.rmtree(local, ignore_errors=True)
+
+    def flush(self) -> None:
+        with self._lock:
+            for shard in self._shards.values():
+                self._call("flush", shard.flush)
+
+    def close(self) -> None:
+        with self._lock:
+            shards, self._shards = list(self._shards.values()), {}
+        for shard in shards:
+            try:
+                shard.flush()
+                shard.close()
+            except Exception as exc:  # closing must not mask the caller's own error
+                logger.warning("closing an embedded Qdrant shard in %s: %s", self.path, exc)
+
+    @classmethod
+    def count_copy(cls, folder: Path, collection: str) -> int:
+        """The points of ``collection`` in a copied store folder (a backup): loads the copy, which also proves it
+        opens."""
+        copy = cls(folder)
+        try:
+            return copy.count(collection) if copy._shard(collection) is not None else 0
+        finally:
+            copy.close()
+
+    # -- migration from qdrant-client's local mode ---------------------------------------------------------------
+    def _migrate_local(self, collection: str) -> bool:
+        """Copy local-mode collection ``collection`` (if this folder has one) into a new shard; True when done."""
+        if not (self.path / "collection" / collection).is_dir():
+            return False
+        from qdrant_client import QdrantClient
+
+        partial_dir = self.path / EDGE_DIR / f"{collection}.partial"
+        shutil.rmtree(partial_dir, ignore_errors=True)
+        try:
+            client = QdrantClient(path=str(self.path))
+        except RuntimeError as exc:
+            raise StoreError(f"cannot open the local-mode Qdrant folder {self.path} to migrate it: {exc}") from exc
+        try:
+            info = client.get_collection(collection)
+            params = info.config.params.vectors
+            size = int(getattr(params, "size", 0))
+            if size <= 0:
+                raise StoreError(f"local-mode collection {collection!r} in {self.path} has no single dense vector")
+            meta = {str(k): str(v) for k, v in (getattr(info.config, "metadata", None) or {}).items()}
+            meta.setdefault("dimensions", str(size))
+            meta.setdefault("metric", self.metric.value)
+            shard = self._create(collection, size, meta, partial_dir)
+            qe = _edge()
+            moved = 0
+            offset: Any = None
+            while True:
+                records, offset = client.scroll(collection, limit=BATCH, offset=offset, with_payload=True,
+                                                with_vectors=True)
+                batch = []
+                for r in records:
+                    dense: Any = r.vector.get("") if isinstance(r.vector, dict) else r.vector
+                    payload = dict(r.payload or {})
+                    indices, values = lexical.sparse_document(payload)
+                    vector = {"": list(dense), LEXICAL: qe.SparseVector(indices=indices, values=values)}
+                    batch.append(qe.Point(id=str(r.id), vector=vector, payload=payload))
+                if batch:
+                    shard.update(qe.UpdateOperation.upsert_points(batch))
+                    moved += len(batch)
+                if offset is None:
+                    break
+            shard.flush()
+            shard.close()
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"migrating local-mode collection {collection!r} in {self.path} failed: {exc}") from exc
+        finally:
+            client.close()
+        _write_json(self._meta_file(collection), meta)
+        os.replace(partial_dir, self._dir(collection))
+        logger.info("moved embedded Qdrant collection %s (%d points) onto qdrant-edge in %s", collection, moved,
+                    self.path)
+        return True
+
+
+def _metric_from(distance: str) -> Metric:
+    name = distance.lower()
+    for metric in Metric:
+        if metric.value == name or (metric is Metric.EUCLID and name.startswith("euclid")):
+            return metric
+    raise StoreError(f"unknown distance {distance!r} in an embedded Qdrant shard")
+
+
+def _filter(where: Filter | None) -> Any:
+    if where is None:
+        return None
+    qe = _edge()
+    must: list[Any] = []
+    if where.path_prefix is not None:
+        prefix = where.path_prefix.rstrip("/") or "/"
+        must.append(qe.Filter(should=[qe.FieldCondition("path", match=qe.MatchValue(prefix)),
+                                      qe.FieldCondition("dirs", match=qe.MatchValue(prefix))]))
+    if where.file_types:
+        must.append(qe.FieldCondition("file_type", match=qe.MatchAny(list(where.file_types))))
+    return qe.Filter(must=must) if must else None
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(dict(data), sort_keys=True))
+    os.replace(tmp, path)
