@@ -2,7 +2,8 @@
 
 upsert throughput, search latency (top 50, p50/p95), reopen time (open + first search), and whether a
 second process can search while another process writes — for FAISS flat, FAISS HNSW (our FaissStore),
-qdrant-client local mode (our QdrantStore(path=...)) and qdrant-edge-py (raw API, if installed).
+qdrant-client local mode (QdrantStore(path=...), earlier versions' embedded store), our embedded store on
+qdrant-edge (EdgeStore: what `--store qdrant` builds) and qdrant-edge-py's raw API.
 
 Run alone, niced:  nice -n 10 .venv/bin/python bench/store_choice.py [--n 20000] [--json out.json]
 """
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 DIM = 384
 BATCH = 256
 TOP_K = 50
-KINDS = ("faiss-flat", "faiss-hnsw", "qdrant-local", "qdrant-edge")
+KINDS = ("faiss-flat", "faiss-hnsw", "qdrant-local", "qdrant-embedded", "qdrant-edge")
 
 
 def vectors(n: int, seed: int) -> np.ndarray:
@@ -58,6 +59,10 @@ class Adapter:
             from plugins.qdrant import QdrantStore
 
             self.store = QdrantStore(path=self.path)
+        elif self.kind == "qdrant-embedded":  # what `--store qdrant` builds today: our EdgeStore (qdrant-edge)
+            from plugins.qdrant.edge import EdgeStore
+
+            self.store = EdgeStore(self.path)
         else:
             import qdrant_edge as qe
 
