@@ -99,7 +99,22 @@ def test_an_old_collection_gets_its_lexical_index_without_re_embedding(tmp_path,
     name = f"old-{_ids(store_opts)}".replace(":", "")
     with indexer.open_collection(name, **store_opts) as col:
         col.index([corpus])
-        _strip_lexical(col)
+        embedded_qdrant = col.record.store == "qdrant" and not col.record.store_options.get("url")  # type: ignore[union-attr]
+        if embedded_qdrant:
+            _as_local_mode_folder(col)
+        else:
+            _strip_lexical(col)
+    if embedded_qdrant:
+        # an earlier version's embedded Qdrant (qdrant-client local mode, no lexical vector) moves onto
+        # qdrant-edge on first use, with the lexical vector and without re-embedding
+        with indexer.open_collection(name) as col:
+            assert col.status()["lexical_index"] is True
+            report = col.index([corpus])
+            assert report.chunks_embedded == 0 and report.files_indexed == 0
+            assert _top(col, "QX1-4471", "lexical") == ["network.md"]
+            assert col.search("QX1-4471", k=1).mode == "hybrid"
+            _assert_lexical_matches_points(col)
+        return
     with indexer.open_collection(name) as col:
         assert col.status()["lexical_index"] is False
         assert col.search("QX1-4471", k=1).mode == "dense"  # the default falls back until the index is built
@@ -111,6 +126,38 @@ def test_an_old_collection_gets_its_lexical_index_without_re_embedding(tmp_path,
         assert col.search("QX1-4471", k=1).mode == "hybrid"
         assert col.status()["lexical_index"] is True
         _assert_lexical_matches_points(col)
+
+
+def _as_local_mode_folder(col: indexer.Collection) -> None:
+    """Turn an embedded Qdrant collection into the local-mode folder an indexer before qdrant-edge wrote."""
+    import shutil
+
+    from qdrant_client import QdrantClient
+    from qdrant_client import models as qm
+
+    store = col.store
+    inner = getattr(store, "inner", store)
+    path = inner.path
+    records = [(h, p) for h, p in _all_points(inner, col.name)]
+    meta = inner.collection_meta(col.name)
+    col.close()
+    shutil.rmtree(path / "edge")
+    client = QdrantClient(path=str(path))
+    client.create_collection(
+        col.name, vectors_config=qm.VectorParams(size=int(meta["dimensions"]), distance=qm.Distance.COSINE),
+        metadata=meta,
+    )
+    client.upsert(col.name, [qm.PointStruct(id=i, vector=v, payload=p) for i, (v, p) in records])
+    client.close()
+
+
+def _all_points(store, collection: str):
+    import qdrant_edge as qe
+
+    shard = store._require(collection)
+    records, _ = shard.scroll(qe.ScrollRequest(limit=100_000, with_payload=True, with_vector=True))
+    for r in records:
+        yield str(r.id), (list(r.vector[""]), dict(r.payload or {}))
 
 
 def _strip_lexical(col: indexer.Collection) -> None:
