@@ -30,6 +30,7 @@ from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.prompts import Prompts, prompted_model_id, with_prompt
 from indexer.index.prompts import recorded as recorded_prompts
 from indexer.index.prompts import resolve as resolve_prompts
+from indexer.models.profiles import profile_for
 from indexer.ports import Chunker, Embedder, Reranker, Source, VectorStore
 from indexer.search.fusion import FusionConfig
 from indexer.search.lexical import LexicalSearch
@@ -337,14 +338,21 @@ class Collection:
         from indexer.models import CATALOGUE
 
         entry = CATALOGUE.get(self.settings.embed_model)
-        engine = getattr(getattr(self.embedder, "inner", self.embedder), "engine", None)
+        metadata = self._model_metadata()
+        profile = profile_for(metadata)
         return resolve_prompts(
             query_setting=self.settings.query_prompt,
             document_setting=self.settings.document_prompt,
-            gguf_metadata=dict(getattr(engine, "metadata", None) or {}),
+            gguf_metadata=metadata,
             catalogue_query=entry.query_prompt if entry else "",
             catalogue_document=entry.document_prompt if entry else "",
+            profile_query=profile.query_prompt if profile else "",
+            profile_document=profile.document_prompt if profile else "",
         )
+
+    def _model_metadata(self) -> dict[str, str]:
+        engine = getattr(getattr(self.embedder, "inner", self.embedder), "engine", None)
+        return dict(getattr(engine, "metadata", None) or {})
 
     def _new_chunk_tokens(self) -> int:
         """Tokens per chunk for a new collection: the setting, else the model's catalogue value, else its limit."""
@@ -359,7 +367,10 @@ class Collection:
                 )
             return self.settings.chunk_tokens
         entry = CATALOGUE.get(self.settings.embed_model)
-        return min(entry.chunk_tokens, limit) if entry is not None and entry.chunk_tokens else limit
+        if entry is not None and entry.chunk_tokens:
+            return min(entry.chunk_tokens, limit)
+        profile = profile_for(self._model_metadata())
+        return min(profile.chunk_tokens, limit) if profile is not None and profile.chunk_tokens else limit
 
     def _recorded_chunk_tokens(self) -> int | None:
         recorded = (self.store.collection_meta(self.name) or {}).get(META_CHUNK_TOKENS)

@@ -45,6 +45,8 @@ def resolve(
     gguf_metadata: Mapping[str, str],
     catalogue_query: str = "",
     catalogue_document: str = "",
+    profile_query: str = "",
+    profile_document: str = "",
 ) -> Prompts:
     """The prompts for a new collection (see the module docstring for the order)."""
     if query_setting is not None or document_setting is not None:
@@ -54,6 +56,8 @@ def resolve(
         return Prompts(str(q or ""), str(d or ""), "gguf")
     if catalogue_query or catalogue_document:
         return Prompts(catalogue_query, catalogue_document, "catalogue")
+    if profile_query or profile_document:  # the family's (indexer.models.profiles), from the GGUF's identity
+        return Prompts(profile_query, profile_document, "profile")
     return Prompts()
 
 
