@@ -11,6 +11,8 @@ point (docs/plugins.md). Everything it may rely on is named here, and nothing el
   (the one file-lock helper), :func:`copy_sqlite` / :func:`copy_folder` / :func:`restore_folder` /
   :func:`count_rows` for the optional snapshot capabilities (:class:`StoreSnapshots`: backup and restore);
 - for a source: :func:`load_readers` (every registered reader), the optional :class:`FolderScan`;
+- for a reader: :class:`Document` with its :class:`Section` values (slide, sheet rows, message, cell: where a
+  chunk lies) and :class:`OutlineNode` values (source code's syntax units, kept whole by the chunker);
 - for the normalization a metric needs: :class:`Normalization`, :func:`choose_normalization`,
   :func:`normalization_name`.
 
@@ -79,9 +81,11 @@ from indexer.types import (
     Hit,
     IndexReport,
     Metric,
+    OutlineNode,
     Point,
     ScanProblem,
     SearchRequest,
+    Section,
     SourceRef,
 )
 
@@ -101,6 +105,7 @@ __all__ = [
     "LockedError",
     "Metric",
     "Normalization",
+    "OutlineNode",
     "Point",
     "Progress",
     "QueryLimits",
@@ -110,6 +115,7 @@ __all__ = [
     "Reranker",
     "ScanProblem",
     "SearchRequest",
+    "Section",
     "Settings",
     "Source",
     "SourceError",

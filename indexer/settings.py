@@ -81,6 +81,16 @@ class Settings(BaseSettings):
         "its limit); a collection keeps the size it was made with"
     )
     chunk_overlap: int = Field(32, ge=0)
+    # documents (docs/formats.md): bounds on what one file may cost to parse, and per-reader options
+    reader_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="options per reader kind, e.g. {\"ipynb\": {\"outputs\": false}}"
+    )
+    max_unpacked_bytes: int = Field(
+        500 * 1024 * 1024, ge=1, description="most bytes an Office/OpenDocument/EPUB container may unpack to"
+    )
+    max_unpack_ratio: float = Field(50.0, gt=0, description="most unpacked bytes per packed byte (zip bombs)")
+    parse_timeout: float = Field(60.0, gt=0, description="seconds one document may take to parse (worker process)")
+    parse_memory_mb: int = Field(2048, ge=64, description="memory (MiB) the document parser process may use")
     embed_batch_chunks: int = Field(256, ge=1, description="chunks embedded and written per batch")
     threads: int | None = Field(None, ge=1, description="llama.cpp threads (default: all cores)")
     # indexer watch

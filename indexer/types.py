@@ -95,16 +95,57 @@ class ScanProblem:
         return iter((self.path, self.reason))
 
 
+LocationValue = str | int
+Fields = tuple[tuple[str, LocationValue], ...]  # ordered (name, value) pairs: frozen, JSON-able as an object
+
+
+@dataclass(frozen=True)
+class Section:
+    """A part of a document with its own place in the file, in the format's terms: a slide, a sheet's table, a
+    message of a mailbox, a notebook cell, an e-book chapter. Sections are listed in text order; a chunk never
+    crosses the start of one, and records the one it lies in (``Chunk.locator``, ``Chunk.location``).
+
+    ``locator`` is what a person reads ("slide 3: Results", "Sales!A1:D40", "cell 7 (code)"); ``fields`` the
+    same place as data (``(("slide", 3), ("title", "Results"))``), stored in the point's ``location`` payload.
+    ``metadata`` adds to the document's metadata for this section's chunks (a message's subject, sender, date).
+    """
+
+    start: int  # character offset in Document.text
+    locator: str
+    fields: Fields = ()
+    metadata: Fields = ()
+
+
+@dataclass(frozen=True)
+class OutlineNode:
+    """A syntactic unit of source code (a class, function, method, or a statement of a large one) spanning
+    ``text[start:end]``, both at line boundaries; ``heading`` is its enclosing names, itself included
+    (``("Parser", "parse_header")``). Nodes are listed in pre-order; a node lies inside the one it nests in."""
+
+    start: int
+    end: int
+    heading: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Document:
-    """A file's text as a reader extracted it."""
+    """A file's text as a reader extracted it.
+
+    ``markup`` tells the chunker how to find headings when ``kind`` does not: ``"markdown"`` (``#`` lines, as
+    the Office, e-book and notebook readers write them) or ``""`` (by kind). ``outline`` (source code cut by its
+    syntax tree) makes the chunker keep units whole; ``sections`` and ``metadata`` say where a chunk lies and
+    what the file is (author, title, created, ...)."""
 
     ref: SourceRef
     text: str
-    kind: str  # reader name: text, markdown, rst, code, html, pdf
+    kind: str  # reader name: text, markdown, rst, code, html, pdf, docx, ...
     # For PDF: character offset in ``text`` where each page starts (page 1 first). Empty otherwise.
     page_starts: tuple[int, ...] = ()
     content_hash: str = ""  # sha256 of the raw file bytes
+    sections: tuple[Section, ...] = ()
+    metadata: Fields = ()
+    markup: str = ""
+    outline: tuple[OutlineNode, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,7 +161,10 @@ class Chunk:
     end_line: int
     n_tokens: int  # tokens the model sees, special tokens included
     page: int | None = None  # 1-based page for PDF
-    heading: tuple[str, ...] = ()  # Markdown/RST heading path
+    heading: tuple[str, ...] = ()  # Markdown/RST heading path; enclosing names for code
+    locator: str = ""  # the section it lies in, as a person reads it ("slide 3: Results"); "" when none
+    location: Fields = ()  # the same as data (Section.fields)
+    metadata: Fields = ()  # the document's metadata with its section's (author, title, subject, sender, date)
 
     @property
     def content_hash(self) -> str:
@@ -166,6 +210,9 @@ class SearchHit:
     page: int | None
     heading: tuple[str, ...]
     chunk_id: str
+    locator: str = ""  # where in the file, in its format's terms ("slide 3: Results", "Sales!A1:D40")
+    location: Mapping[str, Any] = field(default_factory=dict)  # the same as data ({"slide": 3, ...})
+    metadata: Mapping[str, Any] = field(default_factory=dict)  # author, title, subject, sender, date, ...
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -178,6 +225,9 @@ class SearchHit:
             "page": self.page,
             "heading": list(self.heading),
             "chunk_id": self.chunk_id,
+            "locator": self.locator,
+            "location": dict(self.location),
+            "metadata": dict(self.metadata),
         }
 
 
@@ -228,6 +278,9 @@ class SearchRequest:
     rerank: bool | None = None
     mode: str | None = None  # dense | lexical | hybrid
     rerank_candidates: int | None = None  # rerank exactly this many (default: the rerank budget decides)
+    # Metadata every hit must have, e.g. (("sender", "ada@example.org"),): a case-insensitive substring of the
+    # hit's metadata or location value of that name (author, title, subject, sender, date, sheet, slide, ...).
+    metadata: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_options(cls, query: str, **options: Any) -> SearchRequest:

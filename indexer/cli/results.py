@@ -22,6 +22,9 @@ def hit_dict(hit: dict[str, Any]) -> dict[str, Any]:
         "page": hit.get("page"),
         "heading": list(hit.get("heading") or ()),
         "chunk_id": str(hit.get("chunk_id", "")),
+        "locator": str(hit.get("locator") or ""),
+        "location": dict(hit.get("location") or {}),
+        "metadata": dict(hit.get("metadata") or {}),
     }
 
 
@@ -35,6 +38,12 @@ def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> Non
         for i, hit in enumerate(hits, 1):
             rs = f" rerank={hit['rerank_score']:.3f}" if hit["rerank_score"] is not None else ""
             where = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}"
+            if hit["locator"]:
+                where += f" [{hit['locator']}]"
+            elif hit["page"] is not None:
+                where += f" [page {hit['page']}]"
+            if hit["heading"]:
+                where += " " + " > ".join(hit["heading"])
             print(f"{bold}{i}. {where}{plain}  score={hit['score']:.3f}{rs}")
             snippet = " ".join(hit["text"].split())
             print(f"   {snippet[:240]}{'…' if len(snippet) > 240 else ''}")

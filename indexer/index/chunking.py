@@ -29,11 +29,11 @@ import bisect
 import logging
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from indexer.errors import ConfigError
 from indexer.ports import TokenCounter
-from indexer.types import Chunk, Document
+from indexer.types import Chunk, Document, OutlineNode
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,19 @@ class _Block:
     title: str = ""
 
 
+_Span = tuple[int, int, int, tuple[str, ...]]  # a chunk's (start, end) characters, its tokens and its heading
+
+
+@dataclass
+class _Node:
+    """A unit of a code outline while the chunker cuts it (its children in text order)."""
+
+    start: int
+    end: int
+    heading: tuple[str, ...]
+    children: list[_Node] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class _Segment:
     """A trimmed piece of text the packer places whole: a block, or a line / part of an oversized block."""
@@ -71,6 +84,7 @@ class _Segment:
     page: int
     heading: tuple[str, ...]
     is_heading: bool
+    part: int = 0  # 1-based index of the Document.sections entry it lies in (0: none, or before the first)
 
 
 class _TextIndex:
@@ -315,8 +329,17 @@ class TokenChunker:
             return
         index = _TextIndex(text)
         page_starts = list(doc.page_starts)
-        segments = self._segments(text, _split_blocks(text, doc.kind), page_starts)
-        for number, (start, end, n_tokens, heading) in enumerate(self._pack(text, segments)):
+        part_starts = [s.start for s in doc.sections]
+        if doc.outline:
+            spans: Iterator[tuple[int, int, int, tuple[str, ...]]] = iter(self._outline_spans(text, doc.outline))
+        else:
+            blocks = _split_blocks(text, doc.markup or doc.kind)
+            spans = self._pack(text, self._segments(text, blocks, page_starts, part_starts))
+        base = dict(doc.metadata)
+        for number, (start, end, n_tokens, heading) in enumerate(spans):
+            part = _page_of(part_starts, start) if part_starts and start >= part_starts[0] else None
+            section = doc.sections[part - 1] if part else None
+            metadata = base | dict(section.metadata) if section is not None and section.metadata else base
             yield Chunk(
                 path=doc.ref.path,
                 index=number,
@@ -328,13 +351,25 @@ class TokenChunker:
                 n_tokens=n_tokens,
                 page=_page_of(page_starts, start),
                 heading=heading,
+                locator=section.locator if section is not None else "",
+                location=section.fields if section is not None else (),
+                metadata=tuple(metadata.items()),
             )
 
-    def _segments(self, text: str, blocks: list[_Block], page_starts: list[int]) -> list[_Segment]:
+    def _segments(
+        self, text: str, blocks: list[_Block], page_starts: list[int], part_starts: list[int] | None = None
+    ) -> list[_Segment]:
         segments: list[_Segment] = []
         path: list[tuple[int, str]] = []
         section = 0
+        part = 0
         for block in blocks:
+            if part_starts:  # a new Document section: a hard boundary, and its heading path starts afresh
+                block_part = bisect.bisect_right(part_starts, block.start)
+                if block_part != part:
+                    part = block_part
+                    path = []
+                    section += 1
             if block.level:
                 while path and path[-1][0] >= block.level:
                     path.pop()
@@ -347,9 +382,84 @@ class TokenChunker:
             for piece_start, piece_end, n in self._fit(text, start, end):
                 page = _page_of(page_starts, piece_start) or 0
                 segments.append(
-                    _Segment(piece_start, piece_end, n, section, page, heading, is_heading=bool(block.level))
+                    _Segment(piece_start, piece_end, n, section, page, heading, bool(block.level), part)
                 )
         return segments
+
+    # ------------------------------------------------------------------------------- code by syntax tree
+
+    def _outline_spans(self, text: str, outline: tuple[OutlineNode, ...]) -> list[_Span]:
+        """Source code along its syntax tree (``Document.outline``): a unit (class, function, statement) that fits
+        is one chunk; a larger one is cut into its header, its children and the code between them, packed in
+        order, each child whole when it fits (else cut the same way), plain lines where no child is left. Chunks
+        start and end at line boundaries (only a single line longer than a chunk is cut inside). No overlap."""
+        root = _Node(0, len(text), ())
+        stack = [root]
+        for node in sorted(outline, key=lambda n: (n.start, -n.end)):
+            while len(stack) > 1 and node.start >= stack[-1].end:
+                stack.pop()
+            parent = stack[-1]
+            start, end = max(node.start, parent.start), min(node.end, parent.end)
+            if start >= end or (start, end) == (parent.start, parent.end) and parent is not root:
+                continue  # empty, or the same span as its parent (a decorated definition and its definition)
+            child = _Node(start, end, node.heading)
+            parent.children.append(child)
+            stack.append(child)
+        out: list[_Span] = []
+        self._emit_node(text, root, out)
+        return out
+
+    def _emit_node(self, text: str, node: _Node, out: list[_Span]) -> None:
+        a, b = _trim(text, node.start, node.end)
+        if a >= b:
+            return
+        if b - a <= self.max_tokens * _HUGE_CHARS_PER_TOKEN:
+            count = self._count(text[a:b])
+            if count <= self.max_tokens:
+                out.append((a, b, count, node.heading))
+                return
+        budget = self.max_tokens - self.specials
+        pack: list[tuple[int, int, int, tuple[str, ...] | None]] = []  # heading None: code between children
+
+        def flush() -> None:
+            carry: list[tuple[int, int, int, tuple[str, ...] | None]] = []
+            while pack:
+                lo, hi = _trim(text, pack[0][0], pack[-1][1])
+                n = self._count(text[lo:hi])
+                if n <= self.max_tokens or len(pack) == 1:
+                    children = [p[3] for p in pack if p[3] is not None]
+                    out.append((lo, hi, n, children[0] if len(children) == 1 else node.heading))
+                    break
+                carry.insert(0, pack.pop())  # the estimate was short: the last items start the next chunk
+            pack[:] = carry
+
+        def add(start: int, end: int, n: int, heading: tuple[str, ...] | None) -> None:
+            if pack and sum(p[2] for p in pack) + n > budget:
+                flush()
+            pack.append((start, end, n, heading))
+
+        def add_code(start: int, end: int) -> None:
+            lo, hi = _trim(text, start, end)
+            if lo < hi:
+                for piece_start, piece_end, n in self._fit(text, lo, hi):
+                    add(piece_start, piece_end, n, None)
+
+        cursor = node.start
+        for child in node.children:
+            add_code(cursor, child.start)
+            cursor = child.end
+            lo, hi = _trim(text, child.start, child.end)
+            if lo >= hi:
+                continue
+            n = self._count(text[lo:hi]) if hi - lo <= self.max_tokens * _HUGE_CHARS_PER_TOKEN else self.max_tokens + 1
+            if n <= self.max_tokens:
+                add(lo, hi, n - self.specials, child.heading)
+            else:
+                flush()
+                self._emit_node(text, child, out)
+        add_code(cursor, node.end)
+        while pack:
+            flush()
 
     def _fit(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
         """The trimmed span as pieces that each fit: whole, else by lines, else by words/characters.
@@ -458,6 +568,8 @@ class TokenChunker:
                 seg = segments[j]
                 if j > i:
                     before = segments[j - 1]
+                    if seg.part != before.part:  # never across a Document section (slide, sheet, message)
+                        break
                     boundary = seg.section != before.section or seg.page != before.page
                     if boundary and not only_headings:
                         break

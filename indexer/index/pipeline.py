@@ -230,7 +230,7 @@ class Pipeline:
                 return None
             chunks = list(self.chunker.chunk(doc))
         except SourceError as exc:
-            if exc.code == "binary":  # not text (whatever its name): skipped like a scan skips it
+            if exc.code in ("binary", "missing_library"):  # not text, or no parser installed: skipped, not failed
                 report.skipped.append((ref.path, exc.reason))
                 if rec is not None:
                     self.remove_files([ref.path], report)
@@ -381,6 +381,9 @@ def _payload(prepared: _Prepared, chunk: Chunk) -> dict[str, object]:
         "end_byte": chunk.end_byte,
         "page": chunk.page,
         "heading": list(chunk.heading),
+        "locator": chunk.locator,
+        "location": dict(chunk.location),
+        "metadata": dict(chunk.metadata),
         "content_hash": chunk.content_hash,
         "n_tokens": chunk.n_tokens,
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,7 +79,35 @@ def prepare(req: SearchRequest, limits: QueryLimits) -> SearchRequest:
         rerank=req.rerank,
         mode=mode,
         rerank_candidates=fixed,
+        metadata=_metadata_filter(req.metadata),
     )
+
+
+def _metadata_filter(items: object) -> tuple[tuple[str, str], ...]:
+    """(name, value) pairs from a mapping or pairs; names and values must be non-empty strings."""
+    pairs = list(items.items()) if isinstance(items, Mapping) else list(items or ())  # type: ignore[call-overload]
+    out = []
+    for pair in pairs:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise InputError(f"metadata filter {pair!r} is not a (name, value) pair of strings")
+        name, value = pair[0].strip().lower(), pair[1].strip()
+        if not name or not value:
+            raise InputError(f"metadata filter {pair!r} needs a name and a value, e.g. sender=ada@example.org")
+        out.append((name, value))
+    return tuple(out)
+
+
+def _metadata_match(hit: Hit, wanted: tuple[tuple[str, str], ...]) -> bool:
+    """Every wanted (name, value): a case-insensitive substring of the hit's metadata or location value."""
+    meta = hit.payload.get("metadata") or {}
+    location = hit.payload.get("location") or {}
+    if not isinstance(meta, Mapping) or not isinstance(location, Mapping):
+        return False
+    for name, value in wanted:
+        got = meta.get(name, location.get(name))
+        if got is None or value.lower() not in str(got).lower():
+            return False
+    return True
 
 
 def check_query_length(query: str) -> None:
@@ -137,7 +165,7 @@ def run_search(
 
     where = Filter(req.path_prefix, req.file_types) if (req.path_prefix or req.file_types) else None
     # A glob is applied after the store search; fetch more so k matching hits survive it.
-    limit = candidates * (4 if req.path_glob else 1)
+    limit = candidates * (4 if req.path_glob else 1) * (8 if req.metadata else 1)
     hits, timings = retrieve(
         store,
         collection,
@@ -150,6 +178,8 @@ def run_search(
     )
     if req.path_glob:
         hits = [h for h in hits if _glob_match(h, req.path_glob)][:candidates]
+    if req.metadata:  # after the store search, like the glob (stores filter natively on path and type only)
+        hits = [h for h in hits if _metadata_match(h, req.metadata)][:candidates]
     t2 = time.perf_counter()
     timings["search"] = (t2 - t0) * 1000
 
@@ -184,4 +214,7 @@ def _to_hit(hit: Hit, rerank_score: float | None) -> SearchHit:
         page=int(page) if page is not None else None,
         heading=tuple(heading),
         chunk_id=hit.id,
+        locator=str(p.get("locator") or ""),
+        location=dict(p.get("location") or {}),
+        metadata=dict(p.get("metadata") or {}),
     )

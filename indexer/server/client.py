@@ -123,6 +123,9 @@ def result_from_json(answer: dict[str, Any]) -> Any:
             page=h.get("page"),
             heading=tuple(h.get("heading") or ()),
             chunk_id=str(h.get("chunk_id", "")),
+            locator=str(h.get("locator") or ""),
+            location=dict(h.get("location") or {}),
+            metadata=dict(h.get("metadata") or {}),
         )
         for h in answer["hits"]
     )

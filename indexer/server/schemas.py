@@ -32,6 +32,10 @@ class SearchBody(_Strict):
     rerank_candidates: int | None = Field(
         None, ge=1, description="rerank exactly this many candidates (default: as many as rerank_budget_ms allows)"
     )
+    metadata: dict[str, str] = Field(
+        default_factory=dict, max_length=16,
+        description="metadata each hit must have (case-insensitive substring), e.g. {'sender': 'ada@example.org'}",
+    )
 
 
 class HitOut(BaseModel):
@@ -40,6 +44,9 @@ class HitOut(BaseModel):
     end_line: int
     page: int | None
     heading: list[str]
+    locator: str = Field("", description="where in the file, in its format's terms: 'slide 3: Results', 'Sales!A1:D9'")
+    location: dict[str, Any] = Field(default_factory=dict, description="the same place as data, e.g. {'slide': 3}")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="author, title, subject, sender, date, ...")
     text: str
     score: float = Field(..., description="vector (retrieval) score, higher is better")
     rerank_score: float | None = Field(None, description="cross-encoder score when the rerank stage ran")

@@ -296,6 +296,7 @@ def search_request(body: Any) -> SearchRequest:
         rerank=body.rerank,
         mode=body.mode,
         rerank_candidates=body.rerank_candidates,
+        metadata=tuple((getattr(body, "metadata", None) or {}).items()),
     )
 
 

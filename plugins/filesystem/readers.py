@@ -187,7 +187,7 @@ class CodeReader(_TextBase):
         ".rb", ".php", ".pl", ".pm", ".lua", ".r", ".jl", ".dart", ".ex", ".exs", ".erl", ".hs", ".ml",
         ".clj", ".sh", ".bash", ".zsh", ".fish", ".ps1", ".bat", ".toml", ".yaml", ".yml", ".json",
         ".jsonl", ".ini", ".cfg", ".conf", ".properties", ".env", ".sql", ".graphql", ".proto", ".css",
-        ".scss", ".less", ".vue", ".svelte", ".xml", ".csv", ".tsv", ".tex", ".cmake", ".gradle", ".mk",
+        ".scss", ".less", ".vue", ".svelte", ".xml", ".tex", ".cmake", ".gradle", ".mk",
         ".dockerfile", ".tf", ".nix", ".zig", ".v", ".sv", ".vhd", ".asm", ".s",
     )  # fmt: skip
 

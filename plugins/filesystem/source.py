@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from indexer.plugin_api import ROOT_UNAVAILABLE, ConfigError, Document, Reader, ScanProblem, SourceError, SourceRef
 from plugins.filesystem.ignore import IGNORE_FILES, Globs, IgnoreLevel, IgnoreStack, load_ignore_level
+from plugins.filesystem.isolation import ParseWorker
 from plugins.filesystem.readers import TextReader
 from plugins.filesystem.readers import looks_like_text as sniff_text
 
@@ -54,6 +55,30 @@ BINARY_EXTENSIONS = frozenset(
         ".swp", ".swo", ".ds_store",
     }
 )  # fmt: skip
+
+
+def configure_readers(readers: Sequence[Reader], settings: Settings) -> list[Reader]:
+    """The readers with their options: the container limits (``max_unpacked_bytes``, ``max_unpack_ratio``) for
+    every reader that takes options (``with_options``), and ``settings.reader_options[kind]`` for its own."""
+    options = dict(settings.reader_options)
+    out: list[Reader] = []
+    for reader in readers:
+        own = options.pop(reader.kind, None)
+        configure = getattr(reader, "with_options", None)
+        if configure is None:
+            if own:
+                raise ConfigError(f"reader_options for {reader.kind!r}: that reader takes no options")
+            out.append(reader)
+            continue
+        limits = {"max_unpacked_bytes": settings.max_unpacked_bytes, "max_unpack_ratio": settings.max_unpack_ratio}
+        try:
+            out.append(configure({**limits, **(own or {})}))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"reader_options for {reader.kind!r}: {exc}") from exc
+    if options:
+        kinds = ", ".join(sorted(r.kind for r in readers))
+        raise ConfigError(f"reader_options name unknown reader kind(s) {', '.join(sorted(options))}; kinds: {kinds}")
+    return out
 
 
 def looks_like_text(path: str) -> bool:
@@ -115,6 +140,8 @@ class FilesystemSource:
         readers: Sequence[Reader] | None = None,
         follow_symlinks: bool = True,
         on_problem: Callable[[ScanProblem], None] | None = None,
+        parse_timeout: float | None = 60.0,
+        parse_memory_mb: int = 2048,
     ) -> None:
         resolved: list[str] = []
         for root in roots:
@@ -144,6 +171,9 @@ class FilesystemSource:
         text_reader: Reader = TextReader()
         self._fallback: Reader = next((r for r in self.readers if r.kind == "text"), text_reader)
         self._ignore_cache: dict[str, tuple[tuple[tuple[int, int] | None, ...], IgnoreLevel | None]] = {}
+        # Readers marked ``isolated`` (the document readers) parse in a worker process with these limits;
+        # parse_timeout None parses them in this process (tests of the readers themselves).
+        self._worker = ParseWorker(parse_timeout, parse_memory_mb) if parse_timeout is not None else None
 
     @classmethod
     def from_settings(cls, roots: Sequence[Path], settings: Settings, readers: Sequence[Reader]) -> FilesystemSource:
@@ -161,8 +191,10 @@ class FilesystemSource:
             include=settings.include,
             exclude=settings.exclude,
             max_file_size=settings.max_file_size,
-            readers=readers,
+            readers=configure_readers(readers, settings),
             follow_symlinks=follow,
+            parse_timeout=settings.parse_timeout,
+            parse_memory_mb=settings.parse_memory_mb,
         )
 
     def __repr__(self) -> str:
@@ -488,7 +520,10 @@ class FilesystemSource:
         if getattr(reader, "reads_text", False) and not sniff_text(data[:SNIFF_BYTES], len(data) < SNIFF_BYTES):
             raise SourceError(path, "binary content (not text in any encoding); not indexed", code="binary")
         try:
-            doc = reader.read(ref, data)
+            if self._worker is not None and getattr(reader, "isolated", False):
+                doc = self._worker.read(reader, ref, data)
+            else:
+                doc = reader.read(ref, data)
         except SourceError:
             raise
         except Exception as exc:  # a reader bug or library error must not escape as something else
