@@ -178,9 +178,19 @@ class RstReader(_TextBase):
 
 
 class CodeReader(_TextBase):
-    """Source code and configuration files, kept verbatim."""
+    """Source code and configuration files, kept verbatim. For the languages :mod:`plugins.filesystem.syntax` has
+    a grammar for, the document carries its syntax outline, so chunks are whole functions and classes (large
+    ones cut at inner statements) with the enclosing names as heading; other files are cut at lines."""
 
     kind: str = "code"
+
+    def read(self, ref: SourceRef, data: bytes) -> Document:
+        from plugins.filesystem.syntax import outline
+
+        text = decode_text(ref, data)
+        dot = ref.path.rfind(".")
+        return Document(ref=ref, text=text, kind=self.kind, outline=outline(text, ref.path[dot:] if dot > 0 else ""))
+
     extensions: tuple[str, ...] = (
         ".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go", ".rs", ".c", ".h", ".cc", ".cpp",
         ".cxx", ".hpp", ".hh", ".hxx", ".java", ".kt", ".kts", ".scala", ".swift", ".m", ".mm", ".cs", ".fs",
