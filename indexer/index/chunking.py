@@ -49,6 +49,7 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _SENTENCE_END = re.compile(r"[.!?;:][\"')\]]?(?=\s)")
 _MAX_PROBES = 24
 _HUGE_CHARS_PER_TOKEN = 32  # spans longer than max_tokens * this are split before any whole count
+_CLOSERS = re.compile(r"(?:[\s\})\];,]|\bend\b|\bfi\b|\bdone\b|\besac\b)*\Z")
 _RST_ADORN = re.compile(r"^([!-/:-@\[-`{-~])\1+[ \t]*$")
 
 
@@ -440,9 +441,17 @@ class TokenChunker:
 
         def add_code(start: int, end: int) -> None:
             lo, hi = _trim(text, start, end)
-            if lo < hi:
-                for piece_start, piece_end, n in self._fit(text, lo, hi):
-                    add(piece_start, piece_end, n, None)
+            if lo >= hi:
+                return
+            if not pack and out and _CLOSERS.match(text, lo, hi) and out[-1][1] <= lo:
+                # a closing line (``}``, ``end``) after a unit that was cut: it ends that chunk, not one of its own
+                last = out[-1]
+                n = self._count(text[last[0] : hi])
+                if n <= self.max_tokens:
+                    out[-1] = (last[0], hi, n, last[3])
+                    return
+            for piece_start, piece_end, n in self._fit(text, lo, hi):
+                add(piece_start, piece_end, n, None)
 
         cursor = node.start
         for child in node.children:
@@ -455,7 +464,8 @@ class TokenChunker:
             if n <= self.max_tokens:
                 add(lo, hi, n - self.specials, child.heading)
             else:
-                flush()
+                while pack:
+                    flush()
                 self._emit_node(text, child, out)
         add_code(cursor, node.end)
         while pack:

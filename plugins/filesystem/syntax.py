@@ -209,6 +209,9 @@ def _name(definition: Any, text: str) -> str:
         trait, kind = node.child_by_field_name("trait"), node.child_by_field_name("type")
         parts = [_node_text(n) for n in (trait, kind) if n is not None]
         return " for ".join(parts) if parts else "impl"
+    found = node.child_by_field_name("name")
+    if found is not None and found.named_child_count == 0:  # a plain name (an identifier, Bash's word)
+        return _node_text(found)
     for field in ("name", "declarator", "type"):
         found = node.child_by_field_name(field)
         if found is not None:
