@@ -182,6 +182,10 @@ def search(
     mode: str | None = typer.Option(
         None, "--mode", metavar="MODE", help="dense, lexical or hybrid (default: hybrid)."
     ),
+    meta: list[str] = typer.Option(
+        [], "--meta", metavar="NAME=VALUE",
+        help="Metadata each hit must have (substring, any case), e.g. --meta sender=ada --meta author=Lovelace.",
+    ),
     as_json: bool = JsonOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
@@ -189,10 +193,15 @@ def search(
     prefix = str(under.expanduser().resolve()) if under else None  # resolved here: the server's cwd is not ours
     types = tuple(t.lower().lstrip(".") for t in file_type)
     try:
-        remote = dict(query=query, k=k, candidates=candidates, path_glob=path, path_prefix=prefix, rerank=rerank,
-                      rerank_candidates=rerank_candidates)
+        metadata = metadata_pairs(meta)
+        remote: dict[str, Any] = dict(
+            query=query, k=k, candidates=candidates, path_glob=path, path_prefix=prefix, rerank=rerank,
+            rerank_candidates=rerank_candidates,
+        )
         if mode is not None:
             remote["mode"] = mode
+        if metadata:
+            remote["metadata"] = dict(metadata)
         result = None if rerank_model or local else _remote_search(collection, file_types=list(types), **remote)
         if result is None:
             with _open(collection, rerank_model=rerank_model) as col:
@@ -207,6 +216,7 @@ def search(
                         rerank=rerank,
                         mode=mode,
                         rerank_candidates=rerank_candidates,
+                        metadata=metadata,
                     )
                 )
     except IndexerError as exc:
@@ -216,6 +226,18 @@ def search(
     answer = {"hits": [h.to_dict() for h in result.hits], "rerank_note": result.rerank_note,
               "timings_ms": result.timings_ms}
     print_result(answer, as_json=as_json, verbose=_STATE["verbose"])
+
+
+def metadata_pairs(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """``NAME=VALUE`` options as pairs; an item without ``=`` is a usage error naming the form."""
+    pairs = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            hint = f"{item!r}: write NAME=VALUE, e.g. --meta sender=ada@example.org"
+            raise typer.BadParameter(hint, param_hint="--meta")
+        pairs.append((name.strip(), value.strip()))
+    return tuple(pairs)
 
 
 def _remote_search(collection: str | None, **body: Any) -> Any:

@@ -391,9 +391,12 @@ class TokenChunker:
 
     def _outline_spans(self, text: str, outline: tuple[OutlineNode, ...]) -> list[_Span]:
         """Source code along its syntax tree (``Document.outline``): a unit (class, function, statement) that fits
-        is one chunk; a larger one is cut into its header, its children and the code between them, packed in
-        order, each child whole when it fits (else cut the same way), plain lines where no child is left. Chunks
-        start and end at line boundaries (only a single line longer than a chunk is cut inside). No overlap."""
+        is one chunk; a larger one is cut into its header, its children and the code between them, in order:
+        each named child (a method, a nested class) whole in a chunk of its own when it fits (with the code just
+        above it, such as imports), else cut the same way; statements and the code between children packed
+        together; plain lines where no child is left. The heading is the enclosing names of the unit a chunk
+        holds. Chunks start and end at line boundaries (only a line longer than a chunk is cut inside); no
+        overlap."""
         root = _Node(0, len(text), ())
         stack = [root]
         for node in sorted(outline, key=lambda n: (n.start, -n.end)):
@@ -461,8 +464,15 @@ class TokenChunker:
             if lo >= hi:
                 continue
             n = self._count(text[lo:hi]) if hi - lo <= self.max_tokens * _HUGE_CHARS_PER_TOKEN else self.max_tokens + 1
+            definition = child.heading != node.heading  # a named unit: a chunk of its own (with the code above it)
+            if definition and any(p[3] is not None for p in pack):
+                while pack:
+                    flush()
             if n <= self.max_tokens:
                 add(lo, hi, n - self.specials, child.heading)
+                if definition:
+                    while pack:
+                        flush()
             else:
                 while pack:
                     flush()
