@@ -183,3 +183,16 @@ def test_sync_while_another_writer_holds_the_collection_is_409_with_retry_after(
     assert locked.status_code == 409, locked.text
     assert locked.json()["error"]["type"] == "locked_error" and locked.headers["retry-after"] == "5"
     assert search.status_code == 200  # searching works meanwhile
+
+
+def test_hits_carry_locator_location_and_metadata_and_metadata_filters(served: ServerHandle) -> None:
+    with served.client() as c:
+        plain = c.post("/search", json={"query": "rotate the API keys", "k": 2, "rerank": False}).json()
+        none = c.post("/search", json={"query": "rotate the API keys", "metadata": {"author": "nobody"}}).json()
+        bad = c.post("/search", json={"query": "keys", "metadata": {"author": ""}})
+        schema = c.get("/openapi.json").json()
+    top = plain["hits"][0]
+    assert top["locator"] == "" and top["location"] == {} and top["metadata"] == {}  # Markdown has no sections
+    assert none["hits"] == []
+    assert bad.status_code == 400 and "metadata filter" in bad.json()["error"]["message"]
+    assert {"locator", "location", "metadata"} <= set(schema["components"]["schemas"]["HitOut"]["properties"])
