@@ -225,7 +225,8 @@ def write_sheet(out: TextBuilder, sheet: str, rows: Sequence[tuple[int, Sequence
     last_col = column_letter(max(1, width))
     groups: list[tuple[int, int, list[str]]] = []
     for number, cells in body:
-        line = table_lines([cells], header)[-1] if table_lines([cells], header) else ""
+        lines = table_lines([cells], header)
+        line = lines[-1] if lines else ""
         if not line:
             continue
         if groups and sum(len(x) for x in groups[-1][2]) + len(line) <= ROWS_PER_SECTION_CHARS:

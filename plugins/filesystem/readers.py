@@ -319,14 +319,25 @@ _NEEDS_PASSWORD = "encrypted PDF needs a password; decrypt it first or exclude i
 
 class PdfReader:
     """PDF: the text layer via pypdf, one page after another separated by a blank line, with
-    ``Document.page_starts`` (character offsets of each page). Scanned PDFs without a text layer give empty
-    text; encrypted (with a password) or corrupt files raise SourceError."""
+    ``Document.page_starts`` (character offsets of each page). Pages without a text layer (scans) are read by
+    OCR when it is installed (:mod:`plugins.filesystem.ocr`; options ``ocr``, ``lang``, ``dpi``,
+    ``page_timeout``, ``max_pixels``); a PDF with no text layer at all and no OCR is skipped with the install
+    command. Encrypted (with a password) or corrupt files raise SourceError."""
 
     kind: str = "pdf"
     extensions: tuple[str, ...] = (".pdf",)
 
-    def __init__(self, max_chars: int = 20_000_000) -> None:
+    def __init__(self, max_chars: int = 20_000_000, options: dict[str, object] | None = None) -> None:
+        from plugins.filesystem.ocr import OcrOptions
+
         self.max_chars = max_chars
+        self.options = dict(options or {})
+        self._ocr = OcrOptions(self.options)
+
+    def with_options(self, options: dict[str, object]) -> PdfReader:
+        own = {k: v for k, v in options.items() if k not in ("max_unpacked_bytes", "max_unpack_ratio")}
+        max_chars = int(own.pop("max_chars", self.max_chars))  # type: ignore[call-overload]
+        return PdfReader(max_chars, {**self.options, **own})
 
     def read(self, ref: SourceRef, data: bytes) -> Document:
         import pypdf
@@ -365,6 +376,9 @@ class PdfReader:
             raise SourceError(ref.path, _NEEDS_PASSWORD) from exc
         except (PdfReadError, Exception) as exc:  # pypdf raises many types (ValueError, KeyError...) on junk
             raise SourceError(ref.path, f"corrupt or unsupported PDF ({type(exc).__name__}: {exc})") from exc
+        empty = [i for i, page_text in enumerate(pages) if not page_text.strip()]
+        if empty:
+            pages = self._ocr_pages(ref, data, pages, empty)
         starts: list[int] = []
         offset = 0
         for page_text in pages:
@@ -372,6 +386,33 @@ class PdfReader:
             offset += len(page_text) + 2
         text = "\n\n".join(pages)
         return Document(ref=ref, text=text, kind=self.kind, page_starts=tuple(starts))
+
+    def _ocr_pages(self, ref: SourceRef, data: bytes, pages: list[str], empty: list[int]) -> list[str]:
+        """Pages without a text layer, read by OCR; without OCR a PDF that is all scans is skipped."""
+        from plugins.filesystem import ocr
+
+        why = ocr.missing() if self._ocr.enabled else "OCR is off (reader_options pdf.ocr = false)"
+        if why is not None:
+            if len(empty) == len(pages):
+                raise SourceError(ref.path, f"scanned PDF without a text layer: {why}", code="missing_library")
+            logger.info("%s: %d page(s) without a text layer not read: %s", ref.path, len(empty), why)
+            return pages
+        try:
+            import pypdfium2
+        except ImportError:
+            raise SourceError(ref.path, f"rendering PDF pages needs pypdfium2; {ocr.INSTALL_HINT}",
+                              code="missing_library") from None
+        try:
+            pdf = pypdfium2.PdfDocument(data)
+        except Exception as exc:
+            raise SourceError(ref.path, f"cannot render the PDF for OCR ({exc})") from exc
+        out = list(pages)
+        try:
+            for index in empty:
+                out[index] = self._clean(ocr.ocr_pdf_page(pdf, index, self._ocr, ref))
+        finally:
+            pdf.close()
+        return out
 
     @staticmethod
     def _clean(text: str) -> str:
