@@ -13,10 +13,10 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-# The framework packages the Qdrant-attach tests build real collections with (LangChain, LlamaIndex, Haystack):
-# test-only, so `make demo` does not pull them.
-$(VENV)/.test-extras: $(VENV)/.installed
-	$(BIN)/python -m pip install -e '.[dev,attach-tests]'
+# The framework packages the Qdrant-attach tests build real collections with (LangChain, LlamaIndex, Haystack)
+# and the OCR extra (pytesseract, pypdfium2): test-only, so `make demo` does not pull them.
+$(VENV)/.test-extras: $(VENV)/.installed pyproject.toml
+	$(BIN)/python -m pip install -e '.[dev,attach-tests,ocr]'
 	touch $@
 
 demo: setup
@@ -25,6 +25,7 @@ demo: setup
 
 test: setup $(VENV)/.test-extras
 	bash tools/ensure_browser.sh    # the search-page test needs Debian's chromium + chromedriver (apt-get if missing)
+	bash tools/ensure_ocr.sh        # the OCR tests need Debian's tesseract-ocr + English data (apt-get if missing)
 	$(BIN)/python -m pytest
 
 lint: setup

@@ -294,3 +294,36 @@ def make_all(folder: Path) -> dict[str, Path]:
     """One sample of every format in ``folder`` (``sample.<ext>``)."""
     folder.mkdir(parents=True, exist_ok=True)
     return {ext: make(folder / f"sample.{ext}") for ext, make in MAKERS.items()}
+
+
+# -- scanned pages: text rendered into images, as a scanner would give them -----------------------------------
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+PAGE_TEXT = (
+    "The committee met on Tuesday to review the annual maintenance budget.",
+    "Every pump in the eastern station was inspected and two were replaced.",
+    "The new schedule moves the audit of the filters to the first week of May.",
+    "Questions about the report should be sent to the operations office.",
+)
+
+
+def render_page(lines: tuple[str, ...] | list[str], dpi: int = 200, points: float = 12.0):  # -> PIL.Image.Image
+    """An A4 page at ``dpi`` with ``lines`` in black on white (a clean scan)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    width, height = int(8.27 * dpi), int(11.69 * dpi)
+    image = Image.new("L", (width, height), 255)
+    draw = ImageDraw.Draw(image)
+    size = int(points / 72 * dpi)
+    font = ImageFont.truetype(FONT, size) if Path(FONT).exists() else ImageFont.load_default(size)
+    y = dpi  # one-inch margin
+    for line in lines:
+        draw.text((dpi, y), line, fill=0, font=font)
+        y += int(size * 1.6)
+    return image
+
+
+def make_scanned_pdf(path: Path, pages: list[list[str]], dpi: int = 200) -> Path:
+    """A PDF whose pages are images only (no text layer), like a scanner's."""
+    images = [render_page(lines, dpi).convert("RGB") for lines in pages]
+    images[0].save(path, "PDF", resolution=dpi, save_all=True, append_images=images[1:])
+    return path

@@ -126,3 +126,23 @@ def test_cli_prints_the_locator_and_filters_by_metadata(tmp_path, embed_model_pa
     bad = run("search", "budget", "--meta", "sender")
     assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr
     assert Path(folder).exists()
+
+
+def test_scanned_pages_are_found_by_ocr(tmp_path, embed_model_path):
+    from plugins.filesystem import ocr
+    from tests.documents import PAGE_TEXT, make_scanned_pdf, render_page
+
+    if ocr.missing() is not None:
+        pytest.skip(f"no OCR here: {ocr.missing()}")
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    make_scanned_pdf(folder / "minutes.pdf", [["Cover sheet of the minutes."], list(PAGE_TEXT)])
+    render_page(["The greenhouse thermostat must stay at nineteen degrees."]).save(folder / "note.png")
+    with indexer.open_collection("scans") as col:
+        report = col.index([folder])
+        assert report.failed == [] and report.files_indexed == 2
+        hit = col.search("audit of the filters in May", k=1).hits[0]
+        assert hit.path.endswith("minutes.pdf") and hit.page == 2
+        note = col.search("greenhouse thermostat", k=1).hits[0]
+        assert note.path.endswith("note.png") and "nineteen degrees" in note.text
+        assert note.metadata == {"ocr": "eng"}

@@ -104,7 +104,7 @@ def test_binary_and_unknown_extensions(tmp_path: Path) -> None:
     write(tmp_path / "notes.weird", "unknown extension but text ü\n")
     write(tmp_path / "blob", b"\x7fELF\x00\x01\x02")
     write(tmp_path / "latin1.dat2", "café au lait, crème brûlée\n".encode("latin-1"))
-    write(tmp_path / "image.png", b"\x89PNG\r\n\x1a\n")
+    write(tmp_path / "sound.mp3", b"ID3\x04\x00")  # a binary type no reader claims (images have the OCR reader)
     write(tmp_path / "empty", b"")
     # binary content under text names is skipped the same way (before: read and failed as invalid UTF-8)
     write(tmp_path / "renamed.txt", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
@@ -114,7 +114,7 @@ def test_binary_and_unknown_extensions(tmp_path: Path) -> None:
     # a scan reads only files no reader claims by name; binary content under a text name is found on read
     assert rels(source) == ["README", "data.md", "empty", "latin1.dat2", "notes.weird", "renamed.txt", "utf16.txt"]
     problems = {Path(p.path).name: p.code for p in source.problems}
-    assert problems == {"blob": "binary", "image.png": "binary"}
+    assert problems == {"blob": "binary", "sound.mp3": "binary"}
     for name in ("renamed.txt", "data.md"):
         ref = source.ref_for(tmp_path / name)
         assert ref is not None
@@ -344,17 +344,18 @@ def test_kind_for_and_accepts(tmp_path: Path) -> None:
     write(tmp_path / "sub" / ".indexerignore", "private.md\n")
     for rel in ("a.md", "x.log", "build/b.md", "sub/private.md", "sub/ok.py", ".hid/c.md", "README"):
         write(tmp_path / rel)
-    write(tmp_path / "pic.png", b"\x89PNG")
+    write(tmp_path / "pic.mp3", b"ID3\x04")
     write(tmp_path / "blob", b"\x00\x01")
     write(tmp_path / "big.md", "x" * 50)
     source = FilesystemSource([tmp_path], max_file_size=40)
     assert source.kind_for("x/a.MD") == "markdown"
     assert source.kind_for("y.pdf") == "pdf"
     assert source.kind_for("Makefile") == "text"
-    assert source.kind_for("p.png") is None
+    assert source.kind_for("p.mp3") is None
+    assert source.kind_for("p.png") == "image" and source.kind_for("p.docx") == "docx"  # OCR, document readers
     accepted = {rel for rel in ("a.md", "sub/ok.py", "README") if source.accepts(tmp_path / rel)}
     assert accepted == {"a.md", "sub/ok.py", "README"}
-    for rel in ("x.log", "build/b.md", "sub/private.md", ".hid/c.md", "pic.png", "blob", "big.md", "missing.md"):
+    for rel in ("x.log", "build/b.md", "sub/private.md", ".hid/c.md", "pic.mp3", "blob", "big.md", "missing.md"):
         assert not source.accepts(tmp_path / rel), rel
     assert not source.accepts("/etc/passwd")
     assert {r.path for r in source.scan()} == {str((tmp_path / r).resolve()) for r in accepted}

@@ -1,0 +1,107 @@
+"""OCR of scanned pages (Tesseract through pytesseract; PDF pages rendered by pypdfium2): known text rendered at
+200 dpi is read back, a scanned PDF gets its pages, and without Tesseract such files are skipped with the
+command that installs it. ``make test`` installs Tesseract (tools/ensure_ocr.sh); elsewhere the OCR tests that
+need it are skipped, the others still run."""
+
+from __future__ import annotations
+
+import struct
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from indexer.errors import SourceError
+from indexer.types import SourceRef
+from plugins.filesystem import ocr
+from plugins.filesystem.ocr import ImageReader
+from plugins.filesystem.readers import PdfReader
+from tests.documents import PAGE_TEXT, make_scanned_pdf, render_page
+
+needs_ocr = pytest.mark.skipif(ocr.missing() is not None, reason=f"no OCR here: {ocr.missing()}")
+
+
+def _read(reader, path: Path):
+    data = path.read_bytes()
+    return reader.read(SourceRef(str(path.parent), str(path), len(data), 0), data)
+
+
+def cer(expected: str, got: str) -> float:
+    """Character error rate: Levenshtein distance over the expected length (whitespace runs as one space)."""
+    a, b = " ".join(expected.split()), " ".join(got.split())
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        current = [i]
+        for j, cb in enumerate(b, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1] / max(1, len(a))
+
+
+@needs_ocr
+def test_an_image_of_text_is_read_with_a_low_error_rate(tmp_path):
+    path = tmp_path / "page.png"
+    render_page(PAGE_TEXT).save(path)
+    doc = _read(ImageReader(), path)
+    assert doc.kind == "image" and dict(doc.metadata) == {"ocr": "eng"}
+    assert cer("\n".join(PAGE_TEXT), doc.text) <= 0.02
+    assert "audit of the filters" in doc.text
+
+
+@needs_ocr
+def test_a_scanned_pdf_is_read_page_by_page(tmp_path):
+    path = make_scanned_pdf(tmp_path / "scan.pdf", [["A cover page about pumps."], list(PAGE_TEXT)])
+    doc = _read(PdfReader(), path)
+    assert len(doc.page_starts) == 2
+    second = doc.text[doc.page_starts[1] :]
+    assert "audit of the filters" in second and "cover page" in doc.text[: doc.page_starts[1]]
+
+
+@needs_ocr
+def test_ocr_has_a_time_limit_per_page(tmp_path):
+    path = tmp_path / "page.png"
+    render_page(PAGE_TEXT * 10).save(path)
+    started = time.perf_counter()
+    with pytest.raises(SourceError, match="page_timeout"):
+        _read(ImageReader().with_options({"page_timeout": 0.05}), path)
+    assert time.perf_counter() - started < 5
+
+
+def _png_header_only(path: Path, width: int, height: int) -> Path:
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+                     + chunk(b"IEND", b""))  # fmt: skip
+    return path
+
+
+@needs_ocr
+def test_a_huge_image_is_refused_before_it_is_decoded(tmp_path):
+    path = _png_header_only(tmp_path / "huge.png", 30_000, 30_000)
+    started = time.perf_counter()
+    with pytest.raises(SourceError, match="max_pixels|decode"):
+        _read(ImageReader(), path)
+    assert time.perf_counter() - started < 2
+
+
+def test_without_tesseract_images_and_scans_are_skipped_with_the_install_command(tmp_path, monkeypatch):
+    monkeypatch.setattr(ocr.shutil, "which", lambda name: None)
+    image = tmp_path / "page.png"
+    render_page(["hello"]).save(image)
+    with pytest.raises(SourceError, match="apt-get install tesseract-ocr") as info:
+        _read(ImageReader(), image)
+    assert info.value.code == "missing_library"  # the pipeline reports it as skipped
+    scan = make_scanned_pdf(tmp_path / "scan.pdf", [["hello"]])
+    with pytest.raises(SourceError, match="scanned PDF without a text layer") as info:
+        _read(PdfReader(), scan)
+    assert info.value.code == "missing_library"
+
+
+def test_ocr_options_are_checked():
+    with pytest.raises(ValueError, match="lang"):
+        ImageReader().with_options({"language": "deu"})
+    assert ImageReader().with_options({"lang": "eng+deu"})._ocr.lang == "eng+deu"
+    assert PdfReader().with_options({"dpi": 300, "max_chars": 10})._ocr.dpi == 300
