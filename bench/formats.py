@@ -2,6 +2,7 @@
 
     python bench/formats.py make DIR            # write the samples (tests/documents.py) and large files into DIR
     python bench/formats.py run DIR [--engine ours|markitdown|kreuzberg] [--json OUT]
+    python bench/formats.py ocr [--pages N]     # OCR: character error rate and seconds per 200-dpi A4 page, one core
 
 ``make`` needs this project's environment (the formats' own libraries write the files). ``run`` can be started
 with another interpreter that has markitdown or kreuzberg installed (``--engine``): it imports only that engine
@@ -269,6 +270,31 @@ def run(folder: Path, engine: str, out: Path | None) -> None:
         out.write_text(json.dumps(results, indent=1))
 
 
+def ocr_bench(pages: int) -> None:
+    """Full A4 pages of prose (11 pt, 45 lines) rendered at 200 dpi, OCR'd on one core (OMP_THREAD_LIMIT=1)."""
+    os.environ["OMP_THREAD_LIMIT"] = "1"
+    sys.path.insert(0, str(ROOT))
+    from indexer.plugin_api import SourceRef
+    from plugins.filesystem.ocr import ImageReader
+    from tests.documents import render_page
+    from tests.unit.test_ocr import cer
+
+    reader = ImageReader()
+    rates, seconds = [], []
+    for page in range(pages):
+        lines = [_sentence(page * 100 + i, 11) for i in range(45)]
+        image = render_page(lines, dpi=200, points=11)
+        buffer = __import__("io").BytesIO()
+        image.save(buffer, "PNG")
+        data = buffer.getvalue()
+        started = time.perf_counter()
+        doc = reader.read(SourceRef("/bench", f"/bench/p{page}.png", len(data), 0), data)
+        seconds.append(time.perf_counter() - started)
+        rates.append(cer("\n".join(lines), doc.text))
+    print(f"OCR 200-dpi A4 pages: {pages}, CER mean {sum(rates) / pages:.4f} max {max(rates):.4f}, "
+          f"seconds/page median {sorted(seconds)[pages // 2]:.2f} max {max(seconds):.2f} (one core)")
+
+
 def main() -> None:
     if len(sys.argv) >= 2 and sys.argv[1] == "one":
         print(json.dumps(one(sys.argv[2], Path(sys.argv[3]))))
@@ -280,8 +306,11 @@ def main() -> None:
     r.add_argument("folder", type=Path)
     r.add_argument("--engine", choices=sorted(ENGINES), default="ours")
     r.add_argument("--json", type=Path)
+    sub.add_parser("ocr").add_argument("--pages", type=int, default=5)
     args = parser.parse_args()
-    if args.command == "make":
+    if args.command == "ocr":
+        ocr_bench(args.pages)
+    elif args.command == "make":
         make(args.folder)
     else:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
