@@ -1,73 +1,112 @@
 """A worker process for parsers that must not take the indexer down: a reader marked ``isolated`` (the document
-readers) reads in it, under a time limit per file (``parse_timeout``) and a memory limit (``parse_memory_mb``,
-the worker's data segment, ``RLIMIT_DATA``). A parse that runs over time is killed with its worker; one that
-runs out of memory fails in the worker (or kills it). Either way the file is reported failed with the reason,
-and the next file gets a fresh worker. The worker is started with ``spawn`` (no copy of the parent's threads or
-model memory) on first use and kept for the files after it.
+readers, the image reader) reads in it, under a time limit per file (``parse_timeout``) and a memory limit
+(``parse_memory_mb``, the worker's data segment, ``RLIMIT_DATA``). A parse that runs over time is killed with
+its worker; one that runs out of memory fails in the worker (or kills it). Either way the file is reported
+failed with the reason, and the next file gets a fresh worker.
+
+The worker is a plain ``python -m plugins.filesystem.parse_worker`` child (not multiprocessing: nothing of the
+parent, its threads, its models or its ``__main__`` is copied or re-run), started on first use and kept for the
+files after it; jobs and results travel as length-prefixed pickles over its stdin and stdout.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
+import os
+import pickle
+import select
+import subprocess
+import sys
 import threading
-from multiprocessing.connection import Connection
-from typing import Any
+import weakref
+from typing import IO, Any
 
 from indexer.plugin_api import Document, Reader, SourceError, SourceRef
 
 logger = logging.getLogger(__name__)
+_HEADER = 8
 
 
-def _serve(conn: Connection, memory_bytes: int) -> None:  # pragma: no cover - runs in the worker process
+def _write(stream: IO[bytes], value: object) -> None:
+    blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(len(blob).to_bytes(_HEADER, "big") + blob)
+    stream.flush()
+
+
+def _read_exact(stream: IO[bytes], size: int) -> bytes:
+    parts, left = [], size
+    while left:
+        part = stream.read(left)
+        if not part:
+            raise EOFError("worker stream closed")
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _handle(job: tuple[Reader, SourceRef, bytes]) -> tuple[bool, Any]:
+    reader, ref, data = job
+    try:
+        return True, reader.read(ref, data)
+    except SourceError as exc:
+        return False, (exc.reason, exc.code)
+    except MemoryError:
+        return False, ("parsing ran out of memory (parse_memory_mb); the file is too large or hostile", "error")
+    except RecursionError:
+        return False, ("parsing recursed too deeply (a hostile or broken file)", "error")
+    except Exception as exc:
+        return False, (f"{getattr(reader, 'kind', 'document')} reader failed ({type(exc).__name__}: {exc})", "error")
+
+
+def serve(memory_bytes: int) -> None:  # pragma: no cover - runs in the worker process
     import resource
 
     try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
         limit = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
         resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
     except (ValueError, OSError):
         pass
+    jobs = sys.stdin.buffer
+    results = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever a library prints goes to stderr, not into the results
     while True:
         try:
-            job = conn.recv()
-        except EOFError:
+            header = jobs.read(_HEADER)
+            if len(header) < _HEADER:
+                return
+            job = pickle.loads(_read_exact(jobs, int.from_bytes(header, "big")))
+        except (EOFError, OSError):
             return
-        reader, ref, data = job
         try:
-            conn.send((True, reader.read(ref, data)))
-        except SourceError as exc:
-            conn.send((False, (exc.reason, exc.code)))
+            result = _handle(job)
+            _write(results, result)
         except MemoryError:
-            reason = "parsing ran out of memory (parse_memory_mb); the file is too large or hostile"
-            conn.send((False, (reason, "error")))
-        except RecursionError:
-            conn.send((False, ("parsing recursed too deeply (a hostile or broken file)", "error")))
-        except Exception as exc:
-            conn.send((False, (f"{getattr(reader, 'kind', 'document')} reader failed ({type(exc).__name__}: {exc})",
-                               "error")))
+            _write(results, (False, ("parsing ran out of memory (parse_memory_mb)", "error")))
 
 
 class ParseWorker:
     """Runs ``reader.read(ref, data)`` in a worker process with a time and memory limit (thread-safe: one file
-    at a time)."""
+    at a time). Readers, refs and documents must pickle (plain classes and frozen dataclasses do)."""
 
     def __init__(self, timeout: float = 60.0, memory_mb: int = 2048) -> None:
         self.timeout = timeout
         self.memory_bytes = memory_mb * 1024 * 1024
         self._lock = threading.Lock()
-        self._process: Any = None
-        self._conn: Connection | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize | None = None
 
     def read(self, reader: Reader, ref: SourceRef, data: bytes) -> Document:
         with self._lock:
-            conn = self._ensure()
+            process = self._ensure()
+            assert process.stdin is not None and process.stdout is not None
             try:
-                conn.send((reader, ref, data))
-                ready = conn.poll(self.timeout)
-            except (OSError, EOFError):
-                self._stop()
-                raise SourceError(ref.path, "the parser process died; the file may be hostile") from None
+                _write(process.stdin, (reader, ref, data))
+                ready, _, _ = select.select([process.stdout], [], [], self.timeout)
+            except (OSError, ValueError, pickle.PicklingError) as exc:
+                code = self._stop()
+                reason = f"the parser process could not take the file ({exc}; exit {code})"
+                raise SourceError(ref.path, reason) from None
             if not ready:
                 self._stop()
                 raise SourceError(
@@ -76,43 +115,55 @@ class ParseWorker:
                     "file is genuine, or exclude it",
                 )
             try:
-                ok, value = conn.recv()
-            except (EOFError, OSError):
+                size = int.from_bytes(_read_exact(process.stdout, _HEADER), "big")
+                ok, value = pickle.loads(_read_exact(process.stdout, size))
+            except (EOFError, OSError, pickle.UnpicklingError) as exc:
                 code = self._stop()
                 raise SourceError(
                     ref.path,
-                    f"the parser process died (exit {code}; out of memory at parse_memory_mb="
-                    f"{self.memory_bytes // (1024 * 1024)}?); the file may be too large or hostile",
+                    f"the parser process died (exit {code}: {exc}); the file may be too large (parse_memory_mb="
+                    f"{self.memory_bytes // (1024 * 1024)}) or hostile",
                 ) from None
         if ok:
             return value
         reason, code = value
         raise SourceError(ref.path, reason, code=code)
 
-    def _ensure(self) -> Connection:
-        if self._process is not None and self._process.is_alive() and self._conn is not None:
-            return self._conn
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        if self._process is not None and self._process.poll() is None:
+            return self._process
         self._stop()
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        process = ctx.Process(target=_serve, args=(child, self.memory_bytes), daemon=True, name="indexer-parser")
-        process.start()
-        child.close()
-        self._process, self._conn = process, parent
-        return parent
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "plugins.filesystem.parse_worker", str(self.memory_bytes)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+        )  # fmt: skip
+        self._process = process
+        self._finalizer = weakref.finalize(self, _end, process)  # a dropped source leaves no process behind
+        return process
 
     def _stop(self) -> int | None:
-        process, conn = self._process, self._conn
-        self._process = self._conn = None
-        if conn is not None:
-            conn.close()
-        if process is None:
-            return None
-        if process.is_alive():
-            process.kill()
-        process.join(5)
-        return process.exitcode
+        process, self._process = self._process, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        return None if process is None else _end(process)
 
     def close(self) -> None:
         with self._lock:
             self._stop()
+
+
+def _end(process: subprocess.Popen[bytes]) -> int | None:
+    for stream in (process.stdin, process.stdout):
+        try:
+            if stream is not None:
+                stream.close()
+        except OSError:
+            pass
+    if process.poll() is None:
+        process.kill()
+    try:
+        return process.wait(5)
+    except subprocess.TimeoutExpired:
+        return None
