@@ -42,8 +42,6 @@ def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> Non
                 where += f" [{hit['locator']}]"
             elif hit["page"] is not None:
                 where += f" [page {hit['page']}]"
-            if hit["heading"]:
-                where += " " + " > ".join(hit["heading"])
             print(f"{bold}{i}. {where}{plain}  score={hit['score']:.3f}{rs}")
             snippet = " ".join(hit["text"].split())
             print(f"   {snippet[:240]}{'…' if len(snippet) > 240 else ''}")

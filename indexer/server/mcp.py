@@ -42,10 +42,13 @@ def build_mcp(svc: Service) -> Any:
         path_prefix: str | None = None,
         path_glob: str | None = None,
         file_types: list[str] | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        """Search local documents. Returns hits best first: path, start_line, end_line, page, heading, text,
-        score (vector) and rerank_score. `path_prefix` keeps files under an absolute folder, `path_glob` matches
-        paths like '*.md', `file_types` extensions like ['md', 'py']; `rerank` turns the reranker on or off."""
+        """Search local documents. Returns hits best first: path, start_line, end_line, page, heading, locator
+        (where in the file: 'slide 3: Results', 'Sales!A2:D9', a message, a notebook cell), location, metadata,
+        text, score (vector) and rerank_score. `path_prefix` keeps files under an absolute folder, `path_glob`
+        matches paths like '*.md', `file_types` extensions like ['md', 'py'], `metadata` pairs each hit must have
+        (substring, any case) like {'sender': 'ada', 'author': 'Lovelace'}; `rerank` turns the reranker on or off."""
         from pydantic import ValidationError
 
         from indexer.server.schemas import SearchBody
@@ -62,6 +65,7 @@ def build_mcp(svc: Service) -> Any:
                 path_prefix=path_prefix,
                 path_glob=path_glob,
                 file_types=file_types or [],
+                metadata=metadata or {},
             )
             result = await svc.search(body.collection, search_request(body))
         except (IndexerError, ValidationError) as exc:  # the message names the problem and the fix

@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 BATCH = 256
 PAGE = 1024
 # What of our pipeline's payload goes into the foreign payload's metadata (besides the source path).
-_META_KEYS = ("rel_path", "file_type", "chunk_index", "start_line", "end_line", "page", "heading")
+_META_KEYS = ("rel_path", "file_type", "chunk_index", "start_line", "end_line", "page", "heading", "locator")
 
 
 class AttachedStore:
@@ -316,8 +316,13 @@ def _metadata(layout: Layout, ours: Mapping[str, Any]) -> dict[str, Any]:
         value = ours.get(key)
         if key == "heading":
             value = " > ".join(value) if value else None
-        if value is not None:
+        if value is not None and value != "":
             meta[key] = value
+    for group in ("location", "metadata"):  # a document's place and facts (slide, sender, author): flat, ours last
+        values = ours.get(group)
+        if isinstance(values, Mapping):
+            for name, value in values.items():
+                meta.setdefault(str(name), value)
     return meta
 
 
@@ -335,6 +340,7 @@ def _ours_terms(layout: Layout, payload: Mapping[str, Any]) -> dict[str, Any]:
         "end_line": _int(meta.get("end_line")),
         "page": meta.get("page") if isinstance(meta.get("page"), int) else None,
         "heading": [h for h in heading.split(" > ") if h] if isinstance(heading, str) else [],
+        "locator": meta.get("locator") if isinstance(meta.get("locator"), str) else "",
         "metadata": meta,
     }
 
