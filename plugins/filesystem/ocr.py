@@ -10,9 +10,14 @@ Tesseract's codes joined by ``+`` (``lang``, default ``eng``; ``reader_options =
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import os
 import shutil
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from indexer.plugin_api import Document, SourceError, SourceRef
@@ -53,10 +58,46 @@ def ocr_image(image: Any, lang: str, timeout: float, ref: SourceRef, page: int |
     return "\n".join(line.rstrip() for line in str(text).replace("\f", "").split("\n")).strip("\n")
 
 
-class OcrOptions:
-    """``lang``, ``dpi``, ``page_timeout``, ``max_pixels`` (see the module docstring)."""
+class OcrCache:
+    """OCR text by the file's content hash and the OCR settings, one JSON file each under ``folder`` (the
+    filesystem source passes ``<data dir>/ocr-cache``): a file read again (its modification time changed, the
+    file viewer) is not OCR'd again. Entries are small text; the folder can be deleted at any time."""
 
-    NAMES = ("lang", "dpi", "page_timeout", "max_pixels", "ocr")
+    def __init__(self, folder: str | None) -> None:
+        self.folder = Path(folder) if folder else None
+
+    def key(self, data: bytes, options: OcrOptions, what: str) -> str:
+        h = hashlib.sha256(data)
+        h.update(f"\0{what}\0{options.lang}\0{options.dpi}".encode())
+        return h.hexdigest()
+
+    def get(self, key: str) -> dict[str, str] | None:
+        if self.folder is None:
+            return None
+        try:
+            value = json.loads((self.folder / key[:2] / f"{key}.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def put(self, key: str, pages: Mapping[str, str]) -> None:
+        if self.folder is None:
+            return
+        target = self.folder / key[:2] / f"{key}.json"
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(dict(pages), handle)
+            os.replace(tmp, target)
+        except OSError:
+            pass  # a cache that cannot be written only costs time
+
+
+class OcrOptions:
+    """``lang``, ``dpi``, ``page_timeout``, ``max_pixels``, ``ocr`` (on/off), ``cache_dir`` (module docstring)."""
+
+    NAMES = ("lang", "dpi", "page_timeout", "max_pixels", "ocr", "cache_dir")
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         unknown = sorted(set(options) - set(self.NAMES))
@@ -67,6 +108,7 @@ class OcrOptions:
         self.dpi = int(options.get("dpi", DEFAULT_DPI))
         self.page_timeout = float(options.get("page_timeout", DEFAULT_PAGE_TIMEOUT))
         self.max_pixels = int(options.get("max_pixels", DEFAULT_MAX_PIXELS))
+        self.cache = OcrCache(str(options["cache_dir"]) if options.get("cache_dir") else None)
 
 
 def ocr_pdf_page(pdf: Any, index: int, options: OcrOptions, ref: SourceRef) -> str:
@@ -103,6 +145,10 @@ class ImageReader:
         why = missing()
         if why is not None:
             raise SourceError(ref.path, why, code="missing_library")
+        key = self._ocr.cache.key(data, self._ocr, "image")
+        cached = self._ocr.cache.get(key)
+        if cached is not None:
+            return self._document(ref, [cached[str(i)] for i in range(len(cached))])
         from PIL import Image, ImageSequence
 
         Image.MAX_IMAGE_PIXELS = self._ocr.max_pixels
@@ -118,6 +164,10 @@ class ImageReader:
             raise
         except (Image.DecompressionBombError, OSError, ValueError, SyntaxError) as exc:
             raise SourceError(ref.path, f"cannot decode the image ({type(exc).__name__}: {exc})") from None
+        self._ocr.cache.put(key, {str(i): text for i, text in enumerate(pages)})
+        return self._document(ref, pages)
+
+    def _document(self, ref: SourceRef, pages: list[str]) -> Document:
         starts, offset = [], 0
         for text in pages:
             starts.append(offset)

@@ -406,12 +406,17 @@ class PdfReader:
             pdf = pypdfium2.PdfDocument(data)
         except Exception as exc:
             raise SourceError(ref.path, f"cannot render the PDF for OCR ({exc})") from exc
+        key = self._ocr.cache.key(data, self._ocr, "pdf")
+        cached = self._ocr.cache.get(key) or {}
         out = list(pages)
         try:
             for index in empty:
-                out[index] = self._clean(ocr.ocr_pdf_page(pdf, index, self._ocr, ref))
+                if str(index) not in cached:
+                    cached[str(index)] = self._clean(ocr.ocr_pdf_page(pdf, index, self._ocr, ref))
+                out[index] = cached[str(index)]
         finally:
             pdf.close()
+        self._ocr.cache.put(key, cached)
         return out
 
     @staticmethod

@@ -70,7 +70,12 @@ def configure_readers(readers: Sequence[Reader], settings: Settings) -> list[Rea
                 raise ConfigError(f"reader_options for {reader.kind!r}: that reader takes no options")
             out.append(reader)
             continue
-        limits = {"max_unpacked_bytes": settings.max_unpacked_bytes, "max_unpack_ratio": settings.max_unpack_ratio}
+        limits: dict[str, object] = {
+            "max_unpacked_bytes": settings.max_unpacked_bytes,
+            "max_unpack_ratio": settings.max_unpack_ratio,
+        }
+        if reader.kind in ("image", "pdf"):  # OCR text is cached by content hash in the data directory
+            limits["cache_dir"] = str(Path(settings.data_dir).expanduser() / "ocr-cache")
         try:
             out.append(configure({**limits, **(own or {})}))
         except (TypeError, ValueError) as exc:

@@ -105,3 +105,24 @@ def test_ocr_options_are_checked():
         ImageReader().with_options({"language": "deu"})
     assert ImageReader().with_options({"lang": "eng+deu"})._ocr.lang == "eng+deu"
     assert PdfReader().with_options({"dpi": 300, "max_chars": 10})._ocr.dpi == 300
+
+
+@needs_ocr
+def test_ocr_text_is_cached_by_content_so_a_file_read_again_is_not_ocrd_again(tmp_path, monkeypatch):
+    image = tmp_path / "page.png"
+    render_page(PAGE_TEXT).save(image)
+    scan = make_scanned_pdf(tmp_path / "scan.pdf", [["A cover page about pumps."]])
+    cache = tmp_path / "cache"
+    reader = ImageReader().with_options({"cache_dir": str(cache)})
+    pdf = PdfReader().with_options({"cache_dir": str(cache)})
+    first, first_pdf = _read(reader, image), _read(pdf, scan)
+    import pytesseract
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("OCR ran again")
+
+    monkeypatch.setattr(pytesseract, "image_to_string", refuse)
+    assert _read(reader, image) == first and _read(pdf, scan) == first_pdf
+    render_page(["Other text entirely."]).save(image)  # new content: a new key, OCR runs
+    with pytest.raises(AssertionError, match="OCR ran again"):
+        _read(reader, image)
