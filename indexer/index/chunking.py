@@ -335,7 +335,8 @@ class TokenChunker:
             spans: Iterator[tuple[int, int, int, tuple[str, ...]]] = iter(self._outline_spans(text, doc.outline))
         else:
             blocks = _split_blocks(text, doc.markup or doc.kind)
-            spans = self._pack(text, self._segments(text, blocks, page_starts, part_starts))
+            # code without a syntax tree: an overlap starts at a line, so no chunk starts mid-line
+            spans = self._pack(text, self._segments(text, blocks, page_starts, part_starts), doc.kind == "code")
         base = dict(doc.metadata)
         for number, (start, end, n_tokens, heading) in enumerate(spans):
             part = _page_of(part_starts, start) if part_starts and start >= part_starts[0] else None
@@ -568,7 +569,9 @@ class TokenChunker:
         space = max(text.rfind(" ", middle, end + 1), text.rfind("\t", middle, end + 1))
         return space if space > start else end
 
-    def _pack(self, text: str, segments: list[_Segment]) -> Iterator[tuple[int, int, int, tuple[str, ...]]]:
+    def _pack(
+        self, text: str, segments: list[_Segment], line_overlap: bool = False
+    ) -> Iterator[tuple[int, int, int, tuple[str, ...]]]:
         budget = self.max_tokens - self.specials
         total = len(segments)
         i = 0
@@ -579,7 +582,7 @@ class TokenChunker:
             start = first.start
             estimate = 0
             if previous is not None and self.overlap_tokens > 0:
-                tail = self._overlap_tail(text, previous[0], previous[1], chars_per_token)
+                tail = self._overlap_tail(text, previous[0], previous[1], chars_per_token, line_overlap)
                 if tail is not None and tail[1] + first.n <= budget:
                     start, estimate = tail
             j = i
@@ -620,13 +623,20 @@ class TokenChunker:
                 chars_per_token = max(0.25, (b - a) / (count - self.specials))
             i = j
 
-    def _overlap_tail(self, text: str, start: int, end: int, chars_per_token: float = 4.0) -> tuple[int, int] | None:
-        """A word start ``t`` in (start, end) whose tail text[t:end] has at most overlap_tokens tokens (and
-        close to that many), with its count (special tokens excluded); None if no such tail exists.
-        Interpolation search: usually one or two counts of overlap-sized strings."""
+    def _overlap_tail(
+        self, text: str, start: int, end: int, chars_per_token: float = 4.0, lines: bool = False
+    ) -> tuple[int, int] | None:
+        """A word start ``t`` in (start, end) (a line start when ``lines``) whose tail text[t:end] has at most
+        overlap_tokens tokens (and close to that many), with its count (special tokens excluded); None if no such
+        tail exists. Interpolation search: usually one or two counts of overlap-sized strings."""
         limit = self.overlap_tokens
         window_start = max(start + 1, end - limit * 16)
-        candidates = [k for k in range(window_start, end) if text[k - 1].isspace() and not text[k].isspace()]
+        if lines:
+            candidates = [k for k in range(window_start, end) if text[k - 1] == "\n" and text[k] != "\n"]
+            if not candidates:
+                return None
+        else:
+            candidates = [k for k in range(window_start, end) if text[k - 1].isspace() and not text[k].isspace()]
         if not candidates:  # no spaces (e.g. CJK): fall back to character positions close to the end
             candidates = list(range(max(start + 1, end - limit * 2), end))
             if not candidates:

@@ -109,9 +109,11 @@ def test_languages_without_a_grammar_fall_back_to_line_aligned_chunks():
     assert doc.outline == ()
     counter = LineCounter()
     counter.max_tokens = 52
-    chunks = list(TokenChunker(counter, overlap_tokens=0).chunk(doc))
+    chunks = list(TokenChunker(counter, overlap_tokens=15).chunk(doc))
     assert len(chunks) > 3
-    _check_line_aligned(doc, chunks)
+    _check_line_aligned(doc, chunks)  # the overlap starts at a line too
+    pairs = zip(chunks, chunks[1:], strict=False)
+    assert any(a.text.split("\n")[-1] == b.text.split("\n")[0] for a, b in pairs)  # the overlap is kept
 
 
 def test_a_file_that_does_not_parse_still_gets_an_outline_or_none_without_failing():

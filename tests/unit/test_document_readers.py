@@ -316,3 +316,20 @@ def test_csv_dialects(tmp_path):
     path.write_text("name;city\nAda;London\nGrace;Arlington\n")
     doc = read(CsvReader(), path)
     assert "name: Grace; city: Arlington" in doc.text
+
+
+def test_a_notebook_with_huge_outputs_is_cut_per_cell(tmp_path):
+    import json
+
+    big = "x" * 1000 + "\n"
+    nb = {"nbformat": 4, "metadata": {}, "cells": [
+        {"cell_type": "code", "source": "print('lots')", "metadata": {},
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": [big] * 8000}]},  # 8 MB of output
+        {"cell_type": "markdown", "source": "after the noise", "metadata": {}},
+    ]}  # fmt: skip
+    path = tmp_path / "noisy.ipynb"
+    path.write_text(json.dumps(nb))
+    started = time.perf_counter()
+    doc = read(NotebookReader(), path)
+    assert time.perf_counter() - started < 5
+    assert len(doc.text) < 25_000 and "[output cut]" in doc.text and "after the noise" in doc.text
