@@ -185,13 +185,13 @@ class XlsxReader(DocumentReader):
             for ws in wb.worksheets:
                 rows: list[tuple[int, list[str]]] = []
                 width = 0
-                for row in ws.iter_rows():
-                    cells = [_cell_text(c.value) for c in row]
+                first_row = ws.min_row or 1  # values_only rows come one per row number from the first
+                for number, values in enumerate(ws.iter_rows(values_only=True), start=first_row):
+                    cells = [_cell_text(v) for v in values]
                     while cells and not cells[-1]:
                         cells.pop()
                     if not cells:
                         continue
-                    number = getattr(row[0], "row", None) or len(rows) + 1
                     rows.append((number, cells))
                     width = max(width, len(cells))
                 write_sheet(out, ws.title, rows, width)
