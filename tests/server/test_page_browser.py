@@ -63,6 +63,17 @@ def test_search_page_end_to_end(served: ServerHandle, browser) -> None:
     first = browser.find_elements(By.CSS_SELECTOR, ".hit")[0]
     assert "rerank" not in first.find_element(By.CSS_SELECTOR, ".meta").text
 
+    # a metadata filter no hit meets ("where" takes name=value words, like --meta): no results, then cleared
+    where = browser.find_element(By.ID, "meta")
+    where.send_keys("author=nobody")
+    browser.find_element(By.ID, "go").click()
+    wait.until(lambda d: d.find_element(By.ID, "note").text.startswith("0 results"))
+    assert "No results." in browser.find_element(By.ID, "hits").text
+    where.clear()
+    browser.find_element(By.ID, "go").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
+    first = browser.find_elements(By.CSS_SELECTOR, ".hit")[0]
+
     # the link opens the file's text at the passage, highlighted
     first.find_element(By.CSS_SELECTOR, "a.path").click()
     wait.until(ec.visibility_of_element_located((By.ID, "viewer")))
