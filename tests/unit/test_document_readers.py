@@ -333,3 +333,20 @@ def test_a_notebook_with_huge_outputs_is_cut_per_cell(tmp_path):
     doc = read(NotebookReader(), path)
     assert time.perf_counter() - started < 5
     assert len(doc.text) < 25_000 and "[output cut]" in doc.text and "after the noise" in doc.text
+
+
+def test_reader_options_and_limits_reach_the_readers_from_the_settings(tmp_path):
+    from indexer.errors import ConfigError
+    from indexer.settings import Settings
+    from plugins.filesystem.readers import CodeReader, PdfReader
+    from plugins.filesystem.source import configure_readers
+
+    settings = Settings(data_dir=tmp_path, max_unpacked_bytes=1234, reader_options={"ipynb": {"outputs": False}})
+    readers = configure_readers([NotebookReader(), DocxReader(), CodeReader(), PdfReader()], settings)
+    notebook, word, code, pdf = readers
+    assert notebook.options == {"outputs": False} and word.limits.max_unpacked_bytes == 1234
+    assert isinstance(code, CodeReader) and pdf._ocr.cache.folder == tmp_path / "ocr-cache"
+    for bad, match in (({"ipynb": {"output": False}}, "valid: .*outputs"), ({"nosuch": {}}, "unknown reader kind"),
+                       ({"code": {"x": 1}}, "takes no options")):  # fmt: skip
+        with pytest.raises(ConfigError, match=match):
+            configure_readers([NotebookReader(), CodeReader()], Settings(data_dir=tmp_path, reader_options=bad))
