@@ -146,3 +146,33 @@ def test_scanned_pages_are_found_by_ocr(tmp_path, embed_model_path):
         note = col.search("greenhouse thermostat", k=1).hits[0]
         assert note.path.endswith("note.png") and "nineteen degrees" in note.text
         assert note.metadata == {"ocr": "eng"}
+
+
+def test_the_watcher_reads_documents_and_keeps_them_through_a_broken_save(tmp_path, embed_model_path):
+    from indexer.watch.watcher import Watcher, WatchOptions
+    from tests.documents import make_docx, make_pptx
+    from tests.integration.waiting import until
+
+    folder = (tmp_path / "live").resolve()
+    folder.mkdir()
+    make_docx(folder / "report.docx")
+    with indexer.open_collection("watch-docs") as col:
+        watcher = Watcher(col, [folder], WatchOptions(rescan_seconds=0))
+        watcher.start()
+        try:
+            assert watcher.wait_idle(120)
+
+            def top(query: str) -> object:
+                hits = col.search(query, k=1).hits
+                return (os.path.basename(hits[0].path), hits[0].locator) if hits else None
+
+            make_pptx(folder / "deck.pptx")  # saved while watching: searchable, with its slide
+            until(lambda: watcher.wait_idle(120) and top(UNIQUE["pptx"]) == ("deck.pptx", "slide 2: Quarterly results"),
+                  120, "a saved deck becomes searchable", poll=0.05)  # fmt: skip
+            data = (folder / "report.docx").read_bytes()
+            (folder / "report.docx").write_bytes(data[: len(data) // 3])  # a broken save
+            until(lambda: watcher.wait_idle(120) and watcher.totals["files_failed"] >= 1, 120, "failure seen",
+                  poll=0.05)  # fmt: skip
+            assert top(UNIQUE["docx"]) == ("report.docx", "")  # what was indexed stays searchable
+        finally:
+            watcher.stop()
