@@ -150,3 +150,20 @@ def test_filter_is_validated_not_rewritten():
 
 def test_default_name_is_a_valid_collection_name():
     assert default_name("my docs/v2") == "qdrant.my_docs_v2"
+
+
+def test_document_locator_and_metadata_travel_into_a_foreign_layout_and_back():
+    from plugins.qdrant_attach.store import _metadata, _ours_terms
+
+    layout = Layout("langchain", "page_content", "metadata", "metadata.source")
+    ours = {
+        "path": "/d/deck.pptx", "rel_path": "deck.pptx", "file_type": "pptx", "chunk_index": 1, "start_line": 4,
+        "end_line": 6, "page": None, "heading": ["Results"], "locator": "slide 2: Results",
+        "location": {"slide": 2, "title": "Results"}, "metadata": {"author": "Grace Hopper"}, "text": "numbers",
+    }  # fmt: skip
+    flat = _metadata(layout, ours)
+    assert flat["locator"] == "slide 2: Results" and flat["slide"] == 2 and flat["author"] == "Grace Hopper"
+    assert all(not isinstance(v, (dict, list)) for v in flat.values())  # their layouts take flat metadata
+    back = _ours_terms(layout, layout.build("id", "numbers", flat, "marker"))
+    assert back["locator"] == "slide 2: Results" and back["heading"] == ["Results"]
+    assert back["metadata"]["author"] == "Grace Hopper" and back["path"] == "/d/deck.pptx"
