@@ -13,7 +13,7 @@ import numpy as np
 
 from indexer.engine import loader
 from indexer.errors import InputError, NotFoundError
-from indexer.search.query import check_query_length
+from indexer.search.query import check_query_length, check_text
 from indexer.types import Normalization
 
 if TYPE_CHECKING:
@@ -65,6 +65,8 @@ class ServedModels:
                 f"{len(documents)} documents in one request; the limit is {self.settings.max_inputs} (max_inputs)"
             )
         check_query_length(query)
+        for i, doc in enumerate(documents):
+            check_text(doc, f"documents[{i}]")
 
     # -- embeddings ----------------------------------------------------------------------------------------------
     @property
@@ -89,6 +91,7 @@ class ServedModels:
         total = 0
         for i, item in enumerate(items):
             if isinstance(item, str):
+                check_text(item, f"input[{i}]")
                 n = emb.count_tokens(item)
             else:
                 n = len(item)

@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 
 
 
-__all__ = ["MODES", "QueryLimits", "SearchRequest", "SearchResult", "prepare", "run_search"]
+__all__ = [
+    "MODES", "QueryLimits", "SearchRequest", "SearchResult", "check_query_length", "check_text", "prepare",
+    "run_search",
+]
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,26 @@ def _metadata_match(hit: Hit, wanted: tuple[tuple[str, str], ...]) -> bool:
 
 
 def check_query_length(query: str) -> None:
-    """The one cap on a query's length (searches, attached collections, /v1/rerank)."""
+    """The one check on a query's text: its length cap and valid Unicode (searches, attached collections,
+    /v1/rerank)."""
     if len(query) > MAX_QUERY_CHARS:
         raise InputError(f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    check_text(query, "the query")
+
+
+def check_text(text: str, what: str) -> None:
+    """The one rule on text sent to a model: it must be encodable as UTF-8. A lone surrogate (e.g. JSON's
+    ``"\\ud800"``) is not text; the tokenizer would fail on it, so it is refused as an InputError naming where."""
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        raise InputError(
+            f"{what} holds a lone surrogate (U+{ord(bad):04X} at character {exc.start}), which is not valid Unicode "
+            "text; send UTF-8 text (escape sequences must come in surrogate pairs)"
+        ) from None
 
 
 def _int_in_range(name: str, value: object, maximum: int, setting: str) -> int:

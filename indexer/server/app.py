@@ -269,6 +269,11 @@ def _install_error_handlers(app: FastAPI, svc: Service) -> None:
         count("http_error")
         return error_response(exc.status_code, str(exc.detail), "invalid_request_error", exc.headers)
 
+    @app.exception_handler(RecursionError)
+    async def too_deep(request: Request, exc: RecursionError) -> JSONResponse:
+        count("invalid_request_error")  # only input nests deep enough for this: the client's to fix
+        return error_response(400, "the request is nested too deeply; send a flatter body", "invalid_request_error")
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         count("internal_error")

@@ -231,7 +231,12 @@ class Service:
         for r in batch:
             try:
                 valid.append((r, self.models.check_embed(r.items, r.model, r.dimensions)))
-            except IndexerError as exc:  # one bad request never fails the others of the batch
+            except RecursionError:  # input nested too deep for the checks: the client's fault, alone
+                _resolve(r, None, InputError("the input is nested too deeply; send strings or lists of token ids"))
+            except Exception as exc:  # one bad request never fails the others of the batch, whatever it raised
+                if not isinstance(exc, IndexerError):
+                    self.record_error("/v1/embeddings", exc)
+                    logger.exception("validating one /v1/embeddings request failed")
                 _resolve(r, None, exc)
         if not valid:
             return

@@ -74,13 +74,39 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     502: {"model": QdrantErrorOut, "description": "Qdrant refused or failed"},
     503: {"model": QdrantErrorOut, "description": "Qdrant unreachable, or the server is overloaded (Retry-After)"},
 }
+_TEXT = {"type": "string", "description": "the text query, embedded by the service"}
+_OPTIONS = {
+    "type": "object",
+    "properties": {"rerank": {"type": "boolean"}, "candidates": {"type": "integer", "minimum": 1}},
+}
 _BODY = {
     "requestBody": {
         "required": True,
         "content": {"application/json": {"schema": {
             "type": "object",
-            "description": "Qdrant's QueryRequest; a text query is {'query': {'text': ...}} or {'query': {'nearest': "
-            "{'text': ..., 'options': {'rerank': true}}}}",
+            "description": "Qdrant's QueryRequest. A text query is {'query': {'text': ...}} or {'query': {'nearest': "
+            "{'text': ..., 'options': {'rerank': true}}}}; any other query is forwarded to Qdrant unchanged",
+            "properties": {
+                "query": {"anyOf": [
+                    {"type": "object", "properties": {"text": _TEXT, "options": _OPTIONS}, "required": ["text"]},
+                    {"type": "object", "required": ["nearest"], "properties": {"nearest": {
+                        "type": "object", "properties": {"text": _TEXT, "options": _OPTIONS}, "required": ["text"],
+                    }}},
+                    {"description": "any other Qdrant query (forwarded)"},
+                ]},
+                "filter": {"type": "object", "description": "a Qdrant filter, passed to Qdrant unchanged"},
+                "using": {"type": "string"},
+                "limit": {"type": "integer", "minimum": 1},
+                "with_payload": {"anyOf": [
+                    {"type": "boolean"}, {"type": "array", "items": {"type": "string"}},
+                    {"type": "object", "properties": {
+                        "include": {"type": "array", "items": {"type": "string"}},
+                        "exclude": {"type": "array", "items": {"type": "string"}},
+                    }},
+                ]},
+                "rerank": {"type": "boolean"},
+                "candidates": {"type": "integer", "minimum": 1},
+            },
         }}},
     }
 }
@@ -247,6 +273,8 @@ def build_router(
             body = await request.json()
         except ValueError:
             return _error(400, "the body is not JSON", started)
+        except RecursionError:
+            return _error(400, "the body is nested too deeply", started)
         if not isinstance(body, dict):
             return _error(400, "the body is a JSON object, as for Qdrant's query API", started)
         try:
@@ -263,6 +291,8 @@ def build_router(
             return _error(503, str(exc), started)
         except StoreError as exc:
             return _error(502, str(exc), started)
+        except RecursionError:
+            return _error(400, "the query is nested too deeply", started)
         except Exception as exc:  # the service's overload signal (anything with retry_after): Qdrant-shaped 503
             retry_after = getattr(exc, "retry_after", None)
             if retry_after is None:

@@ -134,3 +134,32 @@ def wait_for(predicate: Any, timeout: float = 30.0, what: str = "condition") -> 
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(0.01)
+
+
+ATTACHED = "theirs"  # the Qdrant collection of ``attached_served`` (attachment ``qdrant.theirs``)
+
+
+@pytest.fixture(scope="module")
+def attached_served(isolated_env: Path, embed_model_path: Path, reranker_model_path: Path) -> Iterator[ServerHandle]:
+    """A server over our corpus in 'default' and an attachment ``qdrant.theirs`` to a foreign collection in an
+    embedded Qdrant folder (several named vectors; ours fits 'mini'), so the Qdrant-shaped routes have a
+    collection to answer for. The full service: the plugin's router comes in through its entry point."""
+    from indexer.engine.adapters import LlamaEmbedder
+    from plugins.qdrant_attach import attach
+    from tests.integration.corpus import write_corpus as write_their_corpus
+    from tests.integration.test_qdrant_attach import Loc, make_plain_named
+
+    root = write_corpus(isolated_env / "attached-corpus").resolve()
+    settings = make_settings(isolated_env / "attached-data", embed_model_path, reranker_model_path)
+    index_corpus(settings, root)
+    folder = isolated_env / "attached-qdrant"
+    emb = LlamaEmbedder(embed_model_path)
+    try:
+        make_plain_named(Loc(None, folder), ATTACHED, emb)
+        with attach(ATTACHED, path=folder, embedder=emb, settings=settings) as col:
+            col.index([write_their_corpus(isolated_env / "attached-theirs")])
+    finally:
+        emb.close()
+    handle = start_server(settings, root)
+    yield handle
+    handle.stop()
