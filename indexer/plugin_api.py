@@ -10,6 +10,7 @@ point (docs/plugins.md). Everything it may rely on is named here, and nothing el
   terms every store indexes alike), :func:`database_error` (SQLite errors into the tree), :func:`lock_for`
   (the one file-lock helper), :func:`copy_sqlite` / :func:`copy_folder` / :func:`restore_folder` /
   :func:`count_rows` for the optional snapshot capabilities (:class:`StoreSnapshots`: backup and restore);
+- the one collection-name rule: :func:`valid_collection_name`, :data:`COLLECTION_NAME_RULE` (its wording);
 - for a source: :func:`load_readers` (every registered reader), the optional :class:`FolderScan`;
 - for a reader: :class:`Document` with its :class:`Section` values (slide, sheet rows, message, cell: where a
   chunk lies) and :class:`OutlineNode` values (source code's syntax units, kept whole by the chunker);
@@ -39,6 +40,7 @@ from indexer.collection.facade import (
     list_collections,
     remove_record,
 )
+from indexer.core.location import COLLECTION_NAME_RULE, valid_collection_name
 from indexer.core.locks import lock_for
 from indexer.core.normalization import Normalization, choose_normalization, normalization_name
 from indexer.core.registry import load_readers
@@ -90,6 +92,7 @@ from indexer.types import (
 )
 
 __all__ = [
+    "COLLECTION_NAME_RULE",
     "ROOT_UNAVAILABLE",
     "CollectionMismatchError",
     "CollectionRecord",
@@ -151,4 +154,5 @@ __all__ = [
     "rerank_stage",
     "resolve_model",
     "restore_folder",
+    "valid_collection_name",
 ]

@@ -106,6 +106,14 @@ class Settings(BaseSettings):
     api_keys: tuple[str, ...] = Field((), description="read-scope API keys; when any key is set, requests need one")
     admin_api_keys: tuple[str, ...] = Field((), description="admin-scope API keys (read scope included)")
     cors_origins: tuple[str, ...] = Field((), description="origins allowed by CORS (none: CORS off)")
+    allowed_hosts: tuple[str, ...] = Field(
+        (),
+        description="Host names `indexer serve` answers to, on every route (none: the loopback names and "
+        "server_host); '*.example.com' matches subdomains, '*' any host (turns the DNS-rebinding guard off)",
+    )
+    trust_forwarded_host: bool = Field(
+        False, description="judge the X-Forwarded-Host header (set it at your reverse proxy) instead of Host"
+    )
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest HTTP request body accepted")
     max_inputs: int = Field(256, ge=1, description="most texts per /v1/embeddings or documents per /v1/rerank call")
     max_request_tokens: int = Field(65536, ge=1, description="most tokens one /v1 request may send to a model")

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from indexer.core import registry
-from indexer.core.location import COLLECTION_PATTERN
+from indexer.core.location import COLLECTION_NAME_RULE, COLLECTION_PATTERN, valid_collection_name
 from indexer.errors import (
     CollectionMismatchError,
     IndexerError,
@@ -31,7 +31,15 @@ from indexer.errors import (
 )
 from indexer.server import schemas
 from indexer.server.metrics import PROMETHEUS_CONTENT_TYPE
-from indexer.server.security import AuthMiddleware, BodyLimitMiddleware, KeyRing
+from indexer.server.security import (
+    LOOPBACK_NAMES,
+    AuthMiddleware,
+    BodyLimitMiddleware,
+    HostMiddleware,
+    HostPolicy,
+    KeyRing,
+    default_allowed_hosts,
+)
 from indexer.server.service import Service, search_request
 from indexer.server.worker import Overloaded
 from indexer.settings import Settings, load_settings
@@ -49,12 +57,14 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 class IndexerApp(FastAPI):
-    """FastAPI with the body cap outside everything else (so even a streamed oversize body gets 413)."""
+    """FastAPI with the host check and the body cap outside everything else (so a request for another host is
+    refused before anything runs, and even a streamed oversize body gets 413)."""
 
     max_body_bytes: int = 1024 * 1024
+    hosts: HostPolicy = HostPolicy(LOOPBACK_NAMES)
 
     def build_middleware_stack(self) -> Any:
-        return BodyLimitMiddleware(super().build_middleware_stack(), self.max_body_bytes)
+        return HostMiddleware(BodyLimitMiddleware(super().build_middleware_stack(), self.max_body_bytes), self.hosts)
 
 
 def create_app(
@@ -108,6 +118,9 @@ def create_app(
         redoc_url=None,
     )
     app.max_body_bytes = settings.max_body_bytes
+    app.hosts = HostPolicy(
+        settings.allowed_hosts or default_allowed_hosts(settings.server_host), settings.trust_forwarded_host
+    )
     app.state.service = svc
     keys = KeyRing(settings.api_keys, settings.admin_api_keys, extra_admin_keys)
     if settings.cors_origins:
@@ -135,13 +148,17 @@ def create_app(
 
 def _add_mcp_route(app: FastAPI, mcp_server: Any, settings: Settings) -> None:
     """Serve MCP's streamable HTTP transport at exactly ``/mcp`` (stateless, JSON answers) on this app, behind
-    the same API keys; the SDK's DNS-rebinding protection stays on for loopback hosts."""
+    the same API keys and the same host check as every route (``HostMiddleware``: the one host rule, which also
+    knows reverse proxies), so the SDK's own Host check is off."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
     inner = mcp_server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
         json_response=True,
         max_request_body_size=settings.max_body_bytes,
         host=settings.server_host,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     route = next(r for r in inner.routes if getattr(r, "path", None) == "/mcp")
     app.router.routes.append(route)
@@ -214,14 +231,10 @@ def _add_routes(app: APIRouter, svc: Service) -> None:
     @app.post("/collections/{name}/sync", response_model=schemas.SyncOut, tags=["admin"])
     async def sync(name: str) -> dict[str, Any]:
         """Re-sync every root of a collection (admin scope); searches keep being answered meanwhile."""
-        if not _valid_name(name):
-            raise InputError(f"{name!r} is not a collection name (letters, digits, '-', '_', '.')")
+        if not valid_collection_name(name):
+            raise InputError(f"{name[:200]!r} is not a collection name: {COLLECTION_NAME_RULE}")
         report = await svc.sync(name)
         return {"collection": name, "report": report.to_dict()}
-
-
-def _valid_name(name: str) -> bool:
-    return bool(name) and not name.startswith(".") and all(c.isalnum() or c in "-_." for c in name)
 
 
 class _NotReady(Exception):

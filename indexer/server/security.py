@@ -7,6 +7,10 @@ Middleware rather than route dependencies so that mounted apps (the MCP transpor
   page's static files, the schema) need no key.
 * Admin paths (``POST /collections/{name}/sync``) need an admin key; everything else a read or admin key.
 * Bodies larger than ``max_body_bytes`` are refused with 413, by ``Content-Length`` or while streaming.
+* Every request, on every route, with or without keys, names an allowed host (``allowed_hosts``; the loopback
+  names by default) in its ``Host`` header, or in ``X-Forwarded-Host`` when ``trust_forwarded_host`` is set;
+  anything else is 421. Without it a web page could read the API through DNS rebinding (its own name resolving
+  to 127.0.0.1: the browser then sends ``Host: evil.example``).
 """
 
 from __future__ import annotations
@@ -64,6 +68,75 @@ def key_from_headers(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
         elif name in (b"x-api-key", b"api-key"):  # api-key: what Qdrant clients send (/collections/*/points/query)
             return value.decode("latin-1").strip()
     return None
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+_WILDCARD_BINDS = ("", "0.0.0.0", "::", "[::]")
+
+
+def default_allowed_hosts(server_host: str) -> tuple[str, ...]:
+    """The loopback names, and the address the server binds when it is a named one (not a wildcard)."""
+    host = server_host.strip().strip("[]").lower()
+    return LOOPBACK_NAMES + (() if host in _WILDCARD_BINDS or host in LOOPBACK_NAMES else (host,))
+
+
+def host_name(value: str) -> str:
+    """The name of a Host header value: lower case, without port or IPv6 brackets (``[::1]:8480`` -> ``::1``)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    if value.count(":") == 1:
+        value = value.split(":", 1)[0]
+    return value.rstrip(".")
+
+
+class HostPolicy:
+    """Which Host names are answered. Entries: exact names, ``*.example.com`` (the domain's subdomains) or ``*``."""
+
+    def __init__(self, allowed: Iterable[str], trust_forwarded: bool = False) -> None:
+        names = [host_name(a) if a.strip() != "*" else "*" for a in allowed if a.strip()]
+        self.any = "*" in names
+        self.exact = frozenset(n for n in names if not n.startswith("*."))
+        self.suffixes = tuple(n[1:] for n in names if n.startswith("*."))
+        self.trust_forwarded = trust_forwarded
+        self.listed = ", ".join(a for a in allowed if a.strip())
+
+    def allows(self, name: str) -> bool:
+        return self.any or name in self.exact or (bool(name) and name.endswith(self.suffixes))
+
+    def host_of(self, headers: Iterable[tuple[bytes, bytes]]) -> str:
+        host = forwarded = ""
+        for key, value in headers:
+            if key == b"host" and not host:
+                host = value.decode("latin-1")
+            elif key == b"x-forwarded-host" and not forwarded:
+                forwarded = value.decode("latin-1").split(",")[0]  # the first proxy's: what the client asked for
+        return forwarded if self.trust_forwarded and forwarded else host
+
+
+class HostMiddleware:
+    """421 for a request whose host is not allowed (every route, before keys are looked at)."""
+
+    def __init__(self, app: ASGIApp, policy: HostPolicy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or self.policy.any:
+            await self.app(scope, receive, send)
+            return
+        raw = self.policy.host_of(scope.get("headers", []))
+        if not self.policy.allows(host_name(raw)):
+            where = "X-Forwarded-Host" if self.policy.trust_forwarded else "Host"
+            await send_error(
+                send,
+                421,
+                f"this server does not answer to host {raw[:100]!r} ({where} header); it answers to "
+                f"{self.policy.listed}. Add the name you use to allowed_hosts (INDEXER_ALLOWED_HOSTS)",
+                "misdirected_request",
+            )
+            return
+        await self.app(scope, receive, send)
 
 
 class AuthMiddleware:

@@ -34,6 +34,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from indexer.plugin_api import (
+    COLLECTION_NAME_RULE,
     CollectionMismatchError,
     ConfigError,
     IndexerError,
@@ -42,6 +43,7 @@ from indexer.plugin_api import (
     StoreError,
     StoreUnavailableError,
     list_collections,
+    valid_collection_name,
 )
 from plugins.qdrant_attach.api import STORE_NAME, AttachedCollection, attach
 from plugins.qdrant_attach.store import AttachedStore, api_key_for
@@ -269,6 +271,8 @@ def build_router(
     )
     async def query_points(name: str, request: Request) -> JSONResponse:
         started = time.perf_counter()
+        if not valid_collection_name(name):
+            return _error(400, f"{name[:200]!r} is not a collection name: {COLLECTION_NAME_RULE}", started)
         try:
             body = await request.json()
         except ValueError:

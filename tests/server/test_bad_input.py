@@ -123,3 +123,15 @@ def test_odd_query_strings_never_give_5xx(attached_served: ServerHandle) -> None
         ]
     for answer in answers:
         assert 400 <= answer.status_code < 500, (answer.request.url, answer.status_code, answer.text[:200])
+
+
+@pytest.mark.parametrize("encoded", ["%2E%2E", "a%20b", "a%00b", "caf%C3%A9", ".hidden", "x" * 201, "%ED%A0%80"])
+def test_qdrant_route_names_follow_the_one_collection_name_rule(attached_served: ServerHandle, encoded: str) -> None:
+    with attached_served.client() as c:
+        query = c.post(f"/collections/{encoded}/points/query", json={"query": {"text": "ice"}})
+        sync = c.post(f"/collections/{encoded}/sync")
+        good = c.post(f"/collections/{ATTACHED}/points/query", json={"query": {"text": "ice"}, "limit": 1})
+    assert query.status_code == 400, query.text
+    assert "not a collection name" in query.json()["status"]["error"]  # Qdrant's error shape
+    assert sync.status_code == 400 and "not a collection name" in sync.json()["error"]["message"]
+    assert good.status_code == 200 and len(good.json()["result"]["points"]) == 1

@@ -99,3 +99,93 @@ def test_loopback_default_and_public_bind_needs_keys(tmp_path: Path) -> None:
     assert not is_loopback("0.0.0.0")
     with pytest.raises(ConfigError, match="without API keys"):
         serve(Settings(data_dir=tmp_path, server_host="0.0.0.0", server_port=0))
+
+
+# -- the Host allow-list (DNS rebinding) -----------------------------------------------------------------------
+EVIL = {"Host": "evil.example"}
+
+
+def _routes(c, file_path: str) -> dict[str, object]:
+    """One request per kind of route, each with the attacker's Host header."""
+    return {
+        "files": c.get("/files", params={"path": file_path}, headers=EVIL),
+        "search": c.post("/search", json={"query": "backup"}, headers=EVIL),
+        "status": c.get("/status", headers=EVIL),
+        "collections": c.get("/collections", headers=EVIL),
+        "v1": c.post("/v1/embeddings", json={"input": "x"}, headers=EVIL),
+        "qdrant": c.post("/collections/default/points/query", json={"query": {"text": "x"}}, headers=EVIL),
+        "page": c.get("/", headers=EVIL),
+        "health": c.get("/healthz", headers=EVIL),
+        "ready": c.get("/readyz", headers=EVIL),
+        "schema": c.get("/openapi.json", headers=EVIL),
+        "mcp": c.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=EVIL),
+    }
+
+
+def test_every_route_refuses_another_host_without_keys(served: ServerHandle) -> None:
+    secret = str(served.root / "docs" / "keys.md")
+    with served.client() as c:
+        refused = _routes(c, secret)
+        port = served.url.rsplit(":", 1)[1]
+        ok = [
+            c.get("/files", params={"path": secret}),  # Host: 127.0.0.1:port
+            c.get("/files", params={"path": secret}, headers={"Host": f"localhost:{port}"}),
+            c.get("/files", params={"path": secret}, headers={"Host": "LOCALHOST."}),
+            c.get("/healthz", headers={"Host": f"[::1]:{port}"}),
+        ]
+        # forwarded-host headers are not trusted unless configured: they neither admit nor refuse
+        smuggled = c.get("/files", params={"path": secret}, headers={**EVIL, "X-Forwarded-Host": "localhost"})
+        ignored = c.get("/files", params={"path": secret}, headers={"X-Forwarded-Host": "evil.example"})
+    for route, answer in refused.items():
+        assert answer.status_code == 421, (route, answer.status_code, answer.text[:200])
+        error = answer.json()["error"]
+        assert error["type"] == "misdirected_request" and "allowed_hosts" in error["message"], route
+        assert "vault rotate" not in answer.text
+    assert [a.status_code for a in ok] == [200, 200, 200, 200]
+    assert "vault rotate" in ok[0].json()["text"]
+    assert smuggled.status_code == 421 and ignored.status_code == 200
+
+
+def test_every_route_refuses_another_host_with_keys(locked: ServerHandle) -> None:
+    key = {"X-API-Key": ADMIN_KEY}
+    with locked.client(headers=key) as c:
+        refused = _routes(c, str(locked.root / "docs" / "keys.md"))
+        allowed = c.post("/search", json={"query": "backup policy", "k": 1})
+    assert {route: a.status_code for route, a in refused.items()} == {route: 421 for route in refused}
+    assert allowed.status_code == 200
+
+
+def test_behind_a_reverse_proxy(isolated_env: Path, embed_model_path: Path) -> None:
+    """allowed_hosts names the public name; trust_forwarded_host judges the proxy's X-Forwarded-Host."""
+    settings = make_settings(
+        isolated_env / "proxy-data", embed_model_path, None,
+        allowed_hosts=("search.example.com", "*.internal.example"), trust_forwarded_host=True,
+    )
+    handle = start_server(settings, isolated_env, warm_up=False, mcp=False)
+    try:
+        with handle.client() as c:
+            public = c.get("/healthz", headers={"X-Forwarded-Host": "search.example.com"})
+            chained = c.get("/healthz", headers={"X-Forwarded-Host": "a.internal.example, proxy.local"})
+            direct = c.get("/healthz", headers={"Host": "search.example.com:443"})
+            evil = c.get("/healthz", headers={"X-Forwarded-Host": "evil.example"})
+            suffix_only = c.get("/healthz", headers={"X-Forwarded-Host": "internal.example"})
+            loopback = c.get("/healthz")  # allowed_hosts replaces the default names
+    finally:
+        handle.stop()
+    assert [public.status_code, chained.status_code, direct.status_code] == [200, 200, 200]
+    assert evil.status_code == suffix_only.status_code == loopback.status_code == 421
+    assert "search.example.com" in evil.json()["error"]["message"]
+
+
+def test_host_rules() -> None:
+    from indexer.server.security import HostPolicy, default_allowed_hosts, host_name
+
+    assert host_name("[::1]:8480") == "::1" and host_name("LocalHost:80") == "localhost"
+    assert host_name("::1") == "::1" and host_name("example.com.") == "example.com"
+    assert default_allowed_hosts("127.0.0.1") == ("localhost", "127.0.0.1", "::1")
+    assert default_allowed_hosts("0.0.0.0") == ("localhost", "127.0.0.1", "::1")
+    assert default_allowed_hosts("10.1.2.3")[-1] == "10.1.2.3"
+    policy = HostPolicy(["*.example.com", "exact.org"])
+    assert policy.allows("a.example.com") and policy.allows("exact.org")
+    assert not policy.allows("example.com") and not policy.allows("evilexample.com") and not policy.allows("")
+    assert HostPolicy(["*"]).allows("anything")

@@ -5,6 +5,7 @@ Dockerfile's stages and user, the cluster's shard and replication settings, and 
 from __future__ import annotations
 
 import configparser
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,11 @@ def _settings_from(env: dict[str, str]) -> Settings:
     samples = {"INDEXER_API_KEYS": '["k"]', "INDEXER_ADMIN_API_KEYS": "[]"}
     values = {}
     for key, value in env.items():
-        values[key] = samples.get(key, "x") if str(value).startswith("${") else str(value)
+        default = re.fullmatch(r"\$\{\w+:-(.*)\}", str(value))
+        if default:  # ${VAR:-default}: the value when VAR is unset
+            values[key] = default.group(1)
+        else:
+            values[key] = samples.get(key, "x") if str(value).startswith("${") else str(value)
     field_names = {f"INDEXER_{name.upper()}" for name in Settings.model_fields}
     if not HAS_SERVE:
         values = {k: v for k, v in values.items() if k not in SERVE_ENV}
@@ -49,6 +54,8 @@ def _settings_from(env: dict[str, str]) -> Settings:
     assert not unknown, f"environment names that are no setting: {unknown}"
     kwargs = {k[len("INDEXER_") :].lower(): v for k, v in values.items() if k.startswith("INDEXER_")}
     kwargs.pop("api_keys", None), kwargs.pop("admin_api_keys", None)  # JSON lists: parsed from env only
+    if "allowed_hosts" in kwargs:
+        kwargs["allowed_hosts"] = tuple(json.loads(kwargs["allowed_hosts"]))
     return Settings(**kwargs)
 
 
@@ -150,3 +157,11 @@ def test_systemd_user_unit_runs_serve_and_logs_to_the_journal():
     assert service["ExecStart"].split()[1:] == ["serve"]
     assert service["StandardOutput"] == service["StandardError"] == "journal"
     assert service["Restart"] == "on-failure" and unit["Install"]["WantedBy"] == "default.target"
+
+
+@pytest.mark.parametrize("name", ["compose.yaml", "compose.cluster.yml"])
+def test_compose_servers_answer_their_healthcheck_host(name):
+    """The Host allow-list (allowed_hosts) of every served container admits the healthcheck's 127.0.0.1."""
+    for service in _indexer_services(_compose(name)).values():
+        settings = _settings_from(_env(service))
+        assert "127.0.0.1" in settings.allowed_hosts and "localhost" in settings.allowed_hosts
