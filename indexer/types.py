@@ -301,6 +301,7 @@ class SearchResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     mode: str = "dense"
     rerank_count: int = 0  # candidates the rerank stage scored
+    warning: str | None = None  # e.g. the store and the state disagree: the hits may be incomplete
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -310,4 +311,5 @@ class SearchResult:
             "rerank_note": self.rerank_note,
             "mode": self.mode,
             "timings_ms": self.timings_ms,
+            "warning": self.warning,
         }

@@ -56,6 +56,9 @@ def list_collections(settings: Settings | None = None) -> list[CollectionRecord]
         state.close()
 
 
+AGREEMENT_EVERY_S = 2.0  # how stale a search's view of state/store agreement may be
+
+
 class Collection:
     """One named collection. Use ``open_collection``; close it (or use ``with``) when done."""
 
@@ -72,6 +75,7 @@ class Collection:
         # Parts are built lazily; the lock makes that safe when threads share the collection (see docs/architecture.md).
         self._parts_lock = threading.RLock()
         self._rerank_budget = RerankBudget(settings.rerank_budget_ms)  # paced by this collection's searches
+        self._agreement: tuple[float, str | None] | None = None  # (when, problem) of the last agreement check
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def __enter__(self) -> Collection:
@@ -240,6 +244,37 @@ class Collection:
         return {"ok": problem is None, "store_points": len(store_ids), "state_points": len(state_ids),
                 "missing_points": missing, "orphan_points": orphans, "problem": problem}
 
+    def agreement(self) -> str | None:
+        """None when the store holds as many points as the state's committed chunks own (or a write is in
+        flight, so the two are between states); else the problem and its repair. Cheap (two counts), unlike
+        :meth:`health`, which compares every id: readiness and searches ask this."""
+        rec = self._require_record()
+        if self.store.collection_meta(self.name) is None:
+            return (
+                f"the {rec.store} store of collection {self.name!r} is missing ({self._store_location(rec)}); "
+                f"the next sync (`indexer index -c {self.name}`, or the server's watcher) rebuilds it"
+            )
+        before = self.state.change_mark()
+        if self.state.has_pending(self.name):
+            return None
+        expected = self.state.count_points(self.name)
+        held = self.store.count(self.name)
+        if held == expected or self.state.change_mark() != before:  # a commit in between: not comparable
+            return None
+        return (
+            f"the store of collection {self.name!r} holds {held} points, the state expects {expected}; the next "
+            f"sync (`indexer index -c {self.name}`, or the server's watcher) repairs it"
+        )
+
+    def _search_warning(self) -> str | None:
+        """:meth:`agreement` for searches, asked at most every ``AGREEMENT_EVERY_S`` seconds per collection."""
+        now = time.monotonic()
+        if self._agreement is None or now - self._agreement[0] >= AGREEMENT_EVERY_S:
+            problem = self.agreement()
+            self._agreement = (now, problem)
+        problem = self._agreement[1]
+        return f"the hits may be incomplete: {problem}" if problem else None
+
     def check_settings(self) -> None:
         """Refuse explicit settings that disagree with what the collection was built with."""
         rec = self.record
@@ -291,8 +326,14 @@ class Collection:
         with self._writer_lock():
             pipeline = self._pipeline(self._ensure_created(), progress)
             pipeline.recover()
-            for root, group in _group_by_root(paths, self.state.roots(self.name)).items():
+            # the repair a full sync does: files whose points the store lost (e.g. its files were deleted, and
+            # _ensure_created re-made it empty) are re-written with this batch, from the vector cache
+            lost = self._mark_lost_points()
+            for root, group in _group_by_root([*paths, *lost], self.state.roots(self.name)).items():
                 pipeline.sync_paths(self.source_for(root), root, group, report)
+            if lost:
+                report.points_deleted += self._remove_orphans()
+        self._agreement = None
         report.seconds = time.perf_counter() - started
         return report
 
@@ -309,19 +350,22 @@ class Collection:
                 pipeline.sync(self.source_for(root), root, report)
             report.points_deleted += self._remove_orphans()
             self.state.gc_vector_cache(pipeline.model_key)
+        self._agreement = None
         return report
 
-    def _mark_lost_points(self) -> None:
-        """Files whose points the store lost are re-read on this sync (their vectors come from the cache).
-        The full id comparison runs only when the counts disagree (``health()`` always compares ids)."""
+    def _mark_lost_points(self) -> list[str]:
+        """Files whose points the store lost are re-read on this sync (their vectors come from the cache); returns
+        their paths. The full id comparison runs only when the counts disagree (``health()`` always compares)."""
         expected = self.state.count_points(self.name)
         if expected == 0 or self.store.count(self.name) == expected:
-            return
+            return []
         lost = self.state.point_ids(self.name) - self.store.list_ids(self.name)
-        if lost:
-            paths = self.state.paths_of_points(self.name, lost)
-            logger.warning("the store lost %d points of %d files; re-writing them", len(lost), len(paths))
-            self.state.invalidate_files(self.name, paths)
+        if not lost:
+            return []
+        paths = self.state.paths_of_points(self.name, lost)
+        logger.warning("the store lost %d points of %d files; re-writing them", len(lost), len(paths))
+        self.state.invalidate_files(self.name, paths)
+        return paths
 
     def _remove_orphans(self) -> int:
         """Delete points the store holds but no committed chunk owns (e.g. left behind by a lost state file)."""
@@ -474,7 +518,7 @@ class Collection:
                            self.name)
             req = replace(req, mode="dense")
         rerank_wanted = req.rerank is not False
-        return run_search(
+        result = run_search(
             req,
             collection=self.name,
             store=self.store,
@@ -485,6 +529,8 @@ class Collection:
             fusion=self.fusion_config(),
             budget=self._rerank_budget,
         )
+        warning = self._search_warning()
+        return replace(result, warning=warning) if warning else result
 
     def query_limits(self) -> QueryLimits:
         return QueryLimits.from_settings(self.settings)

@@ -195,8 +195,12 @@ class Pipeline:
     def remove_files(self, paths: Sequence[str], report: IndexReport | None = None) -> None:
         if not paths:
             return
-        ids = [pid for ids in self.state.chunk_ids(self.collection, paths).values() for pid in ids]
+        owned = self.state.chunk_ids(self.collection, paths)
+        ids = [pid for ids in owned.values() for pid in ids]
         if ids:
+            # recorded as in flight, so the store holding fewer points than the state until the commit is not
+            # read as lost points (Collection.agreement); an interrupted run leaves them owned: recover keeps them
+            self.state.add_pending(self.collection, [(pid, path) for path, pids in owned.items() for pid in pids])
             self.store.delete(self.collection, ids)
         self.state.commit_files(self.collection, [], removed=paths)
         if report is not None:

@@ -61,6 +61,9 @@ class SearchOut(BaseModel):
     rerank_note: str
     mode: str = Field("dense", description="the retrieval mode that ran")
     timings_ms: dict[str, float]
+    warning: str | None = Field(
+        None, description="set when the hits may be incomplete (the store and the state disagree; being repaired)"
+    )
 
 
 # -- errors ----------------------------------------------------------------------------------------------------

@@ -49,7 +49,10 @@ class Service:
         self.worker = ModelWorker(settings.max_queue, settings.queue_timeout)
         self.metrics = Metrics(lambda: float(self.worker.depth))
         self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="indexer-index")
-        self._readers: dict[str, Collection] = {}  # model worker thread only
+        # /status and /readyz: never queued behind model work (no model call runs there)
+        self._status_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="indexer-status")
+        self._readers: dict[str, Collection] = {}  # searches: model worker; status: status thread (no models)
+        self._readers_lock = threading.Lock()
         self._writers: dict[str, Collection] = {}  # index thread only
         self.models = ServedModels(settings, share=self._loaded_embedder)  # /v1/*: model worker thread only
         self.last_errors: deque[dict[str, Any]] = deque(maxlen=20)
@@ -87,6 +90,7 @@ class Service:
         from indexer.server.watchers import stop_watchers
 
         stop_watchers(self)
+        self._status_pool.shutdown(wait=True)
         try:
             self.worker.call_sync(lambda: _close_all(self._readers, self.models), timeout=60)
         except Exception as exc:  # closing is best effort
@@ -107,8 +111,12 @@ class Service:
             self.metrics.rerank_pairs.labels(source="search").inc(result.rerank_count)
         return result
 
+    async def run_on_status_thread(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (state and store reads, no model call) on the status thread: never behind model work."""
+        return await asyncio.get_running_loop().run_in_executor(self._status_pool, fn)
+
     async def status(self, collection: str | None = None) -> dict[str, Any]:
-        cols = await self.worker.run(lambda: self._status(collection), PRIORITY_SEARCH)
+        cols = await self.run_on_status_thread(lambda: self._status(collection))
         for st in cols:
             self.metrics.observe_status(st)
         return {
@@ -146,21 +154,29 @@ class Service:
         return [{"collection": r.name, "store": r.store, "model": r.model_id, "dimensions": r.dimensions} for r in recs]
 
     async def check_ready(self) -> None:
-        """Raise unless the models are loaded and every store answers (runs on the model worker)."""
+        """Raise unless the models are loaded, every store answers and holds what the state says (on the status
+        thread: readiness never waits behind model work, nor is refused when the model queue is full)."""
         if not self.ready:
             raise ConfigError(f"not ready: {self.ready_error or 'loading models'}")
-        await self.worker.run(self._probe_stores, PRIORITY_SEARCH)
+        await self.run_on_status_thread(self._probe_stores)
 
     def _probe_stores(self) -> None:
-        for name, col in list(self._readers.items()):
-            col.store.count(name)
+        problems = []
+        for rec in list_collections(self.settings):
+            problem = self.reader(rec.name).agreement()
+            if problem:
+                problems.append(problem)
+        if problems:
+            raise ConfigError("not ready: " + "; ".join(problems))
 
     def reader(self, name: str) -> Collection:
-        """The query-side collection ``name`` (opened once; model worker thread only): public for routers."""
-        col = self._readers.get(name)
-        if col is None:
-            col = self._readers[name] = self._open_existing(name, "GET /collections lists them")
-        return col
+        """The query-side collection ``name`` (opened once): public for routers. Model calls on it run on the
+        model worker only; the status thread reads its state and store."""
+        with self._readers_lock:
+            col = self._readers.get(name)
+            if col is None:
+                col = self._readers[name] = self._open_existing(name, "GET /collections lists them")
+            return col
 
     def _open_existing(self, name: str, hint: str) -> Collection:
         col = open_collection(name, settings=self.settings)

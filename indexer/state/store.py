@@ -223,6 +223,17 @@ class StateStore:
     def count_points(self, collection: str) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM chunks WHERE collection=?", (collection,)).fetchone()[0])
 
+    def has_pending(self, collection: str) -> bool:
+        """Whether a write is in flight (or was interrupted): its point ids are recorded, not yet committed."""
+        row = self._db.execute("SELECT 1 FROM pending WHERE collection=? LIMIT 1", (collection,)).fetchone()
+        return row is not None
+
+    def change_mark(self) -> tuple[int, int]:
+        """Changes whenever the database is written, by this connection or by any other (threads, processes):
+        read it before and after a comparison to know that no commit happened in between."""
+        version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        return version, self._db.total_changes
+
     def pending_ids(self, collection: str) -> list[str]:
         return [r[0] for r in self._db.execute("SELECT point_id FROM pending WHERE collection=?", (collection,))]
 
