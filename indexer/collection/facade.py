@@ -469,6 +469,16 @@ class Collection:
         if isinstance(store, LexicalSearch) and store.ensure_lexical(self.name):
             logger.info("built the lexical index of collection %r", self.name)
 
+    def lexical_hint(self) -> str:
+        """Why this collection has no lexical index, and whether anything builds one."""
+        rec = self._require_record()
+        if not isinstance(self.store, LexicalSearch):
+            return (
+                f"its {rec.store} store keeps no lexical index (the default search mode needs one), and indexing "
+                "does not add one; ask for mode 'dense', or set search_mode = \"dense\""
+            )
+        return f"it has no lexical index yet (made by an older version); `indexer index -c {self.name}` builds it"
+
     def _lexical_ready(self) -> bool:
         store = self.store
         if not isinstance(store, LexicalSearch):
@@ -513,9 +523,9 @@ class Collection:
         self.check_settings()
         self._check_store_meta(rec)
         if request.mode is None and req.mode != "dense" and not self._lexical_ready():
-            # The default needs a lexical index this collection does not have yet (made by an older version).
-            logger.warning("collection %r has no lexical index yet: searching dense only; `indexer index` builds it",
-                           self.name)
+            # The default needs a lexical index this collection does not have: made by an older version (the next
+            # `indexer index` builds it), or in a store that keeps none (an attached collection: never will).
+            logger.warning("collection %r: %s; searching dense only", self.name, self.lexical_hint())
             req = replace(req, mode="dense")
         rerank_wanted = req.rerank is not False
         result = run_search(
@@ -565,6 +575,7 @@ class Collection:
             "reranker": self.settings.rerank_model,
             "search_mode": self.settings.search_mode,
             "lexical_index": self._lexical_ready(),
+            "lexical_note": None if self._lexical_ready() else self.lexical_hint(),
             "prompts": {"query": self.prompts.query, "document": self.prompts.document},
             "chunk_tokens": self._recorded_chunk_tokens() or "the model's limit",
             "watcher": _watcher_status(self.settings, self.name),

@@ -154,8 +154,13 @@ def attach(
         remember_api_key(url, api_key)
     try:
         report, _ = inspect_collection(client, collection, where, sample)
+        recorded = _recorded(as_name or default_name(report.name), report.name, url or where, settings)
+        base = report.layout
+        if recorded is not None:  # what the attachment was made with, unless this call says otherwise
+            vector = recorded.store_options.get("vector", "") if vector is None and add_vector is None else vector
+            base = Layout.from_dict(recorded.store_options["layout"]).with_written_source() if layout is None else base
         chosen = with_overrides(
-            report.layout, kind=layout, text_field=text_field, metadata_field=metadata_field, source_field=source_field
+            base, kind=layout, text_field=text_field, metadata_field=metadata_field, source_field=source_field
         )
     except BaseException:
         if not borrowed:
@@ -176,6 +181,17 @@ def attach(
         reranker=reranker,
         borrowed_client=borrowed,
     )
+
+
+def _recorded(name: str, collection: str, where: str, settings: Settings) -> CollectionRecord | None:
+    """The attachment ``name`` when it is one of ``collection`` at ``where`` (else None)."""
+    rec = get_record(name, settings)
+    if rec is None or rec.store != STORE_NAME:
+        return None
+    opts = rec.store_options
+    if opts.get("collection") != collection or (opts.get("url") or opts.get("qdrant_path")) != where:
+        return None
+    return rec
 
 
 def default_name(collection: str) -> str:
@@ -372,10 +388,25 @@ class AttachedCollection:
     def index(
         self, paths: Sequence[str | Path], progress: Progress | None = None, *, allow_other_model: bool = False
     ) -> IndexReport:
-        """Index files into the collection as points in its own layout (our vector slot only)."""
+        """Index files into the collection as points in its own layout (our vector slot only). A first run that
+        fails records nothing: the attachment it registered is removed again, with any point it wrote."""
+        first = self._record() is None
         self.register(allow_other_model=allow_other_model)
         self._release_client()
-        return index_paths(self.name, paths, self.settings, progress)
+        try:
+            return index_paths(self.name, paths, self.settings, progress)
+        except BaseException:
+            if first:
+                self._undo_registration()
+            raise
+
+    def _undo_registration(self) -> None:
+        try:
+            self.detach()
+        except Exception as exc:  # the first error is the one to report
+            logger.warning("could not undo the attachment %s after a failed first run: %s", self.name, exc)
+        finally:
+            self._release_client()
 
     def forget(self, path: str | Path) -> IndexReport:
         """Remove a root we indexed and every point of its files (ours only)."""
@@ -399,8 +430,12 @@ class AttachedCollection:
             self._check_record(existing)
             return existing
         self._maybe_add_vector()
+        self.layout = self.layout.with_written_source()
         choice = self.choice
         probe = self.probe()
+        if probe.scale is not None and not allow_other_model:
+            raise CollectionMismatchError(f"not indexing into {self.report.name!r}: {probe.scale}; or pass "
+                                          "--allow-other-model if you know better")
         if probe.verdict == "other" and not allow_other_model:
             raise CollectionMismatchError(
                 f"the vectors in {choice.label} of {self.report.name!r} were made by another model than "

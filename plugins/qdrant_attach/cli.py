@@ -35,8 +35,21 @@ AsOpt = typer.Option(None, "--as", help="our name for the attachment (default: q
 JsonOpt = typer.Option(False, "--json", help="machine-readable output on stdout")
 
 
+def _fail(message: str, kind: str, as_json: bool) -> typer.Exit:
+    """One line on stderr naming the problem; with --json also ``{"error": {"type", "message"}}`` on stdout
+    (the shape of every command's --json errors)."""
+    from rich.markup import escape
+
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    if as_json:
+        print(json.dumps({"error": {"type": kind, "message": message}}))
+    return typer.Exit(1)
+
+
 @contextmanager
-def _attached(name: str, url: str | None, path: Path | None, **opts: Any) -> Iterator[AttachedCollection]:
+def _attached(
+    name: str, url: str | None, path: Path | None, as_json: bool = False, **opts: Any
+) -> Iterator[AttachedCollection]:
     from indexer.plugin_api import IndexerError, load_settings
     from plugins.qdrant_attach.api import attach
 
@@ -46,8 +59,7 @@ def _attached(name: str, url: str | None, path: Path | None, **opts: Any) -> Ite
         with attach(name, url=url, path=path, settings=settings, **opts) as col:
             yield col
     except IndexerError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from exc
+        raise _fail(str(exc), type(exc).__name__, as_json) from exc
 
 
 @app.command()
@@ -69,7 +81,7 @@ def inspect(
     """Show a collection's vectors, payload indexes, aliases, points and payload layout, and what fits our model."""
     with _attached(
         name, url, path, api_key=api_key, sample=sample, vector=vector, layout=layout, text_field=text_field,
-        metadata_field=metadata_field, source_field=source_field, embed_model=model,
+        metadata_field=metadata_field, source_field=source_field, embed_model=model, as_json=as_json,
     ) as col:
         data = col.report.to_dict()
         data["layout"] = col.layout.to_dict()
@@ -112,6 +124,8 @@ def _print_report(data: dict[str, Any]) -> None:
                 f"vector {v['vector'] or '(unnamed)'} ({v['distance']}, normalization {v['normalization']}); "
                 f"stored vectors: {probe['verdict']} model{agree}",
             )
+            if probe.get("scale"):
+                table.add_row("scale", f"mismatch: {probe['scale']}")
         else:
             table.add_row("fits", f"no: {comp['problem']}")
     out.print(table)
@@ -141,11 +155,11 @@ def search(
     try:
         qfilter = json.loads(filter_json) if filter_json else None
     except ValueError as exc:
-        err.print(f"[red]error:[/red] --filter is not valid JSON: {exc}", highlight=False)
-        raise typer.Exit(1) from exc
+        raise _fail(f"--filter is not valid JSON: {exc}", "InputError", as_json) from exc
     with _attached(
         name, url, path, api_key=api_key, vector=vector, layout=layout, text_field=text_field,
         metadata_field=metadata_field, source_field=source_field, embed_model=model, rerank_model=rerank_model,
+        as_json=as_json,
     ) as col:
         result = col.search(query, k=k, candidates=candidates, filter=qfilter, rerank=rerank)
     if as_json:
@@ -181,7 +195,7 @@ def index(
     """Index folders into an existing collection, as points in its own payload layout (theirs stay untouched)."""
     with _attached(
         name, url, path, api_key=api_key, vector=vector, add_vector=add_vector, layout=layout, text_field=text_field,
-        metadata_field=metadata_field, source_field=source_field, as_name=as_name, embed_model=model,
+        metadata_field=metadata_field, source_field=source_field, as_name=as_name, embed_model=model, as_json=as_json,
     ) as col:
         report = col.index(paths, allow_other_model=allow_other_model)
         attached_as = col.name

@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 SAME_MODEL = 0.95
 OTHER_MODEL = 0.8
+NORM_TOLERANCE = 0.02  # unit length, give or take float16 storage and rounding
 _WRITABLE_TYPES = ("float32", "float16")
 
 
@@ -71,9 +72,12 @@ class ModelProbe:
     verdict: str  # "same", "other", "unclear" or "unknown" (nothing to compare)
     agreement: float | None  # mean cosine between our vectors and theirs for the same texts
     compared: int
+    norm: float | None = None  # the mean length of their sampled vectors
+    scale: str | None = None  # why their vectors' lengths make our scores incomparable with theirs, or None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "agreement": self.agreement, "compared": self.compared}
+        return {"verdict": self.verdict, "agreement": self.agreement, "compared": self.compared, "norm": self.norm,
+                "scale": self.scale}
 
 
 def _fit_problem(v: DenseVector, dimensions: int, similarity: str) -> str | None:
@@ -170,12 +174,34 @@ def probe_model(
         theirs.append(vector)
         if len(texts) == limit:
             break
+    norm, scale = _scale(records, choice)
     if not texts:
-        return ModelProbe("unknown", None, 0)
+        return ModelProbe("unknown", None, 0, norm, scale)
     ours = embedder.embed_batch(texts, choice.normalization)
     agreement = float(np.mean([_cosine(a, b) for a, b in zip(ours, theirs, strict=True)]))
     verdict = "same" if agreement >= SAME_MODEL else ("other" if agreement < OTHER_MODEL else "unclear")
-    return ModelProbe(verdict, round(agreement, 4), len(texts))
+    return ModelProbe(verdict, round(agreement, 4), len(texts), norm, scale)
+
+
+def _scale(records: Sequence[Any], choice: VectorChoice) -> tuple[float | None, str | None]:
+    """The normalization rule (docs/normalization.md) writes and queries unit vectors in this slot when it
+    chose L2: Cosine distance normalizes by itself, but Dot and Euclid compare lengths too, so foreign vectors of
+    another length score on another scale than ours (a dot product of 3 for theirs, at most 1 for ours)."""
+    norms = [float(np.linalg.norm(v)) for r in records if (v := _vector_of(r.vector, choice.name)) is not None]
+    norms = [n for n in norms if n > 0]
+    if not norms:
+        return None, None
+    mean = round(float(np.mean(norms)), 4)
+    off = max(abs(n - 1.0) for n in norms)
+    compares_lengths = choice.metric.lower() in ("dot", "euclid")
+    if choice.normalization != Normalization.L2 or not compares_lengths or off <= NORM_TOLERANCE:
+        return mean, None
+    return mean, (
+        f"their vectors in {choice.label} have length {mean} on average (from {min(norms):.3g} to {max(norms):.3g}), "
+        f"ours are unit length: with {choice.metric} distance their scores and ours are on different scales, so a "
+        "query ranks their points and ours unevenly. Normalize their vectors to unit length, or index into a "
+        "vector of our own (--add-vector)"
+    )
 
 
 def _vector_of(raw: Any, name: str) -> np.ndarray | None:

@@ -25,9 +25,11 @@ def open_client(url: str | None, path: str | Path | None, api_key: str | None, t
         raise ConfigError("pass exactly one of --url (a Qdrant server) or --path (an embedded Qdrant folder)")
     if path is not None:
         folder = Path(path).expanduser()
-        if not folder.is_dir():
+        if not folder.is_dir() or not (folder / "meta.json").is_file():
+            # opening any other folder would write Qdrant's .lock and meta.json into it: never
             raise ConfigError(
-                f"{folder} is not an embedded Qdrant folder; pass the folder given to QdrantClient(path=...)"
+                f"{folder} is not an embedded Qdrant folder (no meta.json in it); pass the folder given to "
+                "QdrantClient(path=...)"
             )
         try:
             return QdrantClient(path=str(folder))

@@ -23,6 +23,7 @@ collection name), or else a collection on the server of the ``qdrant_url`` setti
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -46,6 +47,7 @@ from indexer.plugin_api import (
     valid_collection_name,
 )
 from plugins.qdrant_attach.api import STORE_NAME, AttachedCollection, attach
+from plugins.qdrant_attach.layout import get_path, set_path
 from plugins.qdrant_attach.store import AttachedStore, api_key_for
 
 logger = logging.getLogger(__name__)
@@ -208,16 +210,43 @@ class QueryEndpoint:
 
 
 def _select(payload: Mapping[str, Any], spec: Any) -> dict[str, Any] | None:
-    """Qdrant's ``with_payload``: false, a list of keys, or {"include": [...]} / {"exclude": [...]}."""
+    """Qdrant's ``with_payload``: false, a list of keys, or {"include": [...]} / {"exclude": [...]}. Keys are
+    dotted paths, as in Qdrant: ``metadata.source`` returns ``{"metadata": {"source": ...}}``."""
     if spec is False or spec is None:
         return None
-    if isinstance(spec, list):
-        return {k: v for k, v in payload.items() if k in spec}
     if isinstance(spec, dict) and "include" in spec:
-        return {k: v for k, v in payload.items() if k in spec["include"]}
+        spec = spec["include"]
+    if isinstance(spec, str):
+        spec = [spec]
+    if isinstance(spec, list):
+        out: dict[str, Any] = {}
+        for key in spec:
+            if not isinstance(key, str):
+                continue
+            value = get_path(payload, key)
+            if value is not None or _has_path(payload, key):
+                set_path(out, key, copy.deepcopy(value))
+        return out
     if isinstance(spec, dict) and "exclude" in spec:
-        return {k: v for k, v in payload.items() if k not in spec["exclude"]}
+        kept = copy.deepcopy(dict(payload))
+        for key in spec["exclude"] if isinstance(spec["exclude"], list) else []:
+            if isinstance(key, str):
+                _drop_path(kept, key)
+        return kept
     return dict(payload)
+
+
+def _has_path(payload: Mapping[str, Any], dotted: str) -> bool:
+    head, _, rest = dotted.rpartition(".")
+    parent = get_path(payload, head) if head else payload
+    return isinstance(parent, Mapping) and rest in parent
+
+
+def _drop_path(payload: dict[str, Any], dotted: str) -> None:
+    head, _, rest = dotted.rpartition(".")
+    parent = get_path(payload, head) if head else payload
+    if isinstance(parent, dict):
+        parent.pop(rest, None)
 
 
 def parse_text_query(body: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:

@@ -112,8 +112,35 @@ class Layout:
                 return self.source_field[len(prefix) :]
         return _DEFAULTS.get(self.kind, _DEFAULTS["custom"])[2]
 
+    def with_written_source(self) -> Layout:
+        """This layout with ``source_field`` naming where our points' source path goes when none was found (an
+        empty collection): what is written is then also read back."""
+        if self.source_field:
+            return self
+        prefix = f"{self.metadata_field}." if self.metadata_field else ""
+        return replace(self, source_field=prefix + self.source_key())
+
+    def nested_source(self) -> str | None:
+        """The source field's full dotted path when it is not a plain key of the metadata (``info.origin.path``,
+        or a field outside the metadata): the source path is then written there, where it is read from."""
+        if not self.source_field:
+            return None
+        prefix = f"{self.metadata_field}." if self.metadata_field else ""
+        return None if prefix + self.source_key() == self.source_field else self.source_field
+
     def build(self, point_id: str, text: str, metadata: Mapping[str, Any], marker: str) -> dict[str, Any]:
         """A payload in this layout for one of our chunks; ``metadata`` is flat (str, int, float, bool, None)."""
+        payload = self._build(point_id, text, metadata, marker)
+        nested = self.nested_source()
+        if nested is not None:
+            source = metadata.get(self.source_key())
+            for where in (payload, payload.get(self.metadata_field) if self.metadata_field else None):
+                if isinstance(where, dict):
+                    where.pop(self.source_key(), None)
+            set_path(payload, nested, source)
+        return payload
+
+    def _build(self, point_id: str, text: str, metadata: Mapping[str, Any], marker: str) -> dict[str, Any]:
         meta = {**metadata, MARKER: marker}
         if self.kind == "langchain":
             return {"page_content": text, "metadata": meta}
@@ -168,7 +195,10 @@ def set_path(payload: dict[str, Any], dotted: str, value: Any) -> None:
     parts = dotted.split(".")
     node = payload
     for part in parts[:-1]:
-        node = node.setdefault(part, {})
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
     node[parts[-1]] = value
 
 

@@ -40,7 +40,7 @@ from indexer.plugin_api import (
 )
 from plugins.qdrant_attach.connect import call, open_client
 from plugins.qdrant_attach.inspection import dense_vectors
-from plugins.qdrant_attach.layout import Layout
+from plugins.qdrant_attach.layout import Layout, get_path
 
 if TYPE_CHECKING:
     from indexer.plugin_api import Settings
@@ -177,12 +177,23 @@ class AttachedStore:
         for start in range(0, len(ids), PAGE):
             part: list[qm.ExtendedPointId] = list(ids[start : start + PAGE])
             found = call(self.where, "check point ids", partial(self._retrieve, part))
-            foreign = [str(r.id) for r in found if not self.layout.is_ours(r.payload or {}, self.marker)]
-            if foreign:
+            others = [r for r in found if not self.layout.is_ours(r.payload or {}, self.marker)]
+            if not others:
+                continue
+            shown = ", ".join(str(r.id) for r in others[:3])
+            owners = sorted({str(m) for r in others if (m := get_path(r.payload or {}, self.layout.marker_key))})
+            if owners:  # written by indexer, for another attachment of this collection: the same files
                 raise StoreError(
-                    f"point id(s) {', '.join(foreign[:3])} of {self.collection!r} belong to points indexer did not "
-                    "write; nothing was written (rename the attachment with --as to change our id space)"
+                    f"point id(s) {shown} of {self.collection!r} were written by indexer for attachment "
+                    f"{', '.join(repr(o) for o in owners)}: those files are already indexed into this collection there "
+                    "(a point's id comes from its file and chunk, not from the attachment's name). Nothing was "
+                    f"written; index them through {owners[0]!r}, or forget them there first "
+                    f"(`indexer forget -c {owners[0]} PATH`)"
                 )
+            raise StoreError(
+                f"point id(s) {shown} of {self.collection!r} belong to points indexer did not write; nothing was "
+                "written, and theirs are never overwritten"
+            )
 
     def _retrieve(self, ids: list[qm.ExtendedPointId]) -> list[qm.Record]:
         return self.client.retrieve(self.collection, ids, with_payload=True, with_vectors=False)

@@ -167,3 +167,48 @@ def test_document_locator_and_metadata_travel_into_a_foreign_layout_and_back():
     back = _ours_terms(layout, layout.build("id", "numbers", flat, "marker"))
     assert back["locator"] == "slide 2: Results" and back["heading"] == ["Results"]
     assert back["metadata"]["author"] == "Grace Hopper" and back["path"] == "/d/deck.pptx"
+
+
+@pytest.mark.parametrize(
+    "base, source_field",
+    [
+        (Layout("custom", "body", None, None), "info.origin.path"),
+        (Layout("custom", "body", "metadata", None), "metadata.info.origin.path"),
+        (Layout("langchain", "page_content", "metadata", None), "metadata.origin.path"),
+        (Layout("langchain", "page_content", "metadata", None), "extra.src"),  # outside the metadata
+    ],
+)
+def test_a_nested_source_field_is_written_where_it_is_read(base, source_field):
+    from plugins.qdrant_attach.store import _metadata
+
+    layout = with_overrides(base, source_field=source_field)
+    payload = layout.build("id-1", "some text", _metadata(layout, {"path": "/n/a.md", "start_line": 3}), "qdrant.x")
+    assert layout.source(payload) == "/n/a.md"
+    parts = source_field.split(".")
+    node = payload
+    for part in parts[:-1]:
+        node = node[part]
+    assert node[parts[-1]] == "/n/a.md"
+    flat = layout.metadata(payload)
+    assert layout.source_key() not in flat or flat[layout.source_key()] != "/n/a.md"  # not also at a wrong key
+    assert layout.is_ours(payload, "qdrant.x") and layout.text(payload) == "some text"
+    assert flat.get("start_line") == 3
+
+
+def test_a_plain_source_key_stays_where_the_framework_keeps_it():
+    layout = with_overrides(Layout("langchain", "page_content", "metadata", None), source_field="metadata.src")
+    payload = layout.build("id-1", "t", {"src": "/a.md"}, "m")
+    assert payload["metadata"]["src"] == "/a.md" and layout.nested_source() is None
+
+
+def test_with_payload_keys_are_dotted_paths_as_in_qdrant():
+    from plugins.qdrant_attach.http import _select
+
+    payload = {"page_content": "t", "metadata": {"source": "/a.md", "page": 2, "deep": {"x": 1}}}
+    assert _select(payload, ["metadata.source"]) == {"metadata": {"source": "/a.md"}}
+    assert _select(payload, {"include": ["metadata.deep.x", "page_content"]}) == {
+        "metadata": {"deep": {"x": 1}}, "page_content": "t"}
+    assert _select(payload, {"exclude": ["metadata.page", "page_content"]}) == {
+        "metadata": {"source": "/a.md", "deep": {"x": 1}}}
+    assert payload["metadata"]["page"] == 2  # the stored payload is never changed
+    assert _select(payload, ["missing.key"]) == {} and _select(payload, False) is None
