@@ -135,12 +135,14 @@ def create_app(
     app.add_middleware(TimingMiddleware, svc=svc)
     from indexer.server.v1 import add_v1_routes
 
+    # Plugin routers (e.g. Qdrant's API) come before ours, so a plugin route may answer some requests of one of our
+    # paths (routes that match only their own clients, like Qdrant clients' GET /collections); others fall through.
+    for factory in registry.load_all("indexer.routers").values():
+        app.include_router(factory(svc))
     router = APIRouter(responses=ERRORS)  # our error shape, documented on our routes (plugins document theirs)
     _add_routes(router, svc)
     add_v1_routes(router, svc)
     app.router.routes.extend(router.routes)  # plain APIRoutes on the app (each carries ERRORS in its responses)
-    for factory in registry.load_all("indexer.routers").values():  # plugin routers, e.g. Qdrant's query API
-        app.include_router(factory(svc))
     if mcp_server is not None:
         _add_mcp_route(app, mcp_server, settings)
     return app

@@ -57,7 +57,7 @@ from indexer.plugin_api import (
     resolve_model,
 )
 from plugins.qdrant_attach.compat import ModelProbe, VectorChoice, choose_vector, probe_model
-from plugins.qdrant_attach.connect import call, open_client
+from plugins.qdrant_attach.connect import call, close_client, open_client
 from plugins.qdrant_attach.inspection import DEFAULT_SAMPLE, CollectionReport, inspect_collection
 from plugins.qdrant_attach.layout import Layout, with_overrides
 from plugins.qdrant_attach.store import AttachedStore, remember_api_key
@@ -164,7 +164,7 @@ def attach(
         )
     except BaseException:
         if not borrowed:
-            client.close()
+            close_client(client)
         raise
     return AttachedCollection(
         settings=settings,
@@ -267,7 +267,7 @@ class AttachedCollection:
                 raise ConfigError(
                     "this attachment borrows its Qdrant client; index through indexer.open_collection instead"
                 )
-            self._client.close()
+            close_client(self._client)
             self._client = None
 
     # -- parts ---------------------------------------------------------------------------------------------

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from qdrant_client import QdrantClient
@@ -19,8 +20,40 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+# Embedded Qdrant admits one client per folder, in a process too (its lock file is held per open file): every
+# attachment, store and endpoint of this process that opens one folder shares one client, counted here.
+_SHARED: dict[str, list[Any]] = {}  # resolved folder -> [client, users]
+_SHARED_LOCK = threading.Lock()
+
+
 def open_client(url: str | None, path: str | Path | None, api_key: str | None, timeout: float = 10.0) -> QdrantClient:
-    """A client on exactly one of ``url`` (server) or ``path`` (embedded folder, which must already exist)."""
+    """A client on exactly one of ``url`` (server) or ``path`` (embedded folder, which must already exist).
+    An embedded folder's client is shared by every user in this process; give it back with :func:`close_client`."""
+    if path is not None and url is None:
+        key = str(Path(path).expanduser().resolve())
+        with _SHARED_LOCK:
+            entry = _SHARED.get(key)
+            if entry is None:
+                entry = _SHARED[key] = [_open(None, path, api_key, timeout), 0]
+            entry[1] += 1
+            return entry[0]
+    return _open(url, path, api_key, timeout)
+
+
+def close_client(client: QdrantClient) -> None:
+    """Give back a client of :func:`open_client`: a shared embedded one closes with its last user."""
+    with _SHARED_LOCK:
+        for key, entry in list(_SHARED.items()):
+            if entry[0] is client:
+                entry[1] -= 1
+                if entry[1] > 0:
+                    return
+                del _SHARED[key]
+                break
+    client.close()
+
+
+def _open(url: str | None, path: str | Path | None, api_key: str | None, timeout: float) -> QdrantClient:
     if (url is None) == (path is None):
         raise ConfigError("pass exactly one of --url (a Qdrant server) or --path (an embedded Qdrant folder)")
     if path is not None:

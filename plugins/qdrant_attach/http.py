@@ -29,7 +29,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
@@ -46,9 +45,11 @@ from indexer.plugin_api import (
     list_collections,
     valid_collection_name,
 )
+from plugins.qdrant_attach import qdrant_api
 from plugins.qdrant_attach.api import STORE_NAME, AttachedCollection, attach
 from plugins.qdrant_attach.layout import get_path, set_path
-from plugins.qdrant_attach.store import AttachedStore, api_key_for
+from plugins.qdrant_attach.qdrant_api import attachment_names
+from plugins.qdrant_attach.store import AttachedStore
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ class QueryEndpoint:
         self.settings = settings
         self.reader = reader  # the server's query-side Collection for a name, to share its models and client
         self._attached: dict[str, AttachedCollection] = {}
+        self.answer_query: Any = None  # set by qdrant_api.add_routes: forward, or answer from the embedded folder
 
     def location(self, name: str) -> tuple[str | None, str | None, str | None]:
         """(attachment name, server URL, embedded folder) for ``name``; NotFound when there is none."""
@@ -142,6 +144,37 @@ class QueryEndpoint:
             f"no attached Qdrant collection {name!r}; attach it with `indexer qdrant index {name} PATH --url ...` "
             "or set qdrant_url to query collections of a Qdrant server"
         )
+
+    def target(self, name: str) -> str:
+        """The Qdrant collection name behind ``name`` (an attachment's, or ``name`` itself on the server)."""
+        rec_name, _, _ = self.location(name)
+        if rec_name is None:
+            return name
+        rec = next(r for r in list_collections(self.settings) if r.name == rec_name)
+        return str(rec.store_options["collection"])
+
+    def collection_names(self) -> list[str]:
+        return attachment_names(self.settings, STORE_NAME)
+
+    def embedded(self, name: str, local: Callable[[Any, str], Any]) -> Any:
+        """Run ``local(client, collection)`` on the embedded folder's one client (this thread owns it); what the
+        embedded engine refuses is the request's fault (a 400 naming why)."""
+        col = self._attachment(name)
+        try:
+            return local(col.client, col.report.name)
+        except (ValueError, KeyError, TypeError, AssertionError) as exc:
+            raise InputError(f"Qdrant (embedded, {col.where}) refused the request: {exc}") from exc
+
+    def translate(self, exc: Exception, started: float) -> JSONResponse:
+        """NotFound -> 404, the service's overload signal (anything with retry_after) -> 503; else re-raised."""
+        if isinstance(exc, NotFound):
+            return _error(404, str(exc), started)
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is None:
+            raise exc
+        answer = _error(503, str(exc), started)
+        answer.headers["Retry-After"] = str(retry_after)
+        return answer
 
     def _attachment(self, name: str) -> AttachedCollection:
         col = self._attached.get(name)
@@ -312,8 +345,11 @@ def build_router(
             return _error(400, "the body is a JSON object, as for Qdrant's query API", started)
         try:
             parsed = parse_text_query(body)
-            if parsed is None:
-                return await _forward(endpoint, name, body, started)
+            if parsed is None:  # any other query: forwarded to its server, or answered from its embedded folder
+                return await endpoint.answer_query(
+                    name, started, lambda: endpoint.embedded(name, qdrant_api.query(body)), "POST", "/points/query",
+                    body,
+                )
             text, options = parsed
             result = await run(lambda: endpoint.text_query(name, text, body, options))
         except NotFound as exc:
@@ -327,50 +363,14 @@ def build_router(
         except RecursionError:
             return _error(400, "the query is nested too deeply", started)
         except Exception as exc:  # the service's overload signal (anything with retry_after): Qdrant-shaped 503
-            retry_after = getattr(exc, "retry_after", None)
-            if retry_after is None:
-                raise
-            answer = _error(503, str(exc), started)
-            answer.headers["Retry-After"] = str(retry_after)
-            return answer
+            return endpoint.translate(exc, started)
         return JSONResponse({"result": result, "status": "ok", "time": time.perf_counter() - started})
 
+    qdrant_api.add_routes(router, endpoint, run)  # after /points/query: the catch-all comes last
     return router
 
 
-async def _forward(endpoint: QueryEndpoint, name: str, body: dict[str, Any], started: float) -> JSONResponse:
-    """A query we do not extend goes to the real Qdrant unchanged (server), or is refused (embedded)."""
-    rec_name, url, path = endpoint.location(name)
-    if url is None:
-        return _error(
-            400,
-            f"only text queries are served for {name!r}: it lives in an embedded Qdrant folder ({path}), which "
-            "no other process may open; send {'query': {'text': ...}} or query that folder with qdrant-client",
-            started,
-        )
-    target = name
-    if rec_name is not None:
-        rec = next(r for r in list_collections(endpoint.settings) if r.name == rec_name)
-        target = rec.store_options["collection"]
-    key = api_key_for(url, endpoint.settings)
-    headers = {"api-key": key} if key else {}
-    try:
-        async with httpx.AsyncClient(timeout=30.0) as client:
-            answer = await client.post(
-                f"{url.rstrip('/')}/collections/{target}/points/query", json=body, headers=headers
-            )
-    except httpx.HTTPError as exc:
-        return _error(503, f"cannot reach Qdrant at {url} to forward the query: {exc}", started)
-    try:
-        content = answer.json()
-    except ValueError:
-        content = {"status": {"error": answer.text[:500]}, "time": time.perf_counter() - started}
-    return JSONResponse(content, status_code=answer.status_code)
-
-
-def _error(status: int, message: str, started: float) -> JSONResponse:
-    """Qdrant's error shape, so qdrant-client shows the message."""
-    return JSONResponse({"status": {"error": message}, "time": time.perf_counter() - started}, status_code=status)
+_error = qdrant_api.error
 
 
 def router_for_service(service: Any) -> APIRouter:

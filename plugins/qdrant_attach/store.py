@@ -38,7 +38,7 @@ from indexer.plugin_api import (
     canonical_id,
     prepare_vector,
 )
-from plugins.qdrant_attach.connect import call, open_client
+from plugins.qdrant_attach.connect import call, close_client, open_client
 from plugins.qdrant_attach.inspection import dense_vectors
 from plugins.qdrant_attach.layout import Layout, get_path
 
@@ -95,6 +95,11 @@ class AttachedStore:
             "attach one with `indexer qdrant index COLLECTION PATH --url URL` (or --path DIR), or choose another "
             "store (--store faiss)"
         )
+
+    @classmethod
+    def single_process(cls, options: Mapping[str, Any]) -> bool:
+        """An embedded folder admits one process (inside it, one shared client: connect.open_client)."""
+        return not options.get("url")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], metric: Metric, settings: Settings) -> AttachedStore:
@@ -291,7 +296,7 @@ class AttachedStore:
     def close(self) -> None:
         if self._owns_client:
             try:
-                self.client.close()
+                close_client(self.client)
             except Exception as exc:  # closing must not mask the caller's own error
                 logger.warning("closing Qdrant client for %s: %s", self.where, exc)
 

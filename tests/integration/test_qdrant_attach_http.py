@@ -100,16 +100,50 @@ def test_qdrant_client_gains_text_queries(served):
         )
         scores = [p.score for p in ranked.points]
         assert scores == sorted(scores, reverse=True) and ranked.points[0].payload["source"].endswith("bread.md")
-        # a query we do not extend cannot reach an embedded folder: refused with a clear message
-        with pytest.raises(UnexpectedResponse) as exc:
-            client.query_points(served["name"], query=[0.1] * 384, using="mini", limit=1)
-        assert exc.value.status_code == 400 and b"only text queries" in exc.value.content
+        # a query we do not extend is answered from the embedded folder (through the one client held on it)
+        vector = client.query_points(served["name"], query=[0.1] * 384, using="mini", limit=2)
+        assert len(vector.points) == 2 and all(p.payload for p in vector.points)
         with pytest.raises(UnexpectedResponse) as exc2:
             client.query_points(served["name"], query=qm.Document(text="x", model="indexer"), using="big")
         assert exc2.value.status_code == 400 and b"vector mini" in exc2.value.content
         with pytest.raises(UnexpectedResponse) as exc3:
             client.query_points("nope", query=qm.Document(text="x", model="indexer"))
         assert exc3.value.status_code == 404
+    finally:
+        client.close()
+
+
+def test_qdrant_client_reads_an_attached_collection_through_our_url(served):
+    """qdrant-client 1.20's read calls (compatibility check on) work against our URL for an attached collection
+    in an embedded folder; what we do not serve is refused in Qdrant's error shape."""
+    client = QdrantClient(url=served["url"], cloud_inference=True)  # its version check reads GET / too
+    name = served["name"]
+    try:
+        assert name in [c.name for c in client.get_collections().collections]
+        assert client.collection_exists(name) and not client.collection_exists("nope")
+        info = client.get_collection(name)
+        total = info.points_count
+        assert total and total > 4 and set(info.config.params.vectors) == {"small", "mini", "big"}
+        assert client.count(name, exact=True).count == total
+        geo = qm.Filter(must=[qm.FieldCondition(key="topic", match=qm.MatchValue(value="geo"))])
+        assert client.count(name, count_filter=geo).count == 2
+        page, nxt = client.scroll(name, limit=3, with_payload=["source"])
+        assert len(page) == 3 and nxt is not None and all(set(r.payload) <= {"source"} for r in page)
+        rest, _ = client.scroll(name, limit=1000, offset=nxt)
+        assert len(page) + len(rest) == total
+        got = client.retrieve(name, ids=[page[0].id], with_vectors=["mini"])
+        assert [r.id for r in got] == [page[0].id] and len(got[0].vector["mini"]) == 384
+        nearest = client.query_points(name, query=got[0].vector["mini"], using="mini", limit=1)
+        assert nearest.points[0].id == page[0].id
+        with pytest.raises(UnexpectedResponse) as exc:
+            client.delete_collection(name)
+        assert exc.value.status_code == 404 and b"not served here" in exc.value.content
+        with pytest.raises(UnexpectedResponse) as exc2:
+            client.get_collection("nope")
+        assert exc2.value.status_code == 404 and b"nope" in exc2.value.content
+        with pytest.raises(UnexpectedResponse) as exc3:
+            client.delete(name, points_selector=qm.PointIdsList(points=[page[0].id]))
+        assert exc3.value.status_code == 404 and b"not served here" in exc3.value.content
     finally:
         client.close()
 
@@ -153,7 +187,11 @@ def test_the_http_service_serves_it_behind_its_api_keys(tmp_path, embedder, embe
         client = QdrantClient(url=handle.url, api_key="read-key", cloud_inference=True, check_compatibility=False)
         res = client.query_points(name, query=qm.Document(text="exponential backoff between retries", model="m"))
         assert res.points[0].payload["source"].endswith("retry.py")
+        assert name in [c.name for c in client.get_collections().collections]  # Qdrant's shape for qdrant-client
+        assert client.count(name).count > 4
         client.close()
+        ours = httpx.get(f"{handle.url}/collections", headers={"X-API-Key": "read-key"}).json()  # the service's own
+        assert isinstance(ours, list) and {c["collection"] for c in ours} == {f"qdrant.{name}"}
         assert "/collections/{name}/points/query" in httpx.get(f"{handle.url}/openapi.json").json()["paths"]
     finally:
         handle.stop()

@@ -89,7 +89,8 @@ def test_no_server_errors_on_any_route(attached_served: ServerHandle) -> None:
     schema = schemathesis.openapi.from_url(attached_served.url + "/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     paths = {op.path for op in operations}
-    assert paths >= {"/search", "/v1/embeddings", "/v1/rerank", "/files", "/status", "/collections/{name}/points/query"}
+    assert paths >= {"/search", "/v1/embeddings", "/v1/rerank", "/files", "/status", "/collections/{name}/points/query",
+                     "/collections/{name}/points/count", "/collections/{name}/points/scroll", "/collections/{name}"}
     sent = {}
     with attached_served.client() as client:
         for op in operations:
