@@ -114,7 +114,7 @@ def create_app(
         description="Search local documents (llama.cpp embeddings + reranking); OpenAI- and Cohere-style "
         "/v1 endpoints; MCP at /mcp.",
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # served below from the package's own Swagger UI files: /docs works offline
         redoc_url=None,
     )
     app.max_body_bytes = settings.max_body_bytes
@@ -173,11 +173,36 @@ def _version() -> str:
 
 
 # -- routes ------------------------------------------------------------------------------------------------------
+DOCS_ASSETS = "/static/docs"  # public (security.PUBLIC_PREFIXES)
+_DOCS_FILES = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css"}
+
+
 def _add_routes(app: APIRouter, svc: Service) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
         html = resources.files("indexer.server").joinpath("static/index.html").read_text(encoding="utf-8")
         return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        """Swagger UI over /openapi.json, from files in the package (no CDN: works offline)."""
+        from fastapi.openapi.docs import get_swagger_ui_html
+
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="indexer: API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url="data:,",
+        )
+
+    @app.get(DOCS_ASSETS + "/{name}", include_in_schema=False)
+    async def docs_asset(name: str) -> Response:
+        media = _DOCS_FILES.get(name)
+        if media is None:
+            raise NotFoundError(f"no such file {name[:100]!r} of the API docs page")
+        data = resources.files("fastapi_offline").joinpath("static", name).read_bytes()
+        return Response(data, media_type=media, headers={"Cache-Control": "public, max-age=86400"})
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -196,3 +196,21 @@ def test_hits_carry_locator_location_and_metadata_and_metadata_filters(served: S
     assert none["hits"] == []
     assert bad.status_code == 400 and "metadata filter" in bad.json()["error"]["message"]
     assert {"locator", "location", "metadata"} <= set(schema["components"]["schemas"]["HitOut"]["properties"])
+
+
+def test_the_api_docs_page_needs_no_network(served: ServerHandle) -> None:
+    """/docs loads Swagger UI from the server itself (offline), never from a CDN."""
+    import re
+
+    with served.client() as c:
+        page = c.get("/docs")
+        assert page.status_code == 200
+        urls = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page.text) + re.findall(r"url: *'([^']+)'", page.text)
+        assert urls and all(u.startswith("/") or u.startswith("data:") for u in urls), urls
+        assets = {u: c.get(u) for u in urls if u.startswith("/static/")}
+        missing = c.get("/static/docs/../../etc/passwd")
+    assert len(assets) == 2
+    for url, answer in assets.items():
+        assert answer.status_code == 200 and len(answer.content) > 100_000, url
+        assert answer.headers["content-type"].startswith(("text/javascript", "text/css")), url
+    assert missing.status_code == 404

@@ -91,3 +91,19 @@ def test_search_page_end_to_end(served: ServerHandle, browser) -> None:
     error = wait.until(ec.visibility_of_element_located((By.ID, "error")))
     assert "4096" in error.text
     assert browser.find_elements(By.CSS_SELECTOR, ".hit") == []
+
+
+def test_the_api_docs_render_offline(served: ServerHandle, browser) -> None:
+    """Swagger UI at /docs renders the schema with every asset from the server (requests elsewhere blocked)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["https://*", "*jsdelivr*", "*unpkg*", "*.com/*"]})
+    try:
+        browser.get(served.url + "/docs")
+        WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock-summary-path"))
+        paths = {e.text.replace("\u200b", "") for e in browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")}
+    finally:
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+    assert "/search" in paths and "/v1/embeddings" in paths
