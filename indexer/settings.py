@@ -115,6 +115,11 @@ class Settings(BaseSettings):
         False, description="judge the X-Forwarded-Host header (set it at your reverse proxy) instead of Host"
     )
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest HTTP request body accepted")
+    embed_model_aliases: tuple[str, ...] = Field(
+        ("default", "indexer"),
+        description="other names /v1/embeddings accepts for the served embedding model (e.g. the model name a "
+        "client sends by default); they name this model, never another one",
+    )
     max_inputs: int = Field(256, ge=1, description="most texts per /v1/embeddings or documents per /v1/rerank call")
     max_request_tokens: int = Field(65536, ge=1, description="most tokens one /v1 request may send to a model")
     max_queue: int = Field(32, ge=1, description="model jobs queued or running before new ones get 503")

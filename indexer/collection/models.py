@@ -121,11 +121,14 @@ class ServedModels:
             return
         spec = self.settings.embed_model
         known = {spec, Path(spec).name, Path(spec).stem, emb.model_id, Path(emb.model_path).name,
-                 Path(emb.model_path).stem}
+                 Path(emb.model_path).stem, *self.settings.embed_model_aliases}
         if model not in known:
+            aliases = ", ".join(repr(a) for a in self.settings.embed_model_aliases) or "none"
             raise NotFoundError(
-                f"model {model!r} is not served here; this server embeds with {spec!r} (GET /v1/models). Vectors "
-                "of different models cannot be compared, so no other name is accepted"
+                f"model {model!r} is not served here; this server embeds with {spec!r} (GET /v1/models), also "
+                f"called {aliases}. Leave 'model' out, send one of those, or add the name your client sends to "
+                "the embed_model_aliases setting. Vectors of different models cannot be compared, so no other "
+                "model is served under another name"
             )
 
     # -- rerank --------------------------------------------------------------------------------------------------

@@ -86,7 +86,13 @@ class EmbeddingsBody(BaseModel):
     model_config = ConfigDict(extra="allow")  # OpenAI clients may send fields we do not use (e.g. "user")
 
     input: EmbeddingInput = Field(..., description="a string, a list of strings, a token list or token lists")
-    model: str | None = Field(None, max_length=1024)
+    model: str | None = Field(
+        None,
+        max_length=1024,
+        description="the served embedding model: its id from GET /v1/models (the embed_model setting, the file's "
+        "name or stem), an alias of the embed_model_aliases setting (default: 'default', 'indexer'), or left out; "
+        "any other name is 404, since vectors of different models cannot be compared",
+    )
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = Field(None, description="not supported: the model's full width is always returned")
     user: str | None = Field(None, max_length=1024)

@@ -157,3 +157,31 @@ def test_concurrent_embedding_requests_share_one_engine_call(served: ServerHandl
     for answer, ref in zip(answers, reference, strict=True):
         assert answer.status_code == 200, answer.text
         assert np.allclose(answer.json()["data"][0]["embedding"], ref, atol=1e-5)
+
+
+def test_model_aliases_name_the_served_model_only(isolated_env, embed_model_path) -> None:
+    """'default' (and 'indexer') name the served model out of the box; embed_model_aliases adds the names a
+    client sends by default; any other name stays 404, saying how to fix it."""
+    openai = pytest.importorskip("openai")
+    from tests.server.conftest import make_settings, start_server
+
+    settings = make_settings(isolated_env / "alias-data", embed_model_path, None,
+                             embed_model_aliases=("default", "text-embedding-3-small"))
+    handle = start_server(settings, isolated_env, mcp=False)
+    try:
+        client = openai.OpenAI(base_url=handle.url + "/v1", api_key="unused", max_retries=0)
+        named = client.embeddings.create(model=settings.embed_model, input="glaciers", encoding_format="float")
+        for alias in ("default", "text-embedding-3-small"):
+            got = client.embeddings.create(model=alias, input="glaciers", encoding_format="float")
+            assert got.data[0].embedding == pytest.approx(named.data[0].embedding, abs=1e-6)
+        with pytest.raises(openai.NotFoundError) as exc:
+            client.embeddings.create(model="text-embedding-ada-002", input="x")
+        assert "embed_model_aliases" in str(exc.value) and "'text-embedding-3-small'" in str(exc.value)
+    finally:
+        handle.stop()
+
+
+def test_default_names_the_served_model_out_of_the_box(served: ServerHandle) -> None:
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=served.url + "/v1", api_key="unused", max_retries=0)
+    assert len(client.embeddings.create(model="default", input="x", encoding_format="float").data[0].embedding) == 384
