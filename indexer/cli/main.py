@@ -140,8 +140,9 @@ def index(
 
 
 def _print_report(r: IndexReport) -> None:
+    """The summary is the command's result: on stdout (progress and errors go to stderr)."""
     rate = r.tokens_embedded / r.embed_seconds if r.embed_seconds else 0.0
-    err.print(
+    out.print(
         f"{r.files_seen} files: {r.files_indexed} indexed, {r.files_unchanged + r.files_touched} unchanged, "
         f"{r.files_removed} removed, {len(r.failed)} failed; {r.chunks_embedded} chunks embedded "
         f"({r.tokens_embedded} tokens, {rate:,.0f} tokens/s), {r.chunks_reused} reused; "
@@ -149,9 +150,9 @@ def _print_report(r: IndexReport) -> None:
         highlight=False,
     )
     for path, reason in r.failed:
-        err.print(f"  failed: {path}: {reason}", highlight=False)
+        out.print(f"  failed: {path}: {reason}", highlight=False, markup=False)
     for path, reason in r.skipped:
-        err.print(f"  skipped: {path}: {reason}", highlight=False)
+        out.print(f"  skipped: {path}: {reason}", highlight=False, markup=False)
 
 
 @app.command()

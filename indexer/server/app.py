@@ -51,6 +51,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": schemas.ErrorOut, "description": "missing or invalid API key"},
     404: {"model": schemas.ErrorOut, "description": "unknown collection, model or file"},
     413: {"model": schemas.ErrorOut, "description": "request body too large"},
+    415: {"model": schemas.ErrorOut, "description": "the body is not sent as JSON (Content-Type: application/json)"},
     422: {"model": schemas.ErrorOut, "description": "the body does not match the schema"},
     503: {"model": schemas.ErrorOut, "description": "overloaded or not ready; see Retry-After"},
 }
@@ -302,6 +303,16 @@ def _install_error_handlers(app: FastAPI, svc: Service) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         count("invalid_request_error")
+        content_type = request.headers.get("content-type", "")
+        if request.method in ("POST", "PUT", "PATCH") and "json" not in content_type.lower():
+            # e.g. `curl -d '{...}'`, which sends application/x-www-form-urlencoded: say so (never parsed as JSON,
+            # so a cross-site form cannot post to the API)
+            return error_response(
+                415,
+                f"the body must be JSON sent with 'Content-Type: application/json' (this request says "
+                f"{content_type[:100] or 'nothing'!r}); with curl add -H 'content-type: application/json'",
+                "invalid_request_error",
+            )
         return error_response(422, _validation_message(exc), "invalid_request_error")
 
     @app.exception_handler(StarletteHTTPException)

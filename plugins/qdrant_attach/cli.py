@@ -202,7 +202,7 @@ def index(
     if as_json:
         out.print_json(json.dumps({"attachment": attached_as, **report.to_dict()}))
     else:
-        err.print(
+        out.print(
             f"{attached_as}: {report.files_indexed} files indexed, {report.files_removed} removed, "
             f"{len(report.failed)} failed; {report.points_upserted} points written, {report.points_deleted} deleted",
             highlight=False,
@@ -222,7 +222,7 @@ def forget(
     """Remove one of our roots and its points (theirs are never touched)."""
     with _attached(name, url, path, api_key=api_key, as_name=as_name) as col:
         report = col.forget(root)
-    err.print(f"forgot {report.files_removed} files ({report.points_deleted} points)")
+    out.print(f"forgot {report.files_removed} files ({report.points_deleted} points)")
 
 
 @app.command()
@@ -239,4 +239,4 @@ def detach(
         raise typer.Exit(1)
     with _attached(name, url, path, api_key=api_key, as_name=as_name) as col:
         n = col.detach()
-    err.print(f"deleted {n} of our points from {name}; detached")
+    out.print(f"deleted {n} of our points from {name}; detached")

@@ -40,9 +40,9 @@ def test_cli_index_search_status_forget_drop(tmp_path, embed_model_path):
     (corpus / "broken.pdf").write_bytes(make_pdf(["café au lait"]))
     second = run("index", str(corpus))
     assert second.returncode == 0, second.stderr
-    assert "1 indexed" in second.stderr and "5 unchanged" in second.stderr
+    assert "1 indexed" in second.stdout and "5 unchanged" in second.stdout  # the summary is the result: stdout
     resync = run("index")  # no paths: re-sync every root of the collection
-    assert resync.returncode == 0 and "0 indexed, 6 unchanged" in resync.stderr, resync.stderr
+    assert resync.returncode == 0 and "0 indexed, 6 unchanged" in resync.stdout, resync.stdout
 
     found = run("search", "how to bake bread", "--json", "-k", "3")
     assert found.returncode == 0, found.stderr

@@ -214,3 +214,16 @@ def test_the_api_docs_page_needs_no_network(served: ServerHandle) -> None:
         assert answer.status_code == 200 and len(answer.content) > 100_000, url
         assert answer.headers["content-type"].startswith(("text/javascript", "text/css")), url
     assert missing.status_code == 404
+
+
+def test_a_body_sent_without_the_json_content_type_says_so(served: ServerHandle) -> None:
+    """`curl -d '{...}'` sends application/x-www-form-urlencoded: a clear 415, not a bare 422."""
+    body = b'{"query": "backup policy", "k": 1}'
+    with served.client() as c:
+        form = c.post("/search", content=body, headers={"content-type": "application/x-www-form-urlencoded"})
+        bare = c.post("/v1/embeddings", content=b'{"input": "x"}')
+        right = c.post("/search", content=body, headers={"content-type": "application/json"})
+    for answer in (form, bare):
+        assert answer.status_code == 415, answer.text
+        assert "content-type: application/json" in answer.json()["error"]["message"]
+    assert right.status_code == 200
