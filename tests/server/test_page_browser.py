@@ -107,3 +107,50 @@ def test_the_api_docs_render_offline(served: ServerHandle, browser) -> None:
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
     assert "/search" in paths and "/v1/embeddings" in paths
+
+
+def test_search_page_filters_marks_terms_and_shares_its_address(served: ServerHandle, browser) -> None:
+    from urllib.parse import parse_qs, urlparse
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 60)
+    # an address with a query fills the form and runs the search (shareable)
+    browser.get(served.url + "/?q=nightly+database+backups&type=md&mode=dense&rerank=0")
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "nightly database backups"
+    assert browser.find_element(By.ID, "mode").get_attribute("value") == "dense"
+    assert not browser.find_element(By.ID, "rerank").is_selected()
+    paths = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".hit a.path")]
+    assert paths and all(p.endswith(".md") for p in paths), paths  # the type filter applied
+    assert paths[0].endswith("backup.md")
+    marks = {m.text.lower() for m in browser.find_elements(By.CSS_SELECTOR, ".hit .passage mark")}
+    assert {"nightly", "backups", "database"} <= marks, marks
+
+    # the form's filters: a path glob; the address follows the search
+    box = browser.find_element(By.ID, "q")
+    box.clear()
+    box.send_keys("tomatoes")
+    browser.find_element(By.ID, "types").clear()
+    browser.find_element(By.ID, "path").send_keys("*.txt")
+    browser.find_element(By.ID, "go").click()
+    wait.until(lambda d: parse_qs(urlparse(d.current_url).query).get("q") == ["tomatoes"])
+    wait.until(lambda d: all(e.text.endswith(".txt") for e in d.find_elements(By.CSS_SELECTOR, ".hit a.path")))
+    assert parse_qs(urlparse(browser.current_url).query)["path"] == ["*.txt"]
+    assert "<script" not in browser.find_element(By.ID, "hits").get_attribute("innerHTML")
+
+    # the file viewer opens every format of the corpus at its passage
+    browser.get(served.url + "/?q=circle+area+radius+pasta+backup+keys&k=5&mode=dense&rerank=0")
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".hit")) == 5)
+    kinds = set()
+    for i in range(5):
+        link = browser.find_elements(By.CSS_SELECTOR, ".hit a.path")[i]
+        path = link.text
+        link.click()
+        wait.until(ec.visibility_of_element_located((By.ID, "viewer")))
+        wait.until(lambda d, p=path: d.find_element(By.ID, "viewer-title").text.startswith(p))
+        assert browser.find_elements(By.CSS_SELECTOR, "#viewer-text .hl"), path
+        kinds.add(path.rsplit(".", 1)[-1])
+    assert kinds == {"md", "txt", "py"}
