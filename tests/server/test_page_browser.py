@@ -112,11 +112,12 @@ def test_the_api_docs_render_offline(served: ServerHandle, browser) -> None:
 def test_search_page_filters_marks_terms_and_shares_its_address(served: ServerHandle, browser) -> None:
     from urllib.parse import parse_qs, urlparse
 
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    wait = WebDriverWait(browser, 60)
+    wait = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])  # results re-render
     # an address with a query fills the form and runs the search (shareable)
     browser.get(served.url + "/?q=nightly+database+backups&type=md&mode=dense&rerank=0")
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
@@ -137,7 +138,8 @@ def test_search_page_filters_marks_terms_and_shares_its_address(served: ServerHa
     browser.find_element(By.ID, "path").send_keys("*.txt")
     browser.find_element(By.ID, "go").click()
     wait.until(lambda d: parse_qs(urlparse(d.current_url).query).get("q") == ["tomatoes"])
-    wait.until(lambda d: all(e.text.endswith(".txt") for e in d.find_elements(By.CSS_SELECTOR, ".hit a.path")))
+    wait.until(lambda d: (found := d.find_elements(By.CSS_SELECTOR, ".hit a.path"))
+               and all(e.text.endswith(".txt") for e in found))
     assert parse_qs(urlparse(browser.current_url).query)["path"] == ["*.txt"]
     assert "<script" not in browser.find_element(By.ID, "hits").get_attribute("innerHTML")
 
