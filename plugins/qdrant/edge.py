@@ -15,6 +15,7 @@ opens a shard (its WAL is locked), as with local mode.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -111,9 +112,18 @@ class EdgeStore:
         """The open shard of ``collection`` (migrated from local mode first if needed), or None."""
         with self._lock:
             shard = self._shards.get(collection)
-            if shard is not None:
-                return shard
             folder = self._dir(collection)
+            if shard is not None:
+                if (folder / "edge_config.json").exists():
+                    return shard
+                # its files were deleted under this process: the open shard would answer from memory and write
+                # nowhere. Forget it, so the loss shows (the collection is missing) and a writer's repair refills it.
+                logger.warning("the embedded Qdrant collection %s in %s was deleted under this process", collection,
+                               self.path)
+                self._shards.pop(collection, None)
+                self._shapes.pop(collection, None)
+                with contextlib.suppress(Exception):
+                    shard.close()
             if not (folder / "edge_config.json").exists() and not self._migrate_local(collection):
                 return None
             shard = self._call("open a shard", lambda: _edge().EdgeShard.load(str(folder)))
@@ -154,6 +164,7 @@ class EdgeStore:
                 recorded = {str(k): str(v) for k, v in meta.items()}
                 recorded["dimensions"] = str(dimensions)
                 recorded["metric"] = self.metric.value
+                self._dir(collection).parent.mkdir(parents=True, exist_ok=True)  # gone if the folder was deleted
                 self._shards[collection] = self._create(collection, dimensions, recorded, self._dir(collection))
                 _write_json(self._meta_file(collection), recorded)
                 logger.info("created embedded Qdrant collection %s (%d dims)", collection, dimensions)

@@ -15,7 +15,6 @@ payload indexes on path, dirs, file_type and root.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 import uuid
@@ -230,22 +229,7 @@ class QdrantStore:
 
     # --- collections -----------------------------------------------------------------------------
     def _exists(self, collection: str) -> bool:
-        self._reopen_if_deleted()
         return self._call("check a collection", lambda: self.client.collection_exists(collection))
-
-    def _reopen_if_deleted(self) -> None:
-        """Embedded: when the folder's files were deleted under a running process, the client still answers
-        from memory but its writes reach no file. Reopen it on the (now empty) folder, so the loss shows
-        (the collection is missing) and the next writer's repair refills it, as after a restart."""
-        if self.path is None or (self.path / "meta.json").exists():
-            return
-        logger.warning("the embedded Qdrant folder %s was deleted under this process; reopening it empty", self.path)
-        with contextlib.suppress(Exception):
-            self.client.close()
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.client = QdrantClient(path=str(self.path))
-        self._dims.clear()
-        self._lexical.clear()
 
     def ensure_collection(self, collection: str, dimensions: int, meta: Mapping[str, str]) -> None:
         if dimensions <= 0:
