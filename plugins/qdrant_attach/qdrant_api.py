@@ -14,6 +14,7 @@ with ``?format=qdrant``.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -111,9 +112,17 @@ def add_routes(router: APIRouter, endpoint: QueryEndpoint, run: Runner) -> None:
                 "version": importlib.metadata.version("qdrant-client")}
 
     async def get_collections() -> JSONResponse:
+        """The attached collections, and those of the ``qdrant_url`` server when one is set."""
         started = time.perf_counter()
-        names = await run(endpoint.collection_names)
-        return JSONResponse({"result": {"collections": [{"name": n} for n in names]}, "status": "ok",
+        names = set(await run(endpoint.collection_names))
+        url = endpoint.settings.qdrant_url
+        if url:
+            listed = await forward(endpoint, url, "GET", "/collections", None, started)
+            if listed.status_code != 200:
+                return listed
+            body = json.loads(bytes(listed.body))
+            names |= {str(c.get("name")) for c in (body.get("result") or {}).get("collections", []) if c.get("name")}
+        return JSONResponse({"result": {"collections": [{"name": n} for n in sorted(names)]}, "status": "ok",
                              "time": time.perf_counter() - started})
 
     for path, handler in (("/", server_version), ("/collections", get_collections)):
@@ -259,7 +268,9 @@ async def forward(endpoint: QueryEndpoint, url: str, method: str, path: str, bod
     headers = {"api-key": key} if key else {}
     try:
         async with httpx.AsyncClient(timeout=30.0) as client:
-            got = await client.request(method, f"{url.rstrip('/')}{path}", json=body, headers=headers)
+            got = await client.request(
+                method, f"{url.rstrip('/')}{path}", json=body if method != "GET" else None, headers=headers
+            )
     except httpx.HTTPError as exc:
         return error(503, f"cannot reach Qdrant at {url} to forward the request: {exc}", started)
     try:

@@ -211,12 +211,30 @@ def test_queries_we_do_not_extend_are_forwarded_unchanged(tmp_path):
     seen: list[tuple[str, str | None, dict[str, Any]]] = []
 
     class Upstream(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            seen.append((self.path, self.headers.get("api-key"), {}))
+            result: Any = {"collections": [{"name": "docs"}, {"name": "other"}]} if self.path == "/collections" else {
+                "status": "green", "optimizer_status": "ok", "segments_count": 1, "points_count": 3,
+                "indexed_vectors_count": 0, "payload_schema": {},
+                "config": {"params": {"vectors": {"dense": {"size": 2, "distance": "Cosine"}}},
+                           "hnsw_config": {"m": 16, "ef_construct": 100, "full_scan_threshold": 10000},
+                           "optimizer_config": {"deleted_threshold": 0.2, "vacuum_min_vector_number": 1000,
+                                                "default_segment_number": 0, "flush_interval_sec": 5},
+                           "wal_config": {"wal_capacity_mb": 32, "wal_segments_ahead": 0}}}
+            self._send(200, {"result": result, "status": "ok", "time": 0.1})
+
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
             body = json.loads(self.rfile.read(int(self.headers["content-length"])))
             seen.append((self.path, self.headers.get("api-key"), body))
+            if self.path.endswith("/points/count"):
+                self._send(200, {"result": {"count": 3}, "status": "ok", "time": 0.1})
+                return
             status = 404 if "missing" in self.path else 200
-            out = json.dumps({"result": {"points": [{"id": 7, "version": 3, "score": 0.25}]}, "status": "ok",
-                              "time": 0.5} if status == 200 else {"status": {"error": "Not found"}}).encode()
+            self._send(status, {"result": {"points": [{"id": 7, "version": 3, "score": 0.25}]}, "status": "ok",
+                                "time": 0.5} if status == 200 else {"status": {"error": "Not found"}})
+
+        def _send(self, status: int, data: Any) -> None:
+            out = json.dumps(data).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(out)))
@@ -260,7 +278,14 @@ def test_queries_we_do_not_extend_are_forwarded_unchanged(tmp_path):
         with pytest.raises(UnexpectedResponse) as exc:
             client.query_points("missing", query=[0.5, 0.25])
         assert exc.value.status_code == 404 and b"Not found" in exc.value.content
+        # the read calls go to the server too, with the key, answered as it answers
+        assert client.count("docs", exact=True).count == 3
+        assert seen[-1][:2] == ("/collections/docs/points/count", "secret")
+        assert client.get_collection("docs").points_count == 3 and seen[-1][:2] == ("/collections/docs", "secret")
         client.close()
+        lister = QdrantClient(url=url, check_compatibility=False)
+        assert {c.name for c in lister.get_collections().collections} == {"docs", "other"}
+        lister.close()
     finally:
         server.should_exit = True
         thread.join(timeout=30)
