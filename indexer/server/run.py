@@ -80,6 +80,14 @@ def serve(settings: Settings, *, watch: bool = True, allow_public: bool = False,
     )
     server = _AnnouncingServer(config, settings, ann)
     print(f"indexer: serving {url} (data dir {settings.data_dir}); Ctrl-C stops", file=sys.stderr, flush=True)
+    if not is_loopback(host) and not settings.allowed_hosts:
+        print(
+            "indexer: answering only requests for localhost, 127.0.0.1 and ::1" + ("" if host in ("0.0.0.0", "::", "")
+            else f" and {host}") + "; list the names clients use in allowed_hosts (INDEXER_ALLOWED_HOSTS, see "
+            "docs/deploy.md)",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         server.run(sockets=[sock])
     finally:

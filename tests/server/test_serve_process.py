@@ -144,3 +144,31 @@ def _answers(url: str) -> bool:
         return httpx.get(url + "/readyz", timeout=5).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_a_public_bind_says_which_host_names_it_answers(tmp_path: Path, embed_model_path: Path) -> None:
+    """Bound to every interface, the server names the hosts it answers to (loopback until allowed_hosts lists
+    more), and a request for another name is 421 while loopback works."""
+    env = _env(tmp_path / "public-data", embed_model_path, tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "indexer.cli", "serve", "--host", "0.0.0.0", "--public", "--no-watch"],
+        env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    )
+    try:
+        lines = []
+        assert proc.stderr is not None
+        while not any("answering only" in line for line in lines):
+            line = proc.stderr.readline()
+            assert line, f"the server ended: {''.join(lines)}"
+            lines.append(line)
+        hint = next(line for line in lines if "answering only" in line)
+        assert "allowed_hosts" in hint and "INDEXER_ALLOWED_HOSTS" in hint
+        wait_for(lambda: announce.read(tmp_path / "public-data") is not None, 60, "the announcement")
+        ann = announce.read(tmp_path / "public-data")
+        assert ann is not None
+        wait_for(lambda: httpx.get(ann.url + "/healthz").status_code == 200, 60, "the server to answer")
+        other = httpx.get(ann.url + "/healthz", headers={"Host": "my-laptop.lan:8480"})
+        assert other.status_code == 421 and "allowed_hosts" in other.json()["error"]["message"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
