@@ -53,6 +53,7 @@ class Service:
         self._status_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="indexer-status")
         self._readers: dict[str, Collection] = {}  # searches: model worker; status: status thread (no models)
         self._readers_lock = threading.Lock()
+        self._repairs_asked: set[str] = set()  # status thread only
         self._writers: dict[str, Collection] = {}  # index thread only
         self.models = ServedModels(settings, share=self._loaded_embedder)  # /v1/*: model worker thread only
         self.last_errors: deque[dict[str, Any]] = deque(maxlen=20)
@@ -166,8 +167,20 @@ class Service:
             problem = self.reader(rec.name).agreement()
             if problem:
                 problems.append(problem)
+                self._request_repair(rec.name, problem)
+            else:
+                self._repairs_asked.discard(rec.name)
         if problems:
             raise ConfigError("not ready: " + "; ".join(problems))
+
+    def _request_repair(self, name: str, problem: str) -> None:
+        """A watched collection whose store disagrees with the state is repaired by its watcher's reconciliation
+        scan (a full sync), asked once per disagreement: no file change needs to come first."""
+        watcher = self.watchers.get(name)
+        if watcher is None or name in self._repairs_asked:
+            return
+        self._repairs_asked.add(name)
+        watcher.request_rescan(f"collection {name}: {problem}")
 
     def reader(self, name: str) -> Collection:
         """The query-side collection ``name`` (opened once): public for routers. Model calls on it run on the

@@ -60,12 +60,14 @@ def test_status_and_readyz_answer_while_the_model_queue_is_full(tiny_queue: Serv
     assert metrics.status_code == 200 and "indexer_index_points" in metrics.text
 
 
-@pytest.mark.parametrize("store", ["faiss", "qdrant"])
+@pytest.mark.parametrize(("store", "trigger"), [("faiss", "file"), ("qdrant", "file"), ("faiss", "readiness")])
 def test_a_deleted_store_is_repaired_inside_the_server(
-    isolated_env: Path, embed_model_path: Path, store: str
+    isolated_env: Path, embed_model_path: Path, store: str, trigger: str
 ) -> None:
-    root = write_corpus(isolated_env / f"repair-{store}-corpus").resolve()
-    data = isolated_env / f"repair-{store}-data"
+    """The watcher's next batch repairs it (trigger "file": one file saved), or, with no file change at all,
+    the readiness probe that saw the disagreement asks the watcher for its reconciliation scan."""
+    root = write_corpus(isolated_env / f"repair-{store}-{trigger}-corpus").resolve()
+    data = isolated_env / f"repair-{store}-{trigger}-data"
     settings = make_settings(data, embed_model_path, None, store=store)
     index_corpus(settings, root)
     handle = start_server(settings, root, mcp=False, watch=True)
@@ -88,15 +90,17 @@ def test_a_deleted_store_is_repaired_inside_the_server(
             said = search.json().get("warning") if search.status_code == 200 else search.json()["error"]["message"]
             assert said and "default" in said, search.text
 
-            new = root / "notes" / "comet.md"  # one saved file: the watcher's next batch
-            new.write_text("# Comets\n\nA comet's tail of ice and dust always points away from the sun.\n")
+            if trigger == "file":
+                new = root / "notes" / "comet.md"  # one saved file: the watcher's next batch
+                new.write_text("# Comets\n\nA comet's tail of ice and dust always points away from the sun.\n")
             wait_for(lambda: c.get("/readyz").status_code == 200, 120, "the repair")
             after = c.get("/status").json()["collections"][0]
             hits = c.post("/search", json={"query": "nightly backups of the database", "k": 1}).json()
     finally:
         handle.stop()
     assert after["health"]["ok"], after["health"]
-    assert after["points"] > before["points"] and after["files"] == before["files"] + 1
+    added = 1 if trigger == "file" else 0
+    assert after["points"] == before["points"] + added and after["files"] == before["files"] + added
     assert hits["hits"][0]["path"].endswith("backup.md") and hits.get("warning") is None
 
 
