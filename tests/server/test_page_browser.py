@@ -141,6 +141,14 @@ def test_search_page_filters_marks_terms_and_shares_its_address(served: ServerHa
     wait.until(lambda d: (found := d.find_elements(By.CSS_SELECTOR, ".hit a.path"))
                and all(e.text.endswith(".txt") for e in found))
     assert parse_qs(urlparse(browser.current_url).query)["path"] == ["*.txt"]
+    # a folder to search under (path_prefix)
+    browser.find_element(By.ID, "path").clear()
+    browser.find_element(By.ID, "under").send_keys(str(served.root / "docs"))
+    browser.find_element(By.ID, "go").click()
+    wait.until(lambda d: parse_qs(urlparse(d.current_url).query).get("under") == [str(served.root / "docs")])
+    wait.until(lambda d: (found := d.find_elements(By.CSS_SELECTOR, ".hit a.path"))
+               and all(e.text.startswith(str(served.root / "docs")) for e in found))
+    browser.find_element(By.ID, "under").clear()
     assert "<script" not in browser.find_element(By.ID, "hits").get_attribute("innerHTML")
 
     # the file viewer opens every format of the corpus at its passage
