@@ -200,6 +200,7 @@ class Collection:
             if create_missing:
                 logger.warning("the %s store of collection %r is missing; re-creating and refilling it", rec.store,
                                self.name)
+                self._mark_repairing()
                 meta = {**rec.identity_meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens())}
                 self.store.ensure_collection(self.name, rec.dimensions, meta)
                 return
@@ -245,8 +246,14 @@ class Collection:
                 "missing_points": missing, "orphan_points": orphans, "problem": problem}
 
     def agreement(self) -> str | None:
-        """None when the store holds as many points as the state's committed chunks own (or a write is in
-        flight, so the two are between states); else the problem and its repair. Cheap (two counts), unlike
+        problem = self._agreement_now()
+        self._agreement = (time.monotonic(), problem)  # what searches say, until the next look
+        return problem
+
+    def _agreement_now(self) -> str | None:
+        """None when the store holds as many points as the state's committed chunks own, give or take the ids of
+        a write in flight (recorded as pending until its commit); else the problem and its repair. A store being
+        refilled after a loss is short by far more than that. Cheap (three counts), unlike
         :meth:`health`, which compares every id: readiness and searches ask this."""
         rec = self._require_record()
         if self.store.collection_meta(self.name) is None:
@@ -254,12 +261,17 @@ class Collection:
                 f"the {rec.store} store of collection {self.name!r} is missing ({self._store_location(rec)}); "
                 f"the next sync (`indexer index -c {self.name}`, or the server's watcher) rebuilds it"
             )
+        if self._repair_marker().exists():
+            held, expected = self.store.count(self.name), self.state.count_points(self.name)
+            return (
+                f"the store of collection {self.name!r} is being repaired ({held} of {expected} points back); "
+                "searches miss the rest until the repair's sync completes"
+            )
         before = self.state.change_mark()
-        if self.state.has_pending(self.name):
-            return None
+        in_flight = self.state.count_pending(self.name)  # a batch between its first write and its commit
         expected = self.state.count_points(self.name)
         held = self.store.count(self.name)
-        if held == expected or self.state.change_mark() != before:  # a commit in between: not comparable
+        if abs(held - expected) <= in_flight or self.state.change_mark() != before:  # a commit in between
             return None
         return (
             f"the store of collection {self.name!r} holds {held} points, the state expects {expected}; the next "
@@ -268,10 +280,9 @@ class Collection:
 
     def _search_warning(self) -> str | None:
         """:meth:`agreement` for searches, asked at most every ``AGREEMENT_EVERY_S`` seconds per collection."""
-        now = time.monotonic()
-        if self._agreement is None or now - self._agreement[0] >= AGREEMENT_EVERY_S:
-            problem = self.agreement()
-            self._agreement = (now, problem)
+        if self._agreement is None or time.monotonic() - self._agreement[0] >= AGREEMENT_EVERY_S:
+            self.agreement()
+        assert self._agreement is not None
         problem = self._agreement[1]
         return f"the hits may be incomplete: {problem}" if problem else None
 
@@ -333,6 +344,7 @@ class Collection:
                 pipeline.sync_paths(self.source_for(root), root, group, report)
             if lost:
                 report.points_deleted += self._remove_orphans()
+            self._repaired()
         self._agreement = None
         report.seconds = time.perf_counter() - started
         return report
@@ -350,6 +362,7 @@ class Collection:
                 pipeline.sync(self.source_for(root), root, report)
             report.points_deleted += self._remove_orphans()
             self.state.gc_vector_cache(pipeline.model_key)
+            self._repaired()
         self._agreement = None
         return report
 
@@ -364,8 +377,22 @@ class Collection:
             return []
         paths = self.state.paths_of_points(self.name, lost)
         logger.warning("the store lost %d points of %d files; re-writing them", len(lost), len(paths))
+        self._mark_repairing()
         self.state.invalidate_files(self.name, paths)
         return paths
+
+    def _repair_marker(self) -> Path:
+        """Present while a repair (store re-created, lost points re-written) is under way, in any process:
+        readiness then says so, however close the counts. A sync that completes removes it."""
+        return self.settings.data_dir / "repair" / f"{self.name}.repairing"
+
+    def _mark_repairing(self) -> None:
+        marker = self._repair_marker()
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
+    def _repaired(self) -> None:
+        self._repair_marker().unlink(missing_ok=True)
 
     def _remove_orphans(self) -> int:
         """Delete points the store holds but no committed chunk owns (e.g. left behind by a lost state file)."""
@@ -606,6 +633,7 @@ class Collection:
             ):
                 shutil.rmtree(path, ignore_errors=True)
             self.state.drop_collection(self.name)
+            self._repaired()
             self.record = None
             self._prompts = None
             self._chunk_tokens = None

@@ -299,7 +299,12 @@ class Pipeline:
         old_ids = self.state.chunk_ids(self.collection, [p.ref.path for p in batch])
         stale = [pid for ids in old_ids.values() for pid in ids if pid not in new_ids]
 
-        self.state.add_pending(self.collection, [(p.id, str(p.payload["path"])) for p in points])
+        # every id in flight is recorded: written (new) and deleted (stale), so until the commit the store may
+        # differ from the state by at most the pending ids (Collection.agreement); an interrupted run leaves the
+        # stale ones owned, so recover keeps them (a full sync re-writes them if the store lost them)
+        in_flight = [(p.id, str(p.payload["path"])) for p in points]
+        in_flight += [(pid, path) for path, ids in old_ids.items() for pid in ids if pid not in new_ids]
+        self.state.add_pending(self.collection, in_flight)
         if points:
             self.store.upsert(self.collection, points)
         if stale:

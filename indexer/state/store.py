@@ -223,10 +223,9 @@ class StateStore:
     def count_points(self, collection: str) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM chunks WHERE collection=?", (collection,)).fetchone()[0])
 
-    def has_pending(self, collection: str) -> bool:
-        """Whether a write is in flight (or was interrupted): its point ids are recorded, not yet committed."""
-        row = self._db.execute("SELECT 1 FROM pending WHERE collection=? LIMIT 1", (collection,)).fetchone()
-        return row is not None
+    def count_pending(self, collection: str) -> int:
+        """Point ids of a write in flight (or interrupted): recorded, not yet committed (written or deleted)."""
+        return int(self._db.execute("SELECT COUNT(*) FROM pending WHERE collection=?", (collection,)).fetchone()[0])
 
     def change_mark(self) -> tuple[int, int]:
         """Changes whenever the database is written, by this connection or by any other (threads, processes):

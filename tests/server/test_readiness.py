@@ -83,12 +83,12 @@ def test_a_deleted_store_is_repaired_inside_the_server(
             assert folder.is_dir(), sorted(p.name for p in (data / store).iterdir())
             _delete_store(handle, store, folder)
 
-            ready = c.get("/readyz")
-            assert ready.status_code == 503, ready.text
-            assert "default" in ready.json()["error"]["message"]
             search = c.post("/search", json={"query": "nightly backups", "rerank": False})
             said = search.json().get("warning") if search.status_code == 200 else search.json()["error"]["message"]
             assert said and "default" in said, search.text
+            ready = c.get("/readyz")  # (this probe also asks the watcher to repair: searched first)
+            assert ready.status_code == 503, ready.text
+            assert "default" in ready.json()["error"]["message"]
 
             if trigger == "file":
                 new = root / "notes" / "comet.md"  # one saved file: the watcher's next batch
