@@ -43,6 +43,7 @@ from indexer.collection.facade import (
 from indexer.core.location import COLLECTION_NAME_RULE, valid_collection_name
 from indexer.core.locks import lock_for
 from indexer.core.normalization import Normalization, choose_normalization, normalization_name
+from indexer.core.paths import encodable, printable
 from indexer.core.registry import load_readers
 from indexer.core.snapshots import copy_folder, copy_sqlite, count_rows, restore_folder
 from indexer.core.sqlite_errors import database_error
@@ -77,6 +78,7 @@ from indexer.search.rerank import RerankBudget, Reranked, rerank_stage
 from indexer.settings import Settings, load_settings
 from indexer.state.store import CollectionRecord
 from indexer.types import (
+    BAD_NAME,
     ROOT_UNAVAILABLE,
     Document,
     Filter,
@@ -92,6 +94,7 @@ from indexer.types import (
 )
 
 __all__ = [
+    "BAD_NAME",
     "COLLECTION_NAME_RULE",
     "ROOT_UNAVAILABLE",
     "CollectionMismatchError",
@@ -137,6 +140,7 @@ __all__ = [
     "copy_sqlite",
     "count_rows",
     "database_error",
+    "encodable",
     "forget_path",
     "get_record",
     "index_paths",
@@ -148,6 +152,7 @@ __all__ = [
     "load_settings",
     "lock_for",
     "normalization_name",
+    "printable",
     "prepare",
     "prepare_vector",
     "remove_record",

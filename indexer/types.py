@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from indexer.core.paths import printable
 from indexer.errors import InputError, StateError
 
 
@@ -79,13 +80,15 @@ class SourceRef:
 
 
 ROOT_UNAVAILABLE = "root_unavailable"
+BAD_NAME = "bad_name"  # ScanProblem code: a file name that is not valid UTF-8 (reported, skipped; rename it)
 
 
 @dataclass(frozen=True)
 class ScanProblem:
     """A file or folder a source scan could not take, and why. ``code`` is one of: ``permission``,
     ``too_large``, ``binary``, ``outside_root``, ``symlink_loop``, ``broken_symlink``, ``not_regular``,
-    ``root_unavailable`` (:data:`ROOT_UNAVAILABLE`), ``error``."""
+    ``root_unavailable`` (:data:`ROOT_UNAVAILABLE`), ``bad_name`` (:data:`BAD_NAME`: not valid UTF-8, reported
+    as failed), ``error``."""
 
     path: str
     reason: str
@@ -255,8 +258,8 @@ class IndexReport:
 
     def to_dict(self) -> dict[str, object]:
         out = dict(self.__dict__)
-        out["failed"] = [{"path": p, "reason": r} for p, r in self.failed]
-        out["skipped"] = [{"path": p, "reason": r} for p, r in self.skipped]
+        out["failed"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.failed]
+        out["skipped"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.skipped]
         return out
 
 

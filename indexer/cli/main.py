@@ -24,6 +24,7 @@ from rich.text import Text
 from indexer.cli.options import STATE, CollectionOpt, JsonOpt, VerboseOpt, add_verbose_everywhere, set_verbose
 from indexer.collection.facade import Collection, list_collections, open_collection
 from indexer.core import registry
+from indexer.core.paths import printable, printable_data
 from indexer.errors import IndexerError
 from indexer.settings import load_settings
 from indexer.types import IndexReport, SearchRequest
@@ -150,9 +151,9 @@ def _print_report(r: IndexReport) -> None:
         highlight=False,
     )
     for path, reason in r.failed:
-        out.print(f"  failed: {path}: {reason}", highlight=False, markup=False)
+        out.print(f"  failed: {printable(path)}: {reason}", highlight=False, markup=False)
     for path, reason in r.skipped:
-        out.print(f"  skipped: {path}: {reason}", highlight=False, markup=False)
+        out.print(f"  skipped: {printable(path)}: {reason}", highlight=False, markup=False)
 
 
 @app.command()
@@ -259,7 +260,7 @@ def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verb
     except IndexerError as exc:
         raise _fail(exc) from exc
     if as_json:
-        out.print_json(json.dumps(info))
+        out.print_json(json.dumps(printable_data(info)))  # valid UTF-8 whatever the file names
         return
     table = Table(show_header=False)
     if "watcher" in info:

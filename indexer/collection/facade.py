@@ -21,7 +21,7 @@ from indexer.collection import reindex
 from indexer.core import registry
 from indexer.core.locks import collection_lock_path, writer_lock
 from indexer.core.normalization import choose_normalization, normalization_name
-from indexer.core.paths import within
+from indexer.core.paths import encodable, printable, within
 from indexer.core.threads import SerialEmbedder, SerialReranker
 from indexer.engine import loader
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
@@ -758,11 +758,18 @@ def _watcher_status(settings: Settings, name: str) -> dict[str, Any] | None:
 
 def _resolve_root(path: str | Path) -> str:
     p = Path(path).expanduser()
+    shown = printable(str(p))
     if not p.exists():
-        raise InputError(f"{path} does not exist; pass an existing folder")
+        raise InputError(f"{shown} does not exist; pass an existing folder")
     if not p.is_dir():
-        raise InputError(f"{path} is a file; pass the folder that contains it (roots are folders)")
-    return str(p.resolve())
+        raise InputError(f"{shown} is a file; pass the folder that contains it (roots are folders)")
+    resolved = str(p.resolve())
+    if not encodable(resolved):
+        raise InputError(
+            f"{printable(resolved)} is not valid UTF-8 and cannot be a root (names are stored as UTF-8); rename it, "
+            "or add its parent folder (the name is then reported and skipped)"
+        )
+    return resolved
 
 
 class _LazyEmbedder:

@@ -16,6 +16,7 @@ deletes first (``recover``). Either way the next run ends with exactly the index
 from __future__ import annotations
 
 import gc
+import hashlib
 import logging
 import os
 import time
@@ -28,11 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from indexer.core.normalization import Normalization, cache_tag
-from indexer.core.paths import within
+from indexer.core.paths import encodable, printable, within
 from indexer.errors import IndexerError, SourceError
 from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore
 from indexer.state.store import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
-from indexer.types import Chunk, Document, IndexReport, Point, ScanProblem, SourceRef
+from indexer.types import BAD_NAME, Chunk, Document, IndexReport, Point, ScanProblem, SourceRef
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,8 @@ KEEP_ON_PROBLEM = frozenset({"too_large", "permission", "error"})
 
 def point_id(path: str, chunk_index: int, content_hash: str) -> str:
     """Deterministic UUID of a chunk: the same file content always maps to the same ids."""
-    return str(uuid.uuid5(POINT_NAMESPACE, f"{path}\n{chunk_index}\n{content_hash}"))
+    name = f"{path}\n{chunk_index}\n{content_hash}".encode("utf-8", "surrogateescape")  # any name the OS allows
+    return str(uuid.UUID(bytes=hashlib.sha1(POINT_NAMESPACE.bytes + name).digest()[:16], version=5))
 
 
 class _NoProgress:
@@ -156,7 +158,8 @@ class Pipeline:
         refs: dict[str, SourceRef] = {}
         seen_problems = len(source.problems)
         for path in dict.fromkeys(paths):
-            known.update(self.state.files_under(self.collection, path))
+            if encodable(path):  # nothing is stored under a name that is not UTF-8 (the source reports it)
+                known.update(self.state.files_under(self.collection, path))
             if os.path.isdir(path):
                 refs.update((r.path, r) for r in _refs_below(source, path))
             else:
@@ -183,6 +186,10 @@ class Pipeline:
         kept: set[str] = set()
         for problem in problems:
             path, reason, code = problem.path, problem.reason, problem.code
+            if code == BAD_NAME:  # never stored (it cannot be): failed, so index exits 3 and the watcher shows it
+                logger.warning("cannot index %s: %s", printable(path), reason)
+                report.failed.append((path, reason))
+                continue
             rec = known.get(path)
             if rec is not None and code in KEEP_ON_PROBLEM:
                 kept.add(path)
@@ -255,7 +262,7 @@ class Pipeline:
         self.progress.file_done(ref.path)
 
     def _record_failure(self, ref: SourceRef, rec: FileRecord | None, reason: str, report: IndexReport) -> None:
-        logger.warning("cannot index %s: %s", ref.path, reason)
+        logger.warning("cannot index %s: %s", printable(ref.path), reason)
         report.failed.append((ref.path, reason))
         # Keep the last good content hash (and its points): a failed read never loses what was indexed.
         failed = FileRecord(

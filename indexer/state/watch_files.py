@@ -10,7 +10,8 @@ restarted watcher never sees half a file:
   searchable, last/p50/p95) and the last batch. ``read_status`` adds ``running`` (is that pid alive).
 - ``<collection>.lock``: held (flock) by the running watcher; a second watcher of the collection is refused.
 
-Only the standard library is imported here: ``indexer status`` reads the status without loading watchdog.
+Only the standard library (and :mod:`indexer.core.paths`) is imported here: ``indexer status`` reads the status
+without loading watchdog.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import time
 from collections import deque
 from pathlib import Path
 from typing import Any
+
+from indexer.core.paths import printable_data
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +140,7 @@ def read_status(data_dir: str | os.PathLike[str], collection: str) -> dict[str, 
         queued = load_queue(data_dir, collection)
         if not queued:
             return None
-        return {"running": False, "queued": len(queued), "queued_paths": queued[:STATUS_PATHS_SHOWN]}
+        return {"running": False, "queued": len(queued), "queued_paths": printable_data(queued[:STATUS_PATHS_SHOWN])}
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
@@ -149,7 +152,8 @@ def read_status(data_dir: str | os.PathLike[str], collection: str) -> dict[str, 
         data["state"] = "stopped"
         data["queued"] = len(queued)
         data["queued_paths"] = queued[:STATUS_PATHS_SHOWN]
-    return data
+    result: dict[str, Any] = printable_data(data)  # a name that is not UTF-8 never reaches an output raw
+    return result
 
 
 def describe(status: dict[str, Any] | None) -> str:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from indexer.core.locks import LifetimeLock
-from indexer.core.paths import within
+from indexer.core.paths import printable, printable_data, within
 from indexer.errors import IndexerError, InputError, LockedError, StoreUnavailableError
 from indexer.ports import Progress
 from indexer.state.watch_files import (
@@ -272,19 +272,24 @@ class Watcher:
             queued = sorted(set(self._batcher.paths()) | set(self._in_flight.paths if self._in_flight else ()))
             errors = dict(list(self.errors.items())[-ERRORS_KEPT:])
             totals = dict(self.totals)
+        status: dict[str, Any] = printable_data(  # names that are not UTF-8 appear with \x escapes
+            {
+                "roots": self.roots,
+                "polled_roots": self.polled_roots,
+                "queued_paths": queued[:STATUS_PATHS_SHOWN],
+                "errors": errors,
+                "last_error": self.last_error,
+            }
+        )
         return {
+            **status,
             "pid": os.getpid(),
             "collection": self.name,
             "running": not self._stopped.is_set(),
             "state": self._state,
             "started_at": self.started_at,
             "updated_at": time.time(),
-            "roots": self.roots,
-            "polled_roots": self.polled_roots,
             "queued": len(queued),
-            "queued_paths": queued[:STATUS_PATHS_SHOWN],
-            "errors": errors,
-            "last_error": self.last_error,
             "freshness": self.freshness_stats.summary(),
             "batches": self.batches,
             "totals": totals,
@@ -587,7 +592,7 @@ class Watcher:
             self._retry_later(str(exc))
             return
         if len(batch) > 1:
-            logger.warning("a batch of %d paths failed (%s); retrying them one by one", len(batch), exc)
+            logger.warning("a batch of %d paths failed (%s); retrying them one by one", len(batch), printable(str(exc)))
             self._requeue(batch)
             self._narrow = True
             return
@@ -598,7 +603,8 @@ class Watcher:
             self._requeue(batch)
             self._retry_later(f"syncing {path} failed ({reason})")
             return
-        logger.error("skipping %s after %d failures: %s (the next rescan tries again)", path, ATTEMPTS_PER_PATH, reason)
+        shown = printable(path)
+        logger.error("skipping %s after %d failures: %s (the next rescan tries again)", shown, ATTEMPTS_PER_PATH, reason)
         with self._cond:
             self.errors.pop(path, None)
             self.errors[path] = reason
@@ -622,7 +628,7 @@ class Watcher:
         self._retry_at = self._clock() + self._backoff
         self._state = "waiting to retry"
         self.last_error = reason
-        logger.warning("%s; retrying in %.1fs (changes stay queued)", reason, self._backoff)
+        logger.warning("%s; retrying in %.1fs (changes stay queued)", printable(reason), self._backoff)
         self._persist_queue()
         self._write_status()
 

@@ -24,7 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from indexer.plugin_api import ROOT_UNAVAILABLE, ConfigError, Document, Reader, ScanProblem, SourceError, SourceRef
+from indexer.plugin_api import (
+    BAD_NAME,
+    ROOT_UNAVAILABLE,
+    ConfigError,
+    Document,
+    Reader,
+    ScanProblem,
+    SourceError,
+    SourceRef,
+    encodable,
+    printable,
+)
 from plugins.filesystem.ignore import IGNORE_FILES, Globs, IgnoreLevel, IgnoreStack, load_ignore_level
 from plugins.filesystem.isolation import ParseWorker
 from plugins.filesystem.readers import TextReader
@@ -36,6 +47,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
+BAD_NAME_REASON = (
+    "name is not valid UTF-8 (shown with \\x escapes) and cannot be stored in the index; rename it to a UTF-8 "
+    "name (e.g. `convmv -f latin1 -t utf-8 --notest NAME`) to have it indexed"
+)
 SNIFF_BYTES = 8192
 
 # Extensions that are never text; skipped without opening the file.
@@ -240,7 +255,7 @@ class FilesystemSource:
         assert walk_root is not None
         walked = absolute if self._root_of(absolute) else real
         if walked == walk_root:  # a root that is a file
-            return self._ref_at(real, walked, walk_root, None)
+            return self._named_ref(real, walked, walk_root)
         rel = os.path.relpath(walked, walk_root).replace(os.sep, "/")
         parts = rel.split("/")
         if any(part.startswith(".") for part in parts):
@@ -255,6 +270,14 @@ class FilesystemSource:
             directory = os.path.join(directory, part)
         stack = stack.push(self._cached_ignore_level(directory, "/".join(parts[:-1])))
         if stack.ignored(rel, False) or not self._globs.wanted_file(rel):
+            return None
+        return self._named_ref(real, walked, walk_root)
+
+    def _named_ref(self, real: str, walked: str, walk_root: str) -> SourceRef | None:
+        """:meth:`_ref_at` for a path that passed the rules, unless its name is not valid UTF-8 (a problem)."""
+        if not encodable(walked) or not encodable(real):
+            if os.path.lexists(walked):
+                self._bad_name(walked)
             return None
         return self._ref_at(real, walked, walk_root, None)
 
@@ -300,6 +323,9 @@ class FilesystemSource:
         real = os.path.realpath(absolute)
         walk_root = self._root_of(absolute) or self._root_of(real)
         if walk_root is None or not os.path.isdir(real):
+            return
+        if not encodable(absolute) or not encodable(real):
+            self._bad_name(absolute)
             return
         walked = absolute if self._root_of(absolute) else real
         rel = "" if walked == walk_root else os.path.relpath(walked, walk_root).replace(os.sep, "/")
@@ -358,6 +384,9 @@ class FilesystemSource:
             for entry in entries:
                 name = entry.name
                 if name.startswith("."):
+                    continue
+                if not name.isascii() and not encodable(name):
+                    self._bad_name(entry.path)  # reported alone; a folder's files with it
                     continue
                 try:
                     is_link = entry.is_symlink()
@@ -504,9 +533,14 @@ class FilesystemSource:
         self._ignore_cache[key] = (tuple(signature), level)
         return level
 
+    def _bad_name(self, path: str) -> None:
+        """A name that is not valid UTF-8: reported (failed, with the fix) and skipped, the rest of the scan goes
+        on. The problem keeps the real path (it opens the file and matches the watcher's events)."""
+        self._problem(path, BAD_NAME_REASON, BAD_NAME)
+
     def _problem(self, path: str, reason: str, code: str) -> None:
         problem = ScanProblem(path=path, reason=reason, code=code)
-        logger.debug("scan skipped %s: %s", path, reason)
+        logger.debug("scan skipped %s: %s", printable(path), reason)
         self.problems.append(problem)
         if self.on_problem is not None:
             self.on_problem(problem)
