@@ -43,7 +43,6 @@ from indexer.collection.facade import (
 from indexer.core.location import COLLECTION_NAME_RULE, valid_collection_name
 from indexer.core.locks import lock_for
 from indexer.core.normalization import Normalization, choose_normalization, normalization_name
-from indexer.core.paths import encodable, printable
 from indexer.core.registry import load_readers
 from indexer.core.snapshots import copy_folder, copy_sqlite, count_rows, restore_folder
 from indexer.core.sqlite_errors import database_error
@@ -60,6 +59,7 @@ from indexer.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from indexer.names import encodable, printable
 from indexer.ports import (
     Embedder,
     FolderScan,

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from indexer.core.paths import printable
 from indexer.errors import InputError, StateError
+from indexer.names import printable
 
 
 class Metric(str, Enum):
@@ -257,6 +257,7 @@ class IndexReport:
     embed_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
+        """As JSON data for output: names that are not UTF-8 with ``\\x`` escapes (:func:`indexer.names.printable`)."""
         out = dict(self.__dict__)
         out["failed"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.failed]
         out["skipped"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.skipped]

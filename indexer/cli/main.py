@@ -24,8 +24,8 @@ from rich.text import Text
 from indexer.cli.options import STATE, CollectionOpt, JsonOpt, VerboseOpt, add_verbose_everywhere, set_verbose
 from indexer.collection.facade import Collection, list_collections, open_collection
 from indexer.core import registry
-from indexer.core.paths import printable, printable_data
 from indexer.errors import IndexerError
+from indexer.names import printable, printable_data
 from indexer.settings import load_settings
 from indexer.types import IndexReport, SearchRequest
 

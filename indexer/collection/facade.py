@@ -21,7 +21,7 @@ from indexer.collection import reindex
 from indexer.core import registry
 from indexer.core.locks import collection_lock_path, writer_lock
 from indexer.core.normalization import choose_normalization, normalization_name
-from indexer.core.paths import encodable, printable, within
+from indexer.core.paths import within
 from indexer.core.threads import SerialEmbedder, SerialReranker
 from indexer.engine import loader
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, StoreError
@@ -31,6 +31,7 @@ from indexer.index.prompts import Prompts, prompted_model_id, with_prompt
 from indexer.index.prompts import recorded as recorded_prompts
 from indexer.index.prompts import resolve as resolve_prompts
 from indexer.models.profiles import profile_for
+from indexer.names import encodable, printable
 from indexer.ports import Chunker, Embedder, Reranker, Source, VectorStore
 from indexer.search.fusion import FusionConfig
 from indexer.search.lexical import LexicalSearch

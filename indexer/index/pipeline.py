@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from indexer.core.normalization import Normalization, cache_tag
-from indexer.core.paths import encodable, printable, within
+from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
+from indexer.names import encodable, printable
 from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore
 from indexer.state.store import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
 from indexer.types import BAD_NAME, Chunk, Document, IndexReport, Point, ScanProblem, SourceRef

@@ -10,7 +10,7 @@ restarted watcher never sees half a file:
   searchable, last/p50/p95) and the last batch. ``read_status`` adds ``running`` (is that pid alive).
 - ``<collection>.lock``: held (flock) by the running watcher; a second watcher of the collection is refused.
 
-Only the standard library (and :mod:`indexer.core.paths`) is imported here: ``indexer status`` reads the status
+Only the standard library (and :mod:`indexer.names`) is imported here: ``indexer status`` reads the status
 without loading watchdog.
 """
 
@@ -26,7 +26,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from indexer.core.paths import printable_data
+from indexer.names import printable_data
 
 logger = logging.getLogger(__name__)
 

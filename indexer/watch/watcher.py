@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from indexer.core.locks import LifetimeLock
-from indexer.core.paths import printable, printable_data, within
+from indexer.core.paths import within
 from indexer.errors import IndexerError, InputError, LockedError, StoreUnavailableError
+from indexer.names import printable, printable_data
 from indexer.ports import Progress
 from indexer.state.watch_files import (
     ERRORS_KEPT,
@@ -604,7 +605,7 @@ class Watcher:
             self._retry_later(f"syncing {path} failed ({reason})")
             return
         shown = printable(path)
-        logger.error("skipping %s after %d failures: %s (the next rescan tries again)", shown, ATTEMPTS_PER_PATH, reason)
+        logger.error("skipping %s after %d failures: %s (the next rescan retries)", shown, ATTEMPTS_PER_PATH, reason)
         with self._cond:
             self.errors.pop(path, None)
             self.errors[path] = reason

@@ -78,3 +78,20 @@ def test_cli_fatal_errors_exit_1_with_a_clear_message(tmp_path):
     assert no_collection.returncode == 1 and "indexer index PATH" in no_collection.stderr
     bad_name = run("status", "--collection", "../etc")
     assert bad_name.returncode == 1 and "collection names" in bad_name.stderr
+
+
+def test_cli_a_name_that_is_not_utf8_fails_alone_and_every_output_is_utf8(tmp_path, embed_model_path):
+    corpus = write_corpus(tmp_path / "corpus")
+    with open(os.fsencode(corpus) + b"/\xff\xfe.md", "wb") as fh:
+        fh.write(b"# odd\nglaciers carve valleys\n")
+    os.makedirs(os.fsencode(corpus) + b"/dir\xe9")
+    with open(os.fsencode(corpus) + b"/dir\xe9/inside.md", "wb") as fh:
+        fh.write(b"# inside\ntext\n")
+    done = subprocess.run([sys.executable, "-m", "indexer.cli", "index", str(corpus), "--json"], capture_output=True)
+    assert done.returncode == 3, done.stderr  # finished, some files failed
+    report = json.loads(done.stdout.decode("utf-8"))
+    assert report["files_indexed"] == 5  # the corpus, the odd names alone left out
+    assert sorted(f["path"] for f in report["failed"]) == [f"{corpus}/\\xff\\xfe.md", f"{corpus}/dir\\xe9"]
+    done.stderr.decode("utf-8")  # the log lines too
+    status = subprocess.run([sys.executable, "-m", "indexer.cli", "status", "--json"], capture_output=True)
+    assert status.returncode == 0 and json.loads(status.stdout.decode("utf-8"))["files"] == 5

@@ -6,6 +6,7 @@ conditions with a deadline (``until``), never fixed sleeps.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -217,6 +218,26 @@ def test_bad_file_is_reported_and_others_indexed(live_faiss):
     assert status is not None and str(live.root / "broken.pdf") in status["errors"]
     (live.root / "broken.pdf").unlink()
     live.settle(lambda: str(live.root / "broken.pdf") not in live.watcher.errors, "error cleared after delete")
+
+
+def test_a_name_that_is_not_utf8_is_reported_alone_and_cleared_on_delete(live_faiss):
+    live = live_faiss
+    odd = os.fsencode(live.root) + b"/\xff\xfe.md"
+    with open(odd, "wb") as fh:
+        fh.write(b"Walruses use their tusks to haul out onto the ice.\n")
+    (live.root / "fine.md").write_text("Penguins huddle together to survive the Antarctic winter.\n")
+    odd_path = os.fsdecode(odd)
+    live.settle(lambda: "fine.md" in live.files() and odd_path in live.watcher.errors, "odd name reported")
+    assert "rename it" in live.watcher.errors[odd_path]
+    assert live.top("birds huddling in the Antarctic cold") == "fine.md"
+    raw = (Path(live.col.settings.data_dir) / "watch" / f"{live.col.name}.status.json").read_bytes()
+    status = json.loads(raw.decode("utf-8"))  # strict UTF-8, no lone surrogates
+    shown = str(live.root) + "/\\xff\\xfe.md"
+    assert shown in status["errors"] and "\\ud" not in raw.decode("utf-8")
+    assert shown in read_status(live.col.settings.data_dir, live.col.name)["errors"]
+    os.unlink(odd)
+    live.settle(lambda: odd_path not in live.watcher.errors, "error cleared after delete")
+    assert live.watcher.status()["errors"] == {}
 
 
 class FlakyStore:

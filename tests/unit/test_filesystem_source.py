@@ -490,3 +490,23 @@ def test_scan_below_a_folder_follows_the_rules_of_the_whole_scan(tmp_path):
     assert list(source.scan_below(str(root / "docs" / "drafts"))) == []  # ignored by the folder above it
     assert list(source.scan_below(str(root / "docs" / ".hidden"))) == []
     assert list(source.scan_below(str(tmp_path / "elsewhere"))) == []  # outside every root
+
+
+def test_names_that_are_not_utf8_are_reported_alone(tmp_path: Path) -> None:
+    root = os.fsencode(tmp_path)
+    for name in (b"/\xff\xfe.md", b"/sub\xe9/inner.md", b"/caf\xc3\xa9.md", b"/plain.md"):  # the third is UTF-8
+        os.makedirs(os.path.dirname(root + name), exist_ok=True)
+        with open(root + name, "wb") as fh:
+            fh.write(b"some text\n")
+    source = FilesystemSource([tmp_path])
+    assert rels(source) == ["café.md", "plain.md"]
+    bad = sorted((os.fsencode(p.path), p.code) for p in source.problems)
+    assert bad == [(root + b"/sub\xe9", "bad_name"), (root + b"/\xff\xfe.md", "bad_name")]
+    assert all("rename it" in p.reason for p in source.problems)
+
+    odd = os.fsdecode(root + b"/\xff\xfe.md")
+    assert source.ref_for(odd) is None and [p.code for p in source.problems[-1:]] == ["bad_name"]
+    assert list(source.scan_below(os.fsdecode(root + b"/sub\xe9"))) == []
+    os.unlink(root + b"/\xff\xfe.md")
+    before = len(source.problems)
+    assert source.ref_for(odd) is None and len(source.problems) == before  # gone: nothing to report
