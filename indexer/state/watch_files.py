@@ -150,6 +150,7 @@ def read_status(data_dir: str | os.PathLike[str], collection: str) -> dict[str, 
     if not running:
         queued = load_queue(data_dir, collection)
         data["state"] = "stopped"
+        data["batch"] = None
         data["queued"] = len(queued)
         data["queued_paths"] = queued[:STATUS_PATHS_SHOWN]
     result: dict[str, Any] = printable_data(data)  # a name that is not UTF-8 never reaches an output raw
@@ -161,9 +162,12 @@ def describe(status: dict[str, Any] | None) -> str:
     if not status:
         return "not running (never started; `indexer watch`)"
     fresh = status.get("freshness") or {}
+    batch = status.get("batch") if status.get("running") else None
+    held = status.get("held_back") if status.get("running") else None
     parts = [
         f"running (pid {status.get('pid')}), {status.get('state')}" if status.get("running") else "not running",
-        f"{status.get('queued', 0)} queued",
+        *([f"a batch of {batch['paths']} paths running for {batch['seconds']:.1f}s"] if batch else []),
+        f"{status.get('queued', 0)} queued" + (f" ({held} held back)" if held else ""),
         f"{len(status.get('errors') or {})} files with errors",
     ]
     if fresh.get("samples"):

@@ -62,6 +62,7 @@ RETRYABLE: tuple[type[BaseException], ...] = (StoreUnavailableError, LockedError
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 ATTEMPTS_PER_PATH = 3
+STATUS_EVERY = 0.25  # seconds between status writes while a batch or a scan runs
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -91,8 +92,9 @@ class WatchOptions:
 class _StopCheck:
     """Pipeline progress that only checks whether the watcher is stopping."""
 
-    def __init__(self, stopping: threading.Event) -> None:
+    def __init__(self, stopping: threading.Event, tick: Callable[[], None] | None = None) -> None:
         self.stopping = stopping
+        self.tick = tick
 
     def files_total(self, n: int) -> None:
         self._check()
@@ -106,6 +108,8 @@ class _StopCheck:
     def _check(self) -> None:
         if self.stopping.is_set():
             raise _Stopping()
+        if self.tick is not None:
+            self.tick()
 
 
 class _Roots(Protocol):
@@ -178,7 +182,10 @@ class Watcher:
         self._retry_at = 0.0
         self._failures_in_row = 0
         self._narrow = False
-        self._pace: float | None = None  # paths synced per second, recent batches (sizes the next batch)
+        self._batch_started: float | None = None  # wall time the batch in flight started (status)
+        self._status_lock = threading.Lock()  # one status writer at a time (worker, observer threads)
+        self._status_written = 0.0  # monotonic time of the last status write
+        self._status_timer: threading.Timer | None = None  # a write due after the throttle (see _status_tick)
         self._wake_at = float("-inf")  # while the worker sleeps: when it plans to wake (events due sooner notify)
         self._next_rescan = float("inf")
         self._reconciled = False
@@ -273,6 +280,8 @@ class Watcher:
             queued = sorted(set(self._batcher.paths()) | set(self._in_flight.paths if self._in_flight else ()))
             errors = dict(list(self.errors.items())[-ERRORS_KEPT:])
             totals = dict(self.totals)
+            batch = self._running_batch()
+            held = self._batcher.held_back(self._clock())
         status: dict[str, Any] = printable_data(  # names that are not UTF-8 appear with \x escapes
             {
                 "roots": self.roots,
@@ -290,11 +299,25 @@ class Watcher:
             "state": self._state,
             "started_at": self.started_at,
             "updated_at": time.time(),
-            "queued": len(queued),
+            "queued": len(queued),  # every path not yet synced: waiting, held back, or in the running batch
+            "batch": batch,
+            "held_back": len(held),  # rate-limited: changing continuously, synced at most every few seconds
             "freshness": self.freshness_stats.summary(),
             "batches": self.batches,
             "totals": totals,
             "last_batch": self.last_batch,
+        }
+
+    def _running_batch(self) -> dict[str, Any] | None:
+        """The batch in flight (paths, start, seconds so far, estimated seconds), or None; under ``_cond``."""
+        batch, started = self._in_flight, self._batch_started
+        if batch is None or started is None:
+            return None
+        return {
+            "paths": len(batch),
+            "started_at": started,
+            "seconds": round(max(0.0, time.time() - started), 3),
+            "estimated_seconds": round(batch.estimate, 3),
         }
 
     # -- setup -----------------------------------------------------------------------------------------
@@ -431,6 +454,9 @@ class Watcher:
             self._idle.clear()
             if now + self._batcher.delay_of(path, what) < self._wake_at:
                 self._cond.notify_all()  # the worker sleeps past the moment this change is due
+            busy = self._in_flight is not None or self._state == "reconciling"
+        if busy:
+            self._status_tick()  # the worker is inside a batch: the queue it cannot report grows
 
     def _wanted(self, path: str) -> bool:
         """Cheap pre-filter: inside a watched root, outside the data dir, no hidden part (except ignore files)."""
@@ -459,7 +485,7 @@ class Watcher:
                 with self._cond:
                     if self._narrow and not len(self._batcher):
                         self._narrow = False  # back to whole batches once the narrowed-down queue is drained
-                    batch = self._batcher.take(now, max_paths=1 if self._narrow else self._batch_limit())
+                    batch = self._batcher.take(now, max_paths=1 if self._narrow else None)
                     if batch is None:
                         due = self._batcher.next_due(now)
                         if due is None:
@@ -489,6 +515,7 @@ class Watcher:
             leftover = self._batcher.take_all()
             in_flight = self._in_flight.paths if self._in_flight else ()
             self._in_flight = None
+            self._batch_started = None
         save_queue(self.data_dir, self.name, [*leftover.paths, *in_flight])
         self._state = "stopped"
         self._stopped.set()
@@ -501,7 +528,7 @@ class Watcher:
         self._write_status()
         started = self._clock()
         try:
-            stop = _StopCheck(self._stopping)
+            stop = _StopCheck(self._stopping, self._status_tick)
             if self._add_paths:
                 report = self.collection.index(self._add_paths, progress=stop)
             else:
@@ -545,17 +572,11 @@ class Watcher:
         except Exception as exc:  # only an optimisation
             logger.debug("warm-up query failed: %s", exc)
 
-    def _batch_limit(self) -> int:
-        """Paths per batch so that a batch lasts about ``target_seconds`` at the measured pace (an edit made
-        during a burst waits for one short batch, not for a long one)."""
-        t = self._batcher.timing
-        if self._pace is None:
-            return t.max_paths
-        return max(t.min_paths, min(t.max_paths, int(self._pace * t.target_seconds)))
-
     def _process(self, batch: Batch) -> None:
         self._state = "syncing"
+        self._batch_started = time.time()
         self._persist_queue()
+        self._write_status()  # the running batch and the queue, before the batch can take seconds
         started = self._clock()
         try:
             report = self._sync(list(batch.paths))
@@ -563,25 +584,26 @@ class Watcher:
             self._requeue(batch)  # stopped between two file batches (crash-safe): persisted for the next start
             with self._cond:
                 self._in_flight = None
+                self._batch_started = None
             return
         except Exception as exc:
             with self._cond:
                 self._in_flight = None
+                self._batch_started = None
             self._failed(batch, exc)
             return
+        now = self._clock()
         with self._cond:
             self._in_flight = None
+            self._batch_started = None
+            self._batcher.learn(batch, now - started, now)  # cost model and per-path rate limit
         self._succeeded()
-        elapsed = self._clock() - started
-        if len(batch) > 1 or self._pace is None:
-            pace = len(batch) / max(elapsed, 1e-3)
-            self._pace = pace if self._pace is None else 0.5 * self._pace + 0.5 * pace
         self._finish_batch(batch, report)
 
     def _sync(self, paths: list[str]) -> IndexReport:
         sync_paths = self.collection.sync_paths
         if "progress" in inspect.signature(sync_paths).parameters:  # stop() interrupts between file batches
-            report: IndexReport = sync_paths(paths, progress=_StopCheck(self._stopping))
+            report: IndexReport = sync_paths(paths, progress=_StopCheck(self._stopping, self._status_tick))
         else:
             report = sync_paths(paths)
         return report
@@ -707,10 +729,33 @@ class Watcher:
             logger.warning("cannot persist the watch queue (%s); the next start's reconciliation scan covers it", exc)
 
     def _write_status(self) -> None:
-        try:
-            write_json_atomic(status_path(self.data_dir, self.name), self.status())
-        except OSError as exc:
-            logger.debug("cannot write the watch status: %s", exc)
+        with self._status_lock:
+            self._status_written = time.monotonic()
+            try:
+                write_json_atomic(status_path(self.data_dir, self.name), self.status())
+            except OSError as exc:
+                logger.debug("cannot write the watch status: %s", exc)
+
+    def _status_tick(self) -> None:
+        """While a batch or a scan runs (its progress calls, new events): the status file at most every
+        ``STATUS_EVERY`` seconds, and once more after the last change, so ``indexer status`` shows the running
+        batch and the queue at any moment."""
+        wait = STATUS_EVERY - (time.monotonic() - self._status_written)
+        if wait <= 0 and not self._status_lock.locked():
+            self._write_status()
+            return
+        with self._cond:
+            if self._status_timer is not None or self._stopped.is_set():
+                return
+            self._status_timer = threading.Timer(max(wait, 0.01), self._trailing_status)
+            self._status_timer.daemon = True
+            self._status_timer.start()
+
+    def _trailing_status(self) -> None:
+        with self._cond:
+            self._status_timer = None
+        if not self._stopped.is_set():
+            self._write_status()
 
 
 def options_from_settings(settings: Settings) -> WatchOptions:

@@ -180,3 +180,73 @@ def test_take_all_returns_everything_ready_or_not(batcher, disk):
 
 def test_drop_nested():
     assert drop_nested(["/a", "/a/b", "/ab", "/c/d", "/c"]) == {"/a", "/ab", "/c"}
+
+
+# -- batches sized by cost, rate limit (fake clock, fake stat data) -------------------------------------------
+def test_the_first_batch_after_idle_is_sized_by_cost_not_a_fixed_count(disk):
+    batcher = ChangeBatcher(BatchTiming(), stat=disk)  # the default timing: 0.5 s, up to 256 paths
+    for i in range(300):
+        disk.stats[f"/r/new{i:03d}.md"] = (2_000, 1)  # 2 KB of new text each
+        batcher.note(f"/r/new{i:03d}.md", What.CLOSED, 0.0)
+    batch = batcher.take(1.0)
+    assert batch is not None and 1 <= len(batch) < 10  # was 256 whatever their cost
+    assert batch.estimate <= BatchTiming().target_seconds
+    assert batch.costs.keys() == set(batch.paths) and batch.sizes == dict.fromkeys(batch.paths, 2_000)
+
+
+def test_measured_batches_correct_the_estimates(disk):
+    batcher = ChangeBatcher(BatchTiming(), stat=disk)
+    for i in range(300):
+        disk.stats[f"/r/new{i:03d}.md"] = (2_000, 1)
+        batcher.note(f"/r/new{i:03d}.md", What.CLOSED, 0.0)
+    first = batcher.take(1.0)
+    batcher.learn(first, elapsed=first.estimate * 0.5, now=1.1)  # twice as fast as guessed
+    faster = batcher.take(1.2)
+    assert len(faster) > len(first)
+    batcher.learn(faster, elapsed=faster.estimate * 8, now=2.0)  # much slower than guessed
+    slower = batcher.take(2.1)
+    assert len(slower) < len(faster)
+
+
+def test_a_path_that_alone_costs_more_than_a_batch_goes_alone(disk):
+    batcher = ChangeBatcher(BatchTiming(), stat=disk)
+    disk.stats["/r/huge.log"] = (5_000_000, 1)
+    batcher.note("/r/huge.log", What.CLOSED, 0.0)
+    for i in range(5):
+        disk.stats[f"/r/s{i}.md"] = (100, 1)
+        batcher.note(f"/r/s{i}.md", What.CLOSED, 0.01)
+    first = batcher.take(1.0)
+    assert paths(first) == ["/r/huge.log"]  # the oldest always goes, alone when it alone exceeds the target
+    assert set(paths(batcher.take(1.0))) == {f"/r/s{i}.md" for i in range(5)}
+
+
+def test_a_file_changing_continuously_is_rate_limited_and_cannot_starve_the_others(disk):
+    t = BatchTiming()
+    batcher = ChangeBatcher(t, stat=disk)
+    disk.stats["/r/app.log"] = (5_000_000, 1)
+    now, synced_log, synced_other = 0.0, [], []
+    while now < 60.0:  # the log is rewritten every 100 ms; another file is edited every 0.5 s
+        batcher.note("/r/app.log", What.CLOSED, now)
+        if int(now * 10) % 5 == 0:
+            disk.stats["/r/note.md"] = (500, int(now * 10))
+            batcher.note("/r/note.md", What.CLOSED, now)
+        batch = batcher.take(now)
+        if batch is not None:
+            seconds = 2.0 if "/r/app.log" in batch.paths else 0.02 * len(batch)  # the log costs 2 s a sync
+            (synced_log if "/r/app.log" in batch.paths else synced_other).append(now)
+            now += seconds
+            batcher.learn(batch, seconds, now)
+        now = round(now + 0.1, 3)
+    assert 2 <= len(synced_log) <= 5  # ~ every 2 s / hot_share: about 10 % of the time, not every batch
+    gaps = [b - a for a, b in zip(synced_other, synced_other[1:], strict=False)]
+    assert len(synced_other) > 50 and max(gaps) <= 3.0  # the note never waits for more than one log sync
+    assert sorted(gaps)[len(gaps) // 2] <= 0.6  # and mostly for none
+    assert batcher.held_back(now) in ([], ["/r/app.log"])
+
+
+def test_a_cheap_file_is_never_held_back(batcher):
+    batcher.note("/r/a.md", What.CLOSED, 0.0)
+    batch = batcher.take(0.05)
+    batcher.learn(batch, 0.01, 0.06)
+    batcher.note("/r/a.md", What.CLOSED, 0.07)
+    assert paths(batcher.take(0.11)) == ["/r/a.md"] and batcher.held_back(0.11) == []

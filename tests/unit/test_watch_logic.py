@@ -253,15 +253,115 @@ def test_describe_status_for_the_cli():
     )
 
 
-def test_batches_are_sized_to_the_measured_pace(fake):
-    watcher = Watcher(fake, options=FAST)
-    assert watcher._batch_limit() == FAST.timing.max_paths  # nothing measured yet
-    watcher._pace = 20.0  # paths per second
-    assert watcher._batch_limit() == int(20.0 * FAST.timing.target_seconds)
-    watcher._pace = 1.0
-    assert watcher._batch_limit() == FAST.timing.min_paths
-    watcher._pace = 1e6
-    assert watcher._batch_limit() == FAST.timing.max_paths
+class SlowTarget(FakeCollection):
+    """A target whose syncs cost simulated time: ``per_path`` seconds a path, ``costly`` paths more, added to
+    the watcher's clock (no sleeping), so batch sizes can be checked against what they cost."""
+
+    def __init__(self, *args: Any, per_path: float = 0.05, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.per_path = per_path
+        self.costly: dict[str, float] = {}
+        self.offset = 0.0
+        self.batch_seconds: list[float] = []
+
+    def clock(self) -> float:
+        return time.monotonic() + self.offset
+
+    def sync_paths(self, paths: list[str]) -> IndexReport:
+        seconds = sum(self.costly.get(p, self.per_path) for p in paths)
+        self.offset += seconds
+        with self.lock:
+            self.batch_seconds.append(seconds)
+        return super().sync_paths(paths)
+
+
+@pytest.fixture
+def slow(tmp_path: Path) -> SlowTarget:
+    root = tmp_path / "root"
+    root.mkdir()
+    return SlowTarget(tmp_path / "data", root)
+
+
+def test_batches_are_sized_by_measured_cost_from_the_first_one(slow):
+    with Watcher(slow, options=WatchOptions(rescan_seconds=0), clock=slow.clock) as watcher:
+        assert watcher.wait_idle(20)
+        for i in range(120):
+            (slow.root / f"n{i:03d}.md").write_text("a small new note\n" * 100)  # 1.7 KB each
+        until(lambda: len(slow.all_synced()) == 120, timeout=60)
+        assert watcher.wait_idle(20)
+    sizes = [len(b) for b in slow.synced]
+    assert max(sizes) < 120 and sizes[0] <= 20  # the first batch after idle: by cost (was: up to 256 paths)
+    assert max(slow.batch_seconds) <= 2.0  # none over 2 s
+    assert sorted(slow.batch_seconds)[len(slow.batch_seconds) // 2] <= 0.75  # most about the 0.5 s target
+
+
+def test_a_continuously_rewritten_file_does_not_hold_back_the_others(slow):
+    hot = slow.root / "app.log"
+    slow.costly[str(hot)] = 1.5  # each sync of the log costs 1.5 s
+    with Watcher(slow, options=WatchOptions(rescan_seconds=0), clock=slow.clock) as watcher:
+        assert watcher.wait_idle(20)
+        stop = threading.Event()
+
+        def logger() -> None:  # open, append, close every 100 ms
+            while not stop.is_set():
+                with open(hot, "a") as fh:
+                    fh.write("a log line\n")
+                stop.wait(0.1)
+
+        thread = threading.Thread(target=logger, daemon=True)
+        thread.start()
+        try:
+            until(lambda: str(hot) in slow.all_synced())
+            log_syncs_before = sum(str(hot) in b for b in slow.synced)
+            for i in range(5):
+                note = slow.root / f"edit{i}.md"
+                note.write_text(f"edit {i}")
+                until(lambda note=note: str(note) in slow.all_synced(), timeout=30)
+            log_syncs = sum(str(hot) in b for b in slow.synced) - log_syncs_before
+            assert str(hot) in watcher.status()["queued_paths"] or log_syncs <= 2
+        finally:
+            stop.set()
+            thread.join()
+    # 1.5 s a sync, at most 10 % of the worker's time: the log is synced every ~15 s of watcher time at most
+    assert sum(s for s in slow.batch_seconds if s >= 1.5) <= 0.2 * slow.offset + 1.5
+    assert watcher.freshness_stats.summary()["samples"] >= 5
+
+
+def test_status_shows_the_running_batch_and_the_queue_while_it_runs(fake):
+    release, entered = threading.Event(), threading.Event()
+    real = fake.sync_paths
+
+    def slow_sync(paths: list[str]) -> IndexReport:
+        entered.set()
+        assert release.wait(30)
+        return real(paths)
+
+    with Watcher(fake, options=FAST) as watcher:
+        assert watcher.wait_idle(20)
+        fake.sync_paths = slow_sync  # type: ignore[method-assign]
+        for name in ("a.md", "b.md", "c.md"):
+            (fake.root / name).write_text(name)
+        assert entered.wait(20)
+        status = read_status(fake.data_dir, "fake") or {}
+        assert status["state"] == "syncing" and status["batch"]["paths"] >= 1
+        assert status["queued"] >= status["batch"]["paths"]
+        in_batch = status["batch"]["paths"]
+        (fake.root / "later.md").write_text("changed while the batch runs")
+
+        def later_queued() -> bool:
+            current = read_status(fake.data_dir, "fake") or {}
+            return str(fake.root / "later.md") in current.get("queued_paths", []) and current.get("batch")
+
+        until(later_queued)  # the status file follows the queue while the worker is inside the batch
+        current = read_status(fake.data_dir, "fake") or {}
+        assert current["queued"] >= in_batch + 1 and current["batch"]["seconds"] >= 0
+        from indexer.state.watch_files import describe
+
+        assert f"a batch of {in_batch} paths running" in describe(current)
+        release.set()
+        assert watcher.wait_idle(20)
+        done = read_status(fake.data_dir, "fake") or {}
+        assert done["state"] == "idle" and done["queued"] == 0 and done["batch"] is None
 
 
 def test_a_watcher_drives_any_watch_target(fake):
