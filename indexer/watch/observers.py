@@ -103,3 +103,93 @@ def make_handler(on_event: Callable[[str, What], None]) -> Any:
                 logger.exception("cannot handle file event %r", event)
 
     return _Handler()
+
+
+def _hidden_below(path: bytes, top: bytes) -> bool:
+    """Whether ``path`` has a hidden part (leading dot) below ``top`` (the watched root may itself be hidden)."""
+    if path == top or not path.startswith(top.rstrip(b"/") + b"/"):
+        return False
+    return any(part.startswith(b".") for part in path[len(top.rstrip(b"/")) + 1 :].split(b"/"))
+
+
+_OBSERVER_CLASS: Any = None
+
+
+def new_observer() -> Any:
+    """A watchdog inotify observer that puts no watch on hidden folders (``.git`` and the like: the scan never
+    indexes them, and they held most of a repository's watches), or watchdog's own observer when its internals
+    are not the ones this was written against (watchdog 7) or the platform has no inotify."""
+    global _OBSERVER_CLASS
+    if _OBSERVER_CLASS is None:
+        _OBSERVER_CLASS = _visible_only_observer_class()
+    return _OBSERVER_CLASS()
+
+
+def _visible_only_observer_class() -> Any:
+    from watchdog.observers import Observer
+
+    try:
+        from watchdog.observers.api import DEFAULT_OBSERVER_TIMEOUT, BaseObserver
+        from watchdog.observers.inotify import InotifyEmitter, InotifyObserver, InotifyWatchGroup
+        from watchdog.observers.inotify_c import InotifyFD
+    except ImportError:  # not Linux, or another watchdog layout: hidden folders are watched (events filtered)
+        return Observer
+    if not all(hasattr(InotifyWatchGroup, name) for name in ("_add_all_callbacks", "_add_callback")):
+        return Observer
+
+    class _VisibleGroup(InotifyWatchGroup):
+        def __post_init__(self) -> None:
+            self._inodes: dict[bytes, tuple[int, int]] = {}  # watched path -> the folder it watched
+            super().__post_init__()
+
+        def _add_all_callbacks(self, path: bytes) -> None:
+            if _hidden_below(path, self.path):
+                return
+            self._add_callback(path)
+            if not (self.is_recursive and os.path.isdir(path)):
+                return
+            for top, dirnames, _ in os.walk(path, followlinks=self.follow_symlink):
+                dirnames[:] = [d for d in dirnames if not d.startswith(b".")]  # not entered either
+                for dirname in dirnames:
+                    full = os.path.join(top, dirname)
+                    if self.follow_symlink or not os.path.islink(full):
+                        self._add_callback(full)
+
+        def _add_callback(self, path: bytes) -> None:
+            # A folder moved in or created is walked, and then its subfolders' own events walk them again:
+            # watchdog would re-register the same callback with a RuntimeWarning holding the whole watch (up
+            # to 20 KB a line). The same folder (device and inode) under a watched path is watched already.
+            try:
+                st = os.stat(path)
+                key = (st.st_dev, st.st_ino)
+            except OSError:
+                key = None
+            if key is not None and path in self._active_callbacks_by_path and self._inodes.get(path) == key:
+                return
+            super()._add_callback(path)
+            if key is not None:
+                self._inodes[path] = key
+
+        def _recursive_simulate(self, src_path: bytes) -> list[Any]:
+            if _hidden_below(src_path, self.path):
+                return []
+            events: list[Any] = super()._recursive_simulate(src_path)
+            return events
+
+    class _VisibleEmitter(InotifyEmitter):
+        def on_thread_start(self) -> None:
+            self._inotify = _VisibleGroup(
+                self._inotify_fd,
+                os.fsencode(self.watch.path),
+                is_recursive=self.watch.is_recursive,
+                event_mask=self.get_event_mask_from_filter(),
+                follow_symlink=self.watch.follow_symlink,
+            )
+
+    class _VisibleObserver(InotifyObserver):
+        def __init__(self, *, timeout: float = DEFAULT_OBSERVER_TIMEOUT) -> None:
+            self._inotify_fd = InotifyFD()
+            self._inotify_fd.start()
+            BaseObserver.__init__(self, _VisibleEmitter, timeout=timeout, inotify_fd=self._inotify_fd)
+
+    return _VisibleObserver

@@ -50,7 +50,7 @@ from indexer.state.watch_files import (
 )
 from indexer.types import IndexReport
 from indexer.watch.batch import IGNORE_FILE_NAMES, Batch, BatchTiming, ChangeBatcher, What
-from indexer.watch.observers import INOTIFY_LIMITS, OVERFLOW, event_filter, make_handler, watch_alive
+from indexer.watch.observers import INOTIFY_LIMITS, OVERFLOW, event_filter, make_handler, new_observer, watch_alive
 
 if TYPE_CHECKING:
     from indexer.settings import Settings
@@ -419,9 +419,7 @@ class Watcher:
     def _new_observer(self) -> Any:
         if self._observer_factory is not None:
             return self._observer_factory()
-        from watchdog.observers import Observer
-
-        return Observer()
+        return new_observer()  # inotify without watches on hidden folders
 
     def _new_polling_observer(self) -> Any:
         if self._polling_factory is not None:

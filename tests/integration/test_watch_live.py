@@ -24,11 +24,7 @@ from indexer.watch.watcher import Watcher, WatchOptions
 from tests.integration.corpus import write_corpus
 from tests.integration.waiting import until as wait_until
 
-pytestmark = [
-    pytest.mark.slow,
-    # watchdog warns when a folder moved back in reuses a stale watch path; harmless (it replaces the watch)
-    pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning"),
-]
+pytestmark = pytest.mark.slow
 
 OPTIONS = WatchOptions(rescan_seconds=0)
 DEADLINE = 120.0

@@ -449,3 +449,32 @@ def test_an_inotify_queue_overflow_triggers_a_rescan(fake):
         inotify_log.warning("Inotify queue overflowed; filesystem events were lost")
         until(lambda: fake.reconciles == 2)
         assert watcher.wait_idle(20) and fake.reconciles == 2  # once, not in a loop
+
+
+def _inotify_watches(watcher: Watcher) -> int:
+    fd = watcher._native._inotify_fd._inotify_fd  # the observer's inotify instance
+    with open(f"/proc/self/fdinfo/{fd}") as fh:
+        return sum(1 for line in fh if line.startswith("inotify wd:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/fdinfo"), reason="counts inotify watches through /proc (Linux)")
+def test_hidden_folders_get_no_inotify_watch_and_a_clone_logs_no_watchdog_warning(fake):
+    import warnings
+
+    (fake.root / ".git" / "objects" / "ab").mkdir(parents=True)
+    (fake.root / "docs" / "deep").mkdir(parents=True)
+    with Watcher(fake, options=FAST) as watcher:
+        assert watcher.wait_idle(20)
+        assert _inotify_watches(watcher) == 3  # the root, docs, docs/deep: not .git, .git/objects, .../ab
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for i in range(30):  # what `git clone` does inside a root: folders made faster than watched
+                (fake.root / "clone" / f"p{i}" / "q" / "r").mkdir(parents=True)
+                (fake.root / "clone" / f"p{i}" / "q" / "r" / "f.md").write_text("x")
+                (fake.root / "clone" / ".git" / "objects" / f"{i:02x}").mkdir(parents=True)
+            last = str(fake.root / "clone" / "p29" / "q" / "r" / "f.md")
+            until(lambda: any(last.startswith(p) for p in fake.all_synced()))
+            until(lambda: _inotify_watches(watcher) == 3 + 1 + 30 * 3)  # clone, p*, q, r; no .git below
+            assert watcher.wait_idle(20)
+        noisy = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+        assert noisy == [], str(noisy[0].message)[:200]
