@@ -134,14 +134,23 @@ def _visible_only_observer_class() -> Any:
         from watchdog.observers.inotify_c import InotifyFD
     except ImportError:  # not Linux, or another watchdog layout: hidden folders are watched (events filtered)
         return Observer
-    if not all(hasattr(InotifyWatchGroup, name) for name in ("_add_all_callbacks", "_add_callback")):
+    if not all(hasattr(InotifyWatchGroup, name) for name in ("_add_all_callbacks", "_recursive_simulate")):
+        return Observer
+    if not all(hasattr(InotifyFD, name) for name in ("_add_callback", "_get_or_create_watch")):
         return Observer
 
-    class _VisibleGroup(InotifyWatchGroup):
-        def __post_init__(self) -> None:
-            self._inodes: dict[bytes, tuple[int, int]] = {}  # watched path -> the folder it watched
-            super().__post_init__()
+    class _QuietFD(InotifyFD):
+        def _add_callback(self, path: bytes, mask: Any, callback: Any, id_: Any) -> Any:
+            # A folder tree that appears (git clone, a move in) is walked from several events, so a watch group
+            # registers itself again on a folder it watches: watchdog then warns with the whole watch (up to
+            # 20 KB a line) that it "will be overwritten", by the very same callback. Only the same callback
+            # is taken quietly; a different one still goes through watchdog's own warning.
+            watch = self._get_or_create_watch(path, mask)
+            if watch.callbacks.get(id_) is callback:
+                return watch.wd
+            return super()._add_callback(path, mask, callback, id_)
 
+    class _VisibleGroup(InotifyWatchGroup):
         def _add_all_callbacks(self, path: bytes) -> None:
             if _hidden_below(path, self.path):
                 return
@@ -154,21 +163,6 @@ def _visible_only_observer_class() -> Any:
                     full = os.path.join(top, dirname)
                     if self.follow_symlink or not os.path.islink(full):
                         self._add_callback(full)
-
-        def _add_callback(self, path: bytes) -> None:
-            # A folder moved in or created is walked, and then its subfolders' own events walk them again:
-            # watchdog would re-register the same callback with a RuntimeWarning holding the whole watch (up
-            # to 20 KB a line). The same folder (device and inode) under a watched path is watched already.
-            try:
-                st = os.stat(path)
-                key = (st.st_dev, st.st_ino)
-            except OSError:
-                key = None
-            if key is not None and path in self._active_callbacks_by_path and self._inodes.get(path) == key:
-                return
-            super()._add_callback(path)
-            if key is not None:
-                self._inodes[path] = key
 
         def _recursive_simulate(self, src_path: bytes) -> list[Any]:
             if _hidden_below(src_path, self.path):
@@ -188,7 +182,7 @@ def _visible_only_observer_class() -> Any:
 
     class _VisibleObserver(InotifyObserver):
         def __init__(self, *, timeout: float = DEFAULT_OBSERVER_TIMEOUT) -> None:
-            self._inotify_fd = InotifyFD()
+            self._inotify_fd = _QuietFD()
             self._inotify_fd.start()
             BaseObserver.__init__(self, _VisibleEmitter, timeout=timeout, inotify_fd=self._inotify_fd)
 

@@ -185,6 +185,7 @@ class Watcher:
         self._batch_started: float | None = None  # wall time the batch in flight started (status)
         self._status_lock = threading.Lock()  # one status writer at a time (worker, observer threads)
         self._status_written = 0.0  # monotonic time of the last status write
+        self._status_updated_at = 0.0  # the written status's updated_at (wall time)
         self._status_timer: threading.Timer | None = None  # a write due after the throttle (see _status_tick)
         self._wake_at = float("-inf")  # while the worker sleeps: when it plans to wake (events due sooner notify)
         self._next_rescan = float("inf")
@@ -727,10 +728,16 @@ class Watcher:
             logger.warning("cannot persist the watch queue (%s); the next start's reconciliation scan covers it", exc)
 
     def _write_status(self) -> None:
+        # The snapshot first (it takes _cond, which the worker may hold while calling this), then the file
+        # under _status_lock, never the other way round; a snapshot older than the one written is dropped.
+        status = self.status()
         with self._status_lock:
+            if status["updated_at"] < self._status_updated_at:
+                return
+            self._status_updated_at = status["updated_at"]
             self._status_written = time.monotonic()
             try:
-                write_json_atomic(status_path(self.data_dir, self.name), self.status())
+                write_json_atomic(status_path(self.data_dir, self.name), status)
             except OSError as exc:
                 logger.debug("cannot write the watch status: %s", exc)
 
