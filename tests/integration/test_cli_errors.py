@@ -176,9 +176,15 @@ def test_a_missing_model_is_one_line(world):
     check_one_error(indexer("models", "build", "no-such-model", env=world.env), ERROR, "no-such-model")
 
 
-def test_declined_drop_is_one_line(world):
-    proc = indexer("drop", "default", env=world.env, stdin="n\n")
+def test_declined_drop_is_one_line_and_drops_nothing(indexed):
+    before = json.loads(indexer("status", "--json", "-c", "default", env=indexed.env).stdout)
+    proc = indexer("drop", "default", env=indexed.env, stdin="n\n")
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == ERROR and "Traceback" not in proc.stderr
+    assert len(lines) == 1 and lines[0].endswith("not dropped"), proc.stderr  # the prompt, answered
+    names = [c["collection"] for c in json.loads(indexer("collections", "--json", env=indexed.env).stdout)]
+    after = json.loads(indexer("status", "--json", "-c", "default", env=indexed.env).stdout)
+    assert "default" in names and after["files"] == before["files"] > 0 and after["points"] == before["points"]
 
 
 # --- errors of an indexed collection ---------------------------------------------------------------------

@@ -236,6 +236,51 @@ def test_a_name_that_is_not_utf8_is_reported_alone_and_cleared_on_delete(live_fa
     assert live.watcher.status()["errors"] == {}
 
 
+def test_a_log_appended_every_100ms_does_not_hold_back_other_edits(live_faiss):
+    """A logger that opens, appends and closes every 100 ms (each sync of its 1 MB re-reads and re-chunks it all)
+    must not make every batch wait for it: edits elsewhere stay searchable in well under a second or two."""
+    import threading
+    import time
+
+    live = live_faiss
+    log = live.root / "app.log"
+    block = "".join(f"2026-12-01 INFO worker-{i % 7} handled request {i} in {i * 3 % 97} ms\n" for i in range(40))
+    log.write_text(block * 400)  # ~1 MB (repeated lines: its chunks embed once)
+    live.settle(lambda: "app.log" in live.files(), "log indexed")
+    stop = threading.Event()
+
+    def append() -> None:
+        n = 0
+        while not stop.is_set():
+            with open(log, "a") as fh:
+                fh.write(f"2026-12-01 WARN appended line {n}\n")
+            n += 1
+            stop.wait(0.1)
+
+    writer = threading.Thread(target=append, daemon=True)
+    writer.start()
+    latencies = []
+    try:
+        note = live.root / "note.md"
+        for i in range(6):
+            marker = f"lighthouse{i}keeper"
+            started = time.monotonic()
+            note.write_text(f"# Note\n\nThe {marker} logged the storm at dawn.\n")
+            until(
+                lambda marker=marker: any(
+                    marker in h.text for h in live.col.search(marker, k=3, path_prefix=str(note)).hits
+                ),
+                what=f"edit {i} searchable",
+            )
+            latencies.append(time.monotonic() - started)
+    finally:
+        stop.set()
+        writer.join()
+    latencies.sort()
+    assert latencies[len(latencies) // 2] < 1.5, latencies  # each batch used to carry the log (seconds each)
+    assert live.watcher.status()["held_back"] <= 1
+
+
 class FlakyStore:
     """The real store behind a switch that makes it unreachable (StoreUnavailableError), like a server down."""
 
