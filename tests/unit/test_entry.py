@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -26,6 +29,39 @@ def data_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    requests: list[dict[str, Any]]
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(body)
+        data = json.dumps({"hits": [HIT]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def listening(data_dir):
+    """A real HTTP server announced for the data directory that answers every /search and records it."""
+    handler = type("Handler", (_Recorder,), {"requests": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    announce.write(data_dir, announce.Announcement(url, os.getpid(), "t", time.time(), str(data_dir)))
+    try:
+        yield handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -39,10 +75,16 @@ def data_dir(tmp_path, monkeypatch):
         ["q", "-c", ".bad"],
     ],
 )
-def test_left_to_the_full_cli(args, data_dir):
-    # a live announcement that nothing answers: reaching the network would fall back too, so these must not
-    announce.write(data_dir, announce.Announcement("http://127.0.0.1:9", os.getpid(), "t", time.time(), str(data_dir)))
+def test_left_to_the_full_cli(args, data_dir, listening):
+    # a server that answers every search: only a search the fast path must leave alone reaches the full CLI
     assert fast_search(args) is None
+    assert listening.requests == [], f"{args} was sent to the server"
+
+
+def test_a_plain_search_is_answered_by_the_announced_server(data_dir, listening, capsys):
+    assert fast_search(["q", "-k", "3", "--json"]) == 0  # the same server answers: the checks above can tell
+    assert [r["query"] for r in listening.requests] == ["q"] and listening.requests[0]["k"] == 3
+    assert json.loads(capsys.readouterr().out)[0]["path"] == HIT["path"]
 
 
 def test_no_server_means_the_full_cli(data_dir):
