@@ -46,18 +46,30 @@ def _hits(*ids: str) -> list[Hit]:
     return [Hit(id=i, score=float(len(ids) - n), payload={"path": i}) for n, i in enumerate(ids)]
 
 
-def test_rrf_rewards_agreement() -> None:
-    fused = fuse(_hits("a", "b", "c"), _hits("c", "b", "d"), FusionConfig(method="rrf", dense_weight=0.5))
-    assert [h.id for h in fused][:2] == ["b", "c"] or [h.id for h in fused][:2] == ["c", "b"]
-    assert {h.id for h in fused} == {"a", "b", "c", "d"}
+def test_rrf_rewards_agreement_and_weights_the_sides() -> None:
+    dense, lex = _hits("a", "b", "c"), _hits("c", "b", "d")
+
+    def ranked(w: float) -> list[tuple[str, float]]:
+        return [(h.id, h.score) for h in fuse(dense, lex, FusionConfig(method="rrf", dense_weight=w))]
+
+    k = 60  # sum(w / (k + rank)) over the lists a chunk is in
+    even = ranked(0.5)
+    assert [i for i, _ in even] == ["c", "b", "a", "d"]  # in both lists first; c's ranks 3 and 1 beat b's 2 and 2
+    assert even[0][1] == pytest.approx(0.5 / (k + 3) + 0.5 / (k + 1)) and even[1][1] == pytest.approx(1 / (k + 2))
+    assert [i for i, _ in ranked(0.9)] == ["b", "c", "a", "d"]  # dense-heavy: a (dense only) beats d
+    assert [i for i, _ in ranked(0.1)] == ["c", "b", "d", "a"]  # lexical-heavy: d (lexical only) beats a
 
 
 def test_score_fusion_weights_the_sides() -> None:
-    dense, lex = _hits("a", "b", "c"), _hits("c", "d", "e")
-    assert fuse(dense, lex, FusionConfig(method="score", dense_weight=1.0))[0].id == "a"
-    assert fuse(dense, lex, FusionConfig(method="score", dense_weight=0.0))[0].id == "c"
-    both = fuse(dense, lex, FusionConfig(method="score", dense_weight=0.5))
-    assert both[0].id in {"a", "c"} and len(both) == 5
+    dense, lex = _hits("a", "b", "c"), _hits("c", "d", "e")  # min-max: 1, 0.5, 0 on each side
+
+    def ranked(w: float) -> list[tuple[str, float]]:
+        return [(h.id, round(h.score, 6)) for h in fuse(dense, lex, FusionConfig(method="score", dense_weight=w))]
+
+    assert ranked(1.0)[0][0] == "a" and ranked(0.0)[0][0] == "c"
+    assert ranked(0.6) == [("a", 0.6), ("c", 0.4), ("b", 0.3), ("d", 0.2), ("e", 0.0)]
+    assert ranked(0.4) == [("c", 0.6), ("a", 0.4), ("d", 0.3), ("b", 0.2), ("e", 0.0)]
+    assert [i for i, _ in ranked(0.5)] == ["a", "c", "b", "d", "e"]  # a tie (0.5 each) goes by id
 
 
 def test_fusion_refuses_bad_settings() -> None:
