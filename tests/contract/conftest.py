@@ -55,7 +55,55 @@ def _params() -> list[Any]:
     return params
 
 
-def _make(kind: str, location: Path, metric: Metric) -> VectorStore:
+# Where the attached store knowingly differs from the contract (strict xfail: a test that starts to pass fails,
+# so the list stays true). Found when the contract first ran against it (it was skipped whole before).
+ATTACH_DIFFERS = {
+    "test_create_and_meta_round_trip": "an attachment's meta is recorded when it is attached, not by the store",
+    "test_drop": "drop deletes our points; the attachment (and its meta) stays until `indexer qdrant detach`",
+    "test_reopen_after_close_keeps_everything": "meta is the attachment's, not what ensure_collection was given",
+    "test_missing_collection_and_bad_ids": "one attachment is one collection: any name maps to it",
+    "test_hits_carry_the_payload": "payloads are mapped into the foreign layout; 'dirs' does not come back",
+    "test_filters_return_the_true_top_k_of_matching_points": (
+        "BUG: filters in Python after a limited search (store._matches): a filtered search misses matching points"
+    ),
+}
+
+
+def _attached_store(location: Path, metric: Metric, marker: str, dimensions: int) -> VectorStore:
+    """The qdrant_attach store (it never creates collections) over a foreign collection made for the test: a
+    named vector of the test module's size and the asked metric, LangChain's payload layout."""
+    from qdrant_client import QdrantClient
+    from qdrant_client import models as qm
+
+    distance = {
+        Metric.COSINE: qm.Distance.COSINE, Metric.DOT: qm.Distance.DOT, Metric.EUCLID: qm.Distance.EUCLID,
+        Metric.MANHATTAN: qm.Distance.MANHATTAN,
+    }[metric]  # fmt: skip
+    folder, name = location / "theirs-qdrant", f"theirs_{metric.value}"
+    client = QdrantClient(path=str(folder))  # "their" client makes the collection, then lets go of the folder
+    try:
+        if not client.collection_exists(name):
+            vectors = {"dense": qm.VectorParams(size=dimensions, distance=distance)}
+            client.create_collection(name, vectors_config=vectors)
+    finally:
+        client.close()
+    options = {
+        "qdrant_path": str(folder),
+        "collection": name,
+        "vector": "dense",
+        "layout": {"kind": "langchain", "text_field": "page_content", "metadata_field": "metadata",
+                   "source_field": "metadata.source"},
+        "marker": marker,
+        "meta": {"dimensions": str(dimensions)},
+    }  # fmt: skip
+    factory = plugins.store_factory("qdrant_attach")
+    store: VectorStore = factory.from_options(options, metric, Settings(data_dir=location, store="qdrant_attach"))
+    return store
+
+
+def _make(kind: str, location: Path, metric: Metric, collection: str = "contract", dims: int = 16) -> VectorStore:
+    if kind == "qdrant_attach":
+        return _attached_store(location, metric, collection, dims)
     store, overrides = VARIANTS.get(kind, (kind, {}))
     settings = Settings(data_dir=location, store=store, **overrides)
     try:
@@ -77,12 +125,16 @@ def collection() -> str:
 
 
 @pytest.fixture
-def make_store(store_kind: str, tmp_path: Path, collection: str) -> Iterator[StoreFactory]:
+def make_store(
+    store_kind: str, tmp_path: Path, collection: str, request: pytest.FixtureRequest
+) -> Iterator[StoreFactory]:
     """``make_store(metric=...)`` opens a store on this test's location; each is closed (and dropped) after."""
     opened: list[VectorStore] = []
+    if store_kind == "qdrant_attach" and request.node.originalname in ATTACH_DIFFERS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=ATTACH_DIFFERS[request.node.originalname]))
 
     def factory(metric: Metric = Metric.COSINE) -> VectorStore:
-        store = _make(store_kind, tmp_path, metric)
+        store = _make(store_kind, tmp_path, metric, collection, getattr(request.module, "DIM", 16))
         opened.append(store)
         return store
 
