@@ -165,7 +165,7 @@ class CostModel:
         estimated = sum(costs.values())
         if estimated <= 0 or elapsed <= 0:
             return {}
-        ratio = elapsed / estimated
+        ratio = min(4.0, max(0.25, elapsed / estimated))  # one outlier (a huge file re-read) moves it 2x at most
         low, high = self.SCALE_RANGE
         self.scale = min(high, max(low, self.scale * ratio**0.5))
         shares = {path: elapsed * cost / estimated for path, cost in costs.items()}
