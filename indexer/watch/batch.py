@@ -22,8 +22,9 @@ Rules (each one answers a pitfall of watching folders, see docs/watch.md):
   change (for the freshness figure). While a batch runs, new events collect into the next one.
 - **Sized by cost.** Every ready path has an estimated cost (:class:`CostModel`: a per-path and a per-byte
   term scaled by what recent batches measured, or what the path itself cost last time). A batch holds the
-  oldest ready path, then the ``fresh_lane`` most recently changed ones, then the oldest others, while the
-  estimates add up to ``target_seconds`` (at most ``max_paths``); a path that alone costs more goes alone. So
+  oldest ready path, then the ``fresh_lane`` most recently changed ones, then the oldest others (the files of a
+  folder that appeared after every other change), while the estimates add up to ``target_seconds`` (at most
+  ``max_paths``); a path that alone costs more goes alone. So
   the first batch after an idle period is as short as any, and an edit made during a burst of thousands waits
   for one short batch, not for the burst.
 - **Rate limit.** A path synced at a cost ``c`` is not synced again before ``c * (1 / hot_share - 1)`` has passed
@@ -321,9 +322,15 @@ class ChangeBatcher:
         # A folder sync can be huge: files go first in paced batches, a folder pass once nothing is pending below.
         files = [e for e in ready if e.what is not What.FOLDER]
         ready = files or [e for e in ready if not self._has_pending_below(e.path)]
-        by_age = sorted(ready, key=lambda e: e.first_seen)
-        lane = min(self.timing.fresh_lane, max(0, len(by_age) - 1))
-        order = by_age[:1] + by_age[len(by_age) - lane :][::-1] + by_age[1 : len(by_age) - lane]
+        # Files of a folder that appeared (a burst: a copy, a clone, an unpacked archive) fill in behind every
+        # other change: an edit made during the burst waits for one short batch, not for the files before it.
+        folders = {e.path for e in self._pending.values() if e.what is What.FOLDER}
+        if folders:
+            bulk = [e for e in ready if _under_any(e.path, folders)]
+            singles = [e for e in ready if not _under_any(e.path, folders)]
+            order = self._lane_order(singles) + self._lane_order(bulk)
+        else:
+            order = self._lane_order(ready)
         chosen: list[_Entry] = []
         costs: dict[str, float] = {}
         sizes: dict[str, int] = {}
@@ -341,11 +348,31 @@ class ChangeBatcher:
             total += cost
         return chosen, costs, sizes
 
+    def _lane_order(self, entries: list[_Entry]) -> list[_Entry]:
+        """The oldest, then the ``fresh_lane`` newest (newest first), then the oldest others."""
+        by_age = sorted(entries, key=_AGE)
+        lane = min(self.timing.fresh_lane, max(0, len(by_age) - 1))
+        return by_age[:1] + by_age[len(by_age) - lane :][::-1] + by_age[1 : len(by_age) - lane]
+
     def _size(self, entry: _Entry) -> int:
         if entry.what is What.GONE:
             return 0
         stat = entry.stat if entry.stat is not None else self._stat(entry.path)
         return stat[0] if stat is not None else 0
+
+
+def _AGE(entry: _Entry) -> float:  # noqa: N802 - a sort key, named like a constant
+    return entry.first_seen
+
+
+def _under_any(path: str, folders: set[str]) -> bool:
+    """Whether ``path`` lies below one of ``folders`` (by its ancestors: no scan of the set)."""
+    parent = os.path.dirname(path)
+    while parent and parent != path:
+        if parent in folders:
+            return True
+        path, parent = parent, os.path.dirname(parent)
+    return False
 
 
 def _has_pending_below_impl(pending: dict[str, _Entry], folder: str) -> bool:

@@ -250,3 +250,19 @@ def test_a_cheap_file_is_never_held_back(batcher):
     batcher.learn(batch, 0.01, 0.06)
     batcher.note("/r/a.md", What.CLOSED, 0.07)
     assert paths(batcher.take(0.11)) == ["/r/a.md"] and batcher.held_back(0.11) == []
+
+
+def test_an_edit_made_during_a_folder_burst_goes_in_the_next_batch(disk):
+    batcher = ChangeBatcher(BatchTiming(), stat=disk)
+    batcher.note("/r/burst", What.FOLDER, 0.0)  # a folder copied in: its files are reported one by one
+    for i in range(400):
+        disk.stats[f"/r/burst/b{i:03d}.md"] = (150, 1)
+        batcher.note(f"/r/burst/b{i:03d}.md", What.CLOSED, 0.001 * i)
+    disk.stats["/r/notes/edit.md"] = (150, 1)
+    batcher.note("/r/notes/edit.md", What.CLOSED, 0.2)  # older than half of the burst's files
+    for i in range(400, 800):
+        disk.stats[f"/r/burst/b{i:03d}.md"] = (150, 1)
+        batcher.note(f"/r/burst/b{i:03d}.md", What.CLOSED, 0.001 * i)
+    first = batcher.take(1.0)
+    assert "/r/notes/edit.md" in first.paths and len(first) < 100  # not after the 200 burst files before it
+    assert "/r/burst/b000.md" in first.paths  # the burst goes on, oldest first
