@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import logging
 import os
 import time
@@ -45,9 +46,12 @@ RACY_WINDOW_NS = 2_000_000_000  # stat data younger than this (vs. the state wri
 KEEP_ON_PROBLEM = frozenset({"too_large", "permission", "error"})
 
 
-def point_id(path: str, chunk_index: int, content_hash: str) -> str:
-    """Deterministic UUID of a chunk: the same file content always maps to the same ids."""
-    name = f"{path}\n{chunk_index}\n{content_hash}".encode("utf-8", "surrogateescape")  # any name the OS allows
+def point_id(path: str, chunk_index: int, content_hash: str, fingerprint: str = "") -> str:
+    """Deterministic UUID of a chunk: the same file content always maps to the same ids. With ``fingerprint``
+    (what else the point's payload holds: lines, bytes, heading, page, ...) an unchanged id means an unchanged
+    point, so a re-synced file re-writes only the points that changed."""
+    key = f"{path}\n{chunk_index}\n{content_hash}" + (f"\n{fingerprint}" if fingerprint else "")
+    name = key.encode("utf-8", "surrogateescape")  # any name the OS allows
     return str(uuid.UUID(bytes=hashlib.sha1(POINT_NAMESPACE.bytes + name).digest()[:16], version=5))
 
 
@@ -67,6 +71,7 @@ class _Prepared:
     ref: SourceRef
     doc: Document
     chunks: list[Chunk]
+    previous: FileRecord | None = None  # the file's record before this sync
 
 
 class Pipeline:
@@ -253,7 +258,7 @@ class Pipeline:
         except IndexerError as exc:
             self._record_failure(ref, rec, str(exc), report)
             return None
-        return _Prepared(ref, doc, chunks)
+        return _Prepared(ref, doc, chunks, rec)
 
     def _touch(self, ref: SourceRef, doc: Document, rec: FileRecord) -> None:
         """Content unchanged: refresh the stat data so the next run skips the file without reading it."""
@@ -288,8 +293,9 @@ class Pipeline:
         for prepared in batch:
             records = []
             for chunk in prepared.chunks:
-                pid = point_id(prepared.ref.path, chunk.index, chunk.content_hash)
-                points.append(Point(pid, vectors[chunk.content_hash], _payload(prepared, chunk)))
+                payload = _payload(prepared, chunk)
+                pid = point_id(prepared.ref.path, chunk.index, chunk.content_hash, _fingerprint(payload))
+                points.append(Point(pid, vectors[chunk.content_hash], payload))
                 records.append(ChunkRecord(pid, chunk.path, chunk.index, chunk.content_hash, chunk.n_tokens))
             file_rec = FileRecord(
                 prepared.ref.path,
@@ -306,6 +312,11 @@ class Pipeline:
         new_ids = {p.id for p in points}
         old_ids = self.state.chunk_ids(self.collection, [p.ref.path for p in batch])
         stale = [pid for ids in old_ids.values() for pid in ids if pid not in new_ids]
+        # A point whose id a committed, intact file already owns is in the store as is (the id covers its whole
+        # payload): an appended line re-writes one point, not the file's thousands.
+        intact = {p.ref.path for p in batch if _committed(p.previous)}
+        held = {pid for path, ids in old_ids.items() if path in intact for pid in ids}
+        points = [p for p in points if p.id not in held]
 
         # every id in flight is recorded: written (new) and deleted (stale), so until the commit the store may
         # differ from the state by at most the pending ids (Collection.agreement); an interrupted run leaves the
@@ -379,6 +390,17 @@ def _stat_unchanged(row: FileStat, ref: SourceRef) -> bool:
     # Git's racy rule: a file modified within the timestamp granularity of the state write may have changed
     # again without its mtime moving. Such files are re-hashed (and refreshed if unchanged).
     return mtime_ns < checked_ns - RACY_WINDOW_NS
+
+
+def _fingerprint(payload: dict[str, object]) -> str:
+    """What a point's payload holds beside its path, chunk index and text (lines, bytes, heading, page, ...)."""
+    skip = ("path", "chunk_index", "text", "content_hash")
+    return json.dumps({k: v for k, v in payload.items() if k not in skip}, sort_keys=True, default=str)
+
+
+def _committed(rec: FileRecord | None) -> bool:
+    """A file whose points are all in the store: indexed, and not marked for re-writing (lost points)."""
+    return rec is not None and rec.status == "indexed" and bool(rec.content_hash)
 
 
 def _payload(prepared: _Prepared, chunk: Chunk) -> dict[str, object]:

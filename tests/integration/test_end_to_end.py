@@ -171,3 +171,27 @@ def test_pdf_pages_reach_search_hits(tmp_path, embed_model_path):
         hit = col.search("cleaning an oven", k=1).hits[0]
         assert hit.path.endswith("manual.pdf") and hit.page == 2 and "oven" in hit.text
         assert col.search("assembling furniture", k=1).hits[0].page == 1
+
+
+def test_a_changed_file_rewrites_only_the_points_that_changed(tmp_path, embed_model_path, store_opts):
+    root = tmp_path / "logs"
+    root.mkdir()
+    log = root / "app.log"
+    log.write_text("".join(f"line {i}: the {i % 7} worker handled request number {i * 13}\n" for i in range(400)))
+    with indexer.open_collection(f"rewrite-{_ids(store_opts)}", **store_opts) as col:
+        first = col.index([root])
+        assert first.points_upserted > 5
+        with open(log, "a") as fh:
+            fh.write("line 400: an appended warning about glaciers\n")
+        appended = col.sync_paths([str(log)])
+        assert appended.files_indexed == 1 and 1 <= appended.points_upserted <= 2  # the last chunk (and a new one)
+        health = col.health()
+        assert health["ok"] and health["missing_points"] == 0 and health["orphan_points"] == 0, health
+        assert "glaciers" in col.search("appended warning glaciers", k=1).hits[0].text
+
+        log.write_text("new first line\n" + log.read_text())  # every later line moves down one
+        shifted = col.sync_paths([str(log)])
+        assert shifted.points_upserted == col.status()["chunks"]  # their lines changed: every point re-written
+        hit = col.search("appended warning glaciers", k=1).hits[0]
+        assert log.read_text().splitlines()[hit.start_line - 1 : hit.end_line][-1].endswith("glaciers")
+        assert col.health()["ok"]
