@@ -8,7 +8,8 @@ Crash safety rests on the write order. For every batch of files:
 4. point ids the files no longer have are deleted;
 5. the files' new state (hash, chunk ids) is committed, clearing their pending ids.
 
-Point ids are deterministic (path, chunk index, chunk text), so replaying a batch is idempotent. A run killed
+Point ids are deterministic (path, chunk index, chunk text, the rest of the payload), so replaying a batch is
+idempotent, and a point a committed file already owns under the same id is not written again. A run killed
 anywhere leaves either the old state (and replays) or pending ids no committed chunk owns, which the next run
 deletes first (``recover``). Either way the next run ends with exactly the index a clean run builds.
 """
