@@ -132,7 +132,9 @@ class BatchTiming:
     # while such a path syncs waits for it, so this share is about the fraction of other edits that wait
     # (a 5 MB log appended every 100 ms cost 7-16 s a sync on a busy 2-core machine: synced every 4-8 min).
     hot_share: float = 0.03
-    hot_min_seconds: float = 0.05  # syncs cheaper than this never hold a path back
+    # Syncs cheaper than this never hold a path back: a file edited again and again by hand (each sync ~0.1 s on a
+    # busy machine) must not wait; only a path costing more than a whole batch is rate-limited.
+    hot_min_seconds: float = 0.5
 
 
 class CostModel:

@@ -266,3 +266,16 @@ def test_an_edit_made_during_a_folder_burst_goes_in_the_next_batch(disk):
     first = batcher.take(1.0)
     assert "/r/notes/edit.md" in first.paths and len(first) < 100  # not after the 200 burst files before it
     assert "/r/burst/b000.md" in first.paths  # the burst goes on, oldest first
+
+
+def test_a_file_edited_again_and_again_by_hand_is_not_held_back(disk):
+    batcher = ChangeBatcher(BatchTiming(), stat=disk)
+    disk.stats["/r/draft.md"] = (2_000, 1)
+    now = 0.0
+    for _ in range(5):  # saved every 0.2 s, each sync 0.1 s (a busy machine): never a batch's worth
+        batcher.note("/r/draft.md", What.CLOSED, now)
+        batch = batcher.take(now + 0.05)
+        assert batch is not None and batch.paths == ("/r/draft.md",)
+        batcher.learn(batch, 0.1, now + 0.15)
+        now += 0.2
+    assert batcher.held_back(now) == []
