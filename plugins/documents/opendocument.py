@@ -127,11 +127,17 @@ class OdtReader(DocumentReader):
     def read(self, ref: SourceRef, data: bytes) -> Document:
         root = _parse(ref, data, self.limits, "content.xml", "OpenDocument text")
         out = TextBuilder(self.limits, ref)
-        body = root.find(f"{_q('office', 'body')}/{_q('office', 'text')}")
-        if body is None:
-            raise SourceError(ref.path, "not an OpenDocument text (no office:text body)")
+        body = _office_body(root, ref, "text")
         _flow(out, body)
         return out.document(ref, self.kind, _metadata(ref, data, self.limits, "OpenDocument text"))
+
+
+def _office_body(root: Any, ref: SourceRef, part: str) -> Any:
+    """The ``office:body/office:<part>`` element, or a SourceError naming what the file is not."""
+    body = root.find(f"{_q('office', 'body')}/{_q('office', part)}")
+    if body is None:
+        raise SourceError(ref.path, f"not an OpenDocument {part} (no office:{part} body)")
+    return body
 
 
 class OdsReader(DocumentReader):
@@ -141,9 +147,7 @@ class OdsReader(DocumentReader):
     def read(self, ref: SourceRef, data: bytes) -> Document:
         root = _parse(ref, data, self.limits, "content.xml", "OpenDocument spreadsheet")
         out = TextBuilder(self.limits, ref)
-        body = root.find(f"{_q('office', 'body')}/{_q('office', 'spreadsheet')}")
-        if body is None:
-            raise SourceError(ref.path, "not an OpenDocument spreadsheet (no office:spreadsheet body)")
+        body = _office_body(root, ref, "spreadsheet")
         sheets = body.findall(_q("table", "table"))
         for sheet in sheets:
             rows = [(n, cells) for n, cells in enumerate(_table_rows(sheet), start=1)]
@@ -160,9 +164,7 @@ class OdpReader(DocumentReader):
     def read(self, ref: SourceRef, data: bytes) -> Document:
         root = _parse(ref, data, self.limits, "content.xml", "OpenDocument presentation")
         out = TextBuilder(self.limits, ref)
-        body = root.find(f"{_q('office', 'body')}/{_q('office', 'presentation')}")
-        if body is None:
-            raise SourceError(ref.path, "not an OpenDocument presentation (no office:presentation body)")
+        body = _office_body(root, ref, "presentation")
         pages = body.findall(_q("draw", "page"))
         for number, page in enumerate(pages, start=1):
             frames = page.findall(_q("draw", "frame"))

@@ -148,34 +148,26 @@ def add_routes(router: APIRouter, endpoint: QueryEndpoint, run: Runner) -> None:
     @router.post("/collections/{name}/points/count", summary="Qdrant's count (attached collections)",
                  tags=["qdrant"], openapi_extra=_object_body("Qdrant's CountRequest"))
     async def count(name: str, request: Request) -> JSONResponse:
-        started = time.perf_counter()
-        try:
-            body = await json_body(request)
-        except InputError as exc:
-            return error(400, str(exc), started)
-        return await answer(name, started, lambda: endpoint.embedded(name, _count(body)), "POST", "/points/count",
-                            body)
+        return await read_with_body(name, request, _count, "/points/count")
 
     @router.post("/collections/{name}/points/scroll", summary="Qdrant's scroll (attached collections)",
                  tags=["qdrant"], openapi_extra=_object_body("Qdrant's ScrollRequest"))
     async def scroll(name: str, request: Request) -> JSONResponse:
-        started = time.perf_counter()
-        try:
-            body = await json_body(request)
-        except InputError as exc:
-            return error(400, str(exc), started)
-        return await answer(name, started, lambda: endpoint.embedded(name, _scroll(body)), "POST", "/points/scroll",
-                            body)
+        return await read_with_body(name, request, _scroll, "/points/scroll")
 
     @router.post("/collections/{name}/points", summary="Qdrant's retrieve by ids (attached collections)",
                  tags=["qdrant"], openapi_extra=_object_body("Qdrant's PointRequest"))
     async def retrieve(name: str, request: Request) -> JSONResponse:
+        return await read_with_body(name, request, _retrieve, "/points")
+
+    async def read_with_body(name: str, request: Request, read: Any, path: str) -> JSONResponse:
+        """A read whose request body says what to read: 400 in Qdrant's shape for a bad body."""
         started = time.perf_counter()
         try:
             body = await json_body(request)
         except InputError as exc:
             return error(400, str(exc), started)
-        return await answer(name, started, lambda: endpoint.embedded(name, _retrieve(body)), "POST", "/points", body)
+        return await answer(name, started, lambda: endpoint.embedded(name, read(body)), "POST", path, body)
 
     async def refused(name: str, rest: str, request: Request) -> JSONResponse:
         return error(
