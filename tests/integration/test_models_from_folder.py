@@ -55,12 +55,13 @@ def test_a_folder_is_converted_found_listed_and_used(checkpoint, tmp_path, monke
 
 
 def test_an_unsupported_architecture_is_refused_before_any_work(checkpoint, tmp_path):
-    folder = tmp_path / "qwen"
+    folder = tmp_path / "gpt2"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3", "architectures": ["Qwen3Model"]}))
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
     result = CliRunner().invoke(app, ["build", "--from", str(folder), "--name", "q"])
     assert result.exit_code == 1 and result.stdout == ""
-    assert "not supported" in result.stderr and "BERT" in result.stderr
+    assert "not supported" in result.stderr and "GPT2LMHeadModel" in result.stderr
+    assert "BertModel" in result.stderr  # names what is supported
     assert not list(models_dir().glob("q-*.gguf"))
 
 

@@ -1,0 +1,112 @@
+"""Convert a Hugging Face / sentence-transformers checkpoint folder to GGUF with numpy and ``gguf`` only.
+
+One module per family, each following llama.cpp's own converter for that architecture (the
+``conversion/`` package vendored with llama-cpp-python 0.3.36) for names, hparams, vocabulary and tensor
+types. A family module exposes ``MODEL_TYPES`` (config.json ``model_type`` values), ``ARCHITECTURES``
+(config.json ``architectures`` it accepts) and ``prepare(src_dir, config) -> Prepared``, which reads and
+validates everything before a byte is written. Metadata for our pipeline goes under ``indexer.*``.
+
+Families: :mod:`.bert` (WordPiece).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from types import ModuleType
+
+import gguf
+
+from indexer.errors import ModelError
+from indexer.models.convert import bert
+from indexer.models.convert.common import (
+    CONVERTER_VERSION,
+    KEY_CONVERTER_VERSION,
+    KEY_LOWERCASE,
+    KEY_MAX_SEQ,
+    KEY_SIMILARITY,
+    KEY_SOURCE,
+    KEY_SOURCE_SHA256,
+    KEY_STRIP_ACCENTS,
+    QUANTS,
+    Prepared,
+    read_json,
+)
+
+__all__ = [
+    "CONVERTER_VERSION", "FAMILIES", "KEY_CONVERTER_VERSION", "KEY_LOWERCASE", "KEY_MAX_SEQ",
+    "KEY_SIMILARITY", "KEY_SOURCE", "KEY_SOURCE_SHA256", "KEY_STRIP_ACCENTS", "QUANTS", "convert_checkpoint",
+    "prepare_checkpoint", "supported_architectures",
+]
+
+logger = logging.getLogger(__name__)
+
+# Each family module, in the order they are tried.
+FAMILIES: tuple[ModuleType, ...] = (bert,)
+
+
+def supported_architectures() -> list[str]:
+    return sorted(a for family in FAMILIES for a in family.ARCHITECTURES)
+
+
+def prepare_checkpoint(src_dir: Path) -> Prepared:
+    """Read and validate the checkpoint in ``src_dir`` with its family's converter; nothing is written."""
+    config = read_json(src_dir / "config.json")
+    if not config:
+        raise ModelError(f"{src_dir}: config.json is missing; point at a Hugging Face checkpoint folder")
+    model_type = str(config.get("model_type", "bert"))
+    archs = [str(a) for a in config.get("architectures") or []]
+    for family in FAMILIES:
+        if model_type in family.MODEL_TYPES and (not archs or set(archs) & family.ARCHITECTURES):
+            prepared: Prepared = family.prepare(src_dir, config)
+            return prepared
+    raise ModelError(f"{src_dir}: architecture {archs or '(none named)'} (model_type {model_type!r}) is not "
+                     f"supported; supported: {', '.join(supported_architectures())}. Convert it with llama.cpp's "
+                     "convert_hf_to_gguf.py and pass the .gguf path")
+
+
+def convert_checkpoint(src_dir: Path, out: Path, quant: str, source: str = "", source_sha256: str = "",
+                       name: str = "") -> Path:
+    """Convert the checkpoint in ``src_dir`` to a GGUF file at ``out`` (written atomically) and return ``out``.
+
+    ``quant`` is one of f32, f16, bf16, q8_0. ``source`` / ``source_sha256`` are recorded as ``indexer.source`` /
+    ``indexer.source_sha256`` (where the weights came from); ``name`` as ``general.name`` (default: the
+    folder's name); :data:`CONVERTER_VERSION` as ``indexer.converter_version``.
+    """
+    if quant not in QUANTS:
+        raise ModelError(f"unknown quantization {quant!r}; use one of {', '.join(QUANTS)}")
+    src_dir = Path(src_dir)
+    prepared = prepare_checkpoint(src_dir)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        _write_gguf(src_dir, prepared, tmp, quant, source, source_sha256, name or src_dir.name)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    logger.info("wrote %s (%s, %s, %.1f MB)", out, prepared.family, quant, out.stat().st_size / 1e6)
+    return out
+
+
+def _write_gguf(src_dir: Path, prepared: Prepared, out: Path, quant: str, source: str, source_sha256: str,
+                name: str) -> None:
+    writer = gguf.GGUFWriter(str(out), gguf.MODEL_ARCH_NAMES[prepared.arch])
+    try:
+        writer.add_name(name)
+        writer.add_uint32(KEY_CONVERTER_VERSION, CONVERTER_VERSION)
+        writer.add_file_type(QUANTS[quant][1])
+        writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+        if source:
+            writer.add_string(KEY_SOURCE, source)
+        if source_sha256:
+            writer.add_string(KEY_SOURCE_SHA256, source_sha256)
+        prepared.write(writer, quant)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelError(f"{src_dir}: cannot convert checkpoint ({type(exc).__name__}: {exc})") from exc
+    finally:
+        writer.close()
