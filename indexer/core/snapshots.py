@@ -32,10 +32,13 @@ def count_rows(db_file: Path, table: str) -> int:
         db.close()
 
 
-def copy_folder(src: Path, dest: Path, *, skip: tuple[str, ...] = ()) -> None:
-    """Copy the folder ``src`` into ``dest`` (created), SQLite files through :func:`copy_sqlite`."""
+def copy_folder(src: Path, dest: Path, *, skip: tuple[str, ...] = (), skip_dir_suffixes: tuple[str, ...] = ()) -> None:
+    """Copy the folder ``src`` into ``dest`` (created), SQLite files through :func:`copy_sqlite`; files named in
+    ``skip`` and folders whose name ends with one of ``skip_dir_suffixes`` (work in progress) are left out."""
     for path in src.rglob("*"):
         if path.is_dir() or path.name in skip:
+            continue
+        if skip_dir_suffixes and any(part.endswith(skip_dir_suffixes) for part in path.relative_to(src).parts[:-1]):
             continue
         target = dest / path.relative_to(src)
         if path.suffix == ".sqlite":

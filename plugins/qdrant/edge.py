@@ -11,6 +11,9 @@ A folder written by local mode (``collection/<name>/storage.sqlite``) is migrate
 collection, without re-embedding: its points are copied into ``edge/<name>.partial`` and the shard renamed into
 place once complete (a killed migration starts over; the old files are left untouched). One process at a time
 opens a shard (its WAL is locked), as with local mode.
+
+Search: exact over the points no HNSW covers yet, HNSW with ``hnsw_ef`` = :func:`hnsw_ef` over the rest. The
+index is built in the background once enough points are unindexed (:mod:`plugins.qdrant.edge_build`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from indexer.plugin_api import (
     lexical,
     prepare_vector,
 )
+from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, recover
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +56,11 @@ LEXICAL = f"bm25_v{lexical.LEXICAL_VERSION}"  # the named sparse vector (same na
 INDEXED_FIELDS = ("path", "dirs", "file_type", "root")
 BATCH = 256
 LIST_PAGE = 1024
+HNSW_EF = 128  # search-time beam width, chosen by measurement (docs/stores.md: recall@10 against exact)
+
+
+def hnsw_ef(limit: int) -> int:
+    return max(HNSW_EF, 2 * limit)
 
 
 def _edge() -> Any:
@@ -80,6 +89,7 @@ class EdgeStore:
         self._shards: dict[str, Any] = {}
         self._shapes: dict[str, tuple[int, Metric]] = {}
         self._lock = threading.RLock()
+        self.builder = BackgroundBuilder(self._lock)
         try:
             (self.path / EDGE_DIR).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -124,6 +134,8 @@ class EdgeStore:
                 self._shapes.pop(collection, None)
                 with contextlib.suppress(Exception):
                     shard.close()
+            if not self.builder.building(collection):
+                recover(folder)
             if not (folder / "edge_config.json").exists() and not self._migrate_local(collection):
                 return None
             shard = self._call("open a shard", lambda: _edge().EdgeShard.load(str(folder)))
@@ -144,6 +156,7 @@ class EdgeStore:
         return qe.EdgeConfig(
             vectors={"": qe.EdgeVectorParams(size=dimensions, distance=_distance(metric))},
             sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1),  # our builder decides when (edge_build)
         )
 
     def _create(self, collection: str, dimensions: int, meta: Mapping[str, str], folder: Path) -> Any:
@@ -202,7 +215,6 @@ class EdgeStore:
         if not points:
             return
         qe = _edge()
-        shard = self._require(collection)
         dims, metric = self._shape(collection)
         latest = {canonical_id(p.id): p for p in points}
         structs = []
@@ -215,32 +227,69 @@ class EdgeStore:
             indices, values = lexical.sparse_document(payload)
             vector = {"": vec.astype(np.float32).tolist(), LEXICAL: qe.SparseVector(indices=indices, values=values)}
             structs.append(qe.Point(id=uid, vector=vector, payload=payload))
-        for start in range(0, len(structs), BATCH):
-            batch = structs[start : start + BATCH]
-            self._call("upsert points", partial(shard.update, qe.UpdateOperation.upsert_points(batch)))
-        self._call("flush", shard.flush)
+        self._apply(collection, [(qe.UpdateOperation.upsert_points(structs[start : start + BATCH]),
+                                  len(structs[start : start + BATCH])) for start in range(0, len(structs), BATCH)])
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:
             return
         qe = _edge()
-        shard = self._require(collection)
         unique = sorted({canonical_id(i) for i in ids})
-        for start in range(0, len(unique), BATCH * 4):
-            part = unique[start : start + BATCH * 4]
-            self._call("delete points", partial(shard.update, qe.UpdateOperation.delete_points(part)))
-        self._call("flush", shard.flush)
+        self._apply(collection, [(qe.UpdateOperation.delete_points(unique[start : start + BATCH * 4]), 0)
+                                 for start in range(0, len(unique), BATCH * 4)])
+
+    def _apply(self, collection: str, operations: Sequence[tuple[Any, int]]) -> None:
+        """Apply updates to the live shard and flush, under the lock (a background build's swap never falls
+        between them); each is journaled for a build in progress; then start a build if one is due."""
+        with self._lock:
+            shard = self._require(collection)
+            for op, points in operations:
+                self._call("update points", partial(shard.update, op))
+                self.builder.record(collection, op, points)
+            self._call("flush", shard.flush)
+            try:
+                self.builder.maybe_start(collection, shard, self._dir(collection), self._swap_built)
+            except Exception as exc:  # only speed is at stake: searches stay exact
+                logger.warning("could not start an index build of embedded Qdrant collection %s: %s", collection,
+                               exc)
+
+    def _swap_built(self, collection: str, built_dir: Path, journal: Sequence[Any]) -> None:
+        """Put a built copy in place of the live shard (under the lock): replay what was written since the
+        copy, then swap the folders. Until the second rename the live folder is complete."""
+        qe = _edge()
+        built = qe.EdgeShard.load(str(built_dir))
+        try:
+            for op in journal:
+                built.update(op)
+            built.flush()
+        finally:
+            built.close()
+        live = self._shards.pop(collection, None)
+        if live is not None:
+            live.flush()
+            live.close()
+        folder = self._dir(collection)
+        old = folder.with_name(folder.name + OLD_SUFFIX)
+        os.replace(folder, old)
+        os.replace(built_dir, folder)
+        shutil.rmtree(old, ignore_errors=True)
+        self._shards[collection] = qe.EdgeShard.load(str(folder))
+
+    def _query(self, collection: str, request: Any) -> Any:
+        with self._lock:  # not during a swap
+            shard = self._require(collection)
+            return self._call("search", lambda: shard.query(request))
 
     def search(self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None) -> list[Hit]:
         if limit <= 0:
             return []
         qe = _edge()
-        shard = self._require(collection)
         dims, metric = self._shape(collection)
         query = prepare_vector(vector, dims, metric, "query vector", f"Qdrant collection {collection!r}")
         request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(query.astype(np.float32).tolist()),
-                                  filter=_filter(where), with_payload=True)
-        found = self._call("search", lambda: shard.query(request))
+                                  filter=_filter(where), with_payload=True,
+                                  params=qe.SearchParams(hnsw_ef=hnsw_ef(limit)))
+        found = self._query(collection, request)
         negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
         return [Hit(id=str(p.id), score=-float(p.score) if negate else float(p.score), payload=dict(p.payload or {}))
                 for p in found]
@@ -256,39 +305,42 @@ class EdgeStore:
         if limit <= 0 or not indices:
             return []
         qe = _edge()
-        shard = self._require(collection)
         request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(qe.SparseVector(indices=indices,
                                                                                      values=values), using=LEXICAL),
                                   filter=_filter(where), with_payload=True)
-        found = self._call("search", lambda: shard.query(request))
+        found = self._query(collection, request)
         return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in found]
 
     def _pages(self, collection: str, *, with_payload: bool, with_vector: bool) -> Iterator[list[Any]]:
         qe = _edge()
-        shard = self._require(collection)
         offset: Any = None
         while True:
             request = qe.ScrollRequest(offset=offset, limit=LIST_PAGE, with_payload=with_payload,
                                        with_vector=with_vector)
-            records, offset = self._call("list points", partial(shard.scroll, request))
+            with self._lock:  # the shard of this page (a build's swap may fall between pages)
+                shard = self._require(collection)
+                records, offset = self._call("list points", partial(shard.scroll, request))
             yield records
             if offset is None:
                 return
 
     def count(self, collection: str) -> int:
-        shard = self._require(collection)
-        return int(self._call("count points", lambda: shard.count(_edge().CountRequest(exact=True))))
+        with self._lock:
+            shard = self._require(collection)
+            return int(self._call("count points", lambda: shard.count(_edge().CountRequest(exact=True))))
 
     def list_ids(self, collection: str) -> set[str]:
         return {str(r.id) for page in self._pages(collection, with_payload=False, with_vector=False) for r in page}
 
     def drop(self, collection: str) -> None:
+        self.builder.cancel(collection)
         with self._lock:
             shard = self._shards.pop(collection, None)
             self._shapes.pop(collection, None)
             if shard is not None:
                 self._call("close a shard", shard.close)
             shutil.rmtree(self._dir(collection), ignore_errors=True)
+            recover(self._dir(collection))  # and any build's copy
             self._meta_file(collection).unlink(missing_ok=True)
             local = self.path / "collection" / collection
             if local.is_dir():  # a local-mode copy of it, kept since a migration
@@ -300,6 +352,7 @@ class EdgeStore:
                 self._call("flush", shard.flush)
 
     def close(self) -> None:
+        self.builder.cancel()
         with self._lock:
             shards, self._shards = list(self._shards.values()), {}
         for shard in shards:

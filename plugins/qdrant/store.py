@@ -48,6 +48,7 @@ from indexer.plugin_api import (
     restore_folder,
 )
 from plugins.qdrant.edge import EdgeStore
+from plugins.qdrant.edge_build import BUILD_SUFFIX
 from plugins.qdrant.snapshots import server_restore, server_snapshot
 
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ class QdrantStore:
         if options.get("url"):
             return server_snapshot(str(options["url"]), collection, dest, settings.qdrant_api_key)
         folder = Path(options["path"])
-        copy_folder(folder, dest, skip=(".lock",))
+        copy_folder(folder, dest, skip=(".lock",), skip_dir_suffixes=(BUILD_SUFFIX,))  # not a build's copy
         return EdgeStore.count_copy(dest, collection)
 
     @classmethod

@@ -3,8 +3,10 @@ safety through the engine's write-ahead log, and a real HNSW index once the opti
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from indexer.errors import StoreError
 from indexer.settings import load_settings
 from indexer.types import Metric, Point
 from plugins.qdrant.edge import EdgeStore
+from plugins.qdrant.edge_build import unindexed
 
 DIM = 8
 
@@ -91,7 +94,7 @@ def test_search_after_the_optimizer_built_its_index_matches_exact(tmp_path):
         store.ensure_collection("c", DIM, {})
         points = _points(3000)
         store.upsert("c", points)
-        store._require("c").optimize()  # segments merged, the HNSW index built (as the engine does on its own)
+        store._require("c").optimize()  # segments merged, the HNSW index built (what a background build runs)
         query = points[7].vector
         exact = np.argsort([-float(np.dot(query, p.vector)) for p in points])[:10]
         hits = store.search("c", query, 10)
@@ -116,5 +119,110 @@ def test_a_missing_collection_is_a_store_error(tmp_path):
         assert store.collection_meta("nope") is None
         with pytest.raises(StoreError, match="does not exist"):
             store.count("nope")
+    finally:
+        store.close()
+
+
+def _indexed(store: EdgeStore, collection: str) -> int:
+    """Dense vectors the shard's HNSW covers."""
+    shard = store._require(collection)
+    return int(shard.info().points_count) - unindexed(shard)
+
+
+def test_the_hnsw_index_is_built_in_the_background_while_searches_and_writes_go_on(tmp_path):
+    """A build runs in a child process on a copy: searches keep answering meanwhile (optimize() in-process holds
+    the GIL for the whole build), writes made during the build are replayed into the built copy, and deletes
+    too; nothing is lost or duplicated, and the swapped-in shard has an index."""
+    store = _open(tmp_path / "q")
+    store.builder.threshold = 2000
+    try:
+        store.ensure_collection("c", DIM, {})
+        first = _points(2500)
+        store.upsert("c", first)
+        assert store.builder.building("c") and _indexed(store, "c") == 0
+        latencies: list[float] = []
+        later = _points(300, seed=1)
+        later = [Point(f"later-{i}", p.vector, p.payload) for i, p in enumerate(later)]
+        later = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, p.id)), p.vector, p.payload) for p in later]
+        written = 0
+        while store.builder.building("c"):
+            t = time.perf_counter()
+            store.search("c", first[written % 100].vector, 10)
+            latencies.append((time.perf_counter() - t) * 1000)
+            if written < len(later):
+                store.upsert("c", later[written : written + 50])
+                written += 50
+            if written == 100:
+                store.delete("c", [first[0].id, first[1].id])
+            time.sleep(0.005)
+        assert store.builder.completed and store.builder.completed[-1][0] == "c"
+        assert len(latencies) >= 5 and statistics.median(latencies) < 50, latencies
+        store.upsert("c", later[written:])
+        assert store.count("c") == 2500 + 300 - 2
+        ids = store.list_ids("c")
+        assert first[0].id not in ids and first[2].id in ids and all(p.id in ids for p in later)
+        assert _indexed(store, "c") >= 2000
+        assert not (tmp_path / "q" / "edge" / "c.build").exists() and not (tmp_path / "q" / "edge" / "c.old").exists()
+        query = first[7].vector
+        hits = store.search("c", query, 10)
+        assert hits[0].id == first[7].id
+    finally:
+        store.close()
+    again = _open(tmp_path / "q")  # the swapped shard is the one on disk
+    try:
+        assert again.count("c") == 2500 + 300 - 2 and _indexed(again, "c") >= 2000
+    finally:
+        again.close()
+
+
+def test_a_process_killed_during_a_build_loses_nothing_and_leaves_no_copy(tmp_path):
+    code = (
+        "import os, time, uuid, numpy as np\n"
+        "from indexer.core import registry\nfrom indexer.settings import load_settings\n"
+        "from indexer.types import Metric, Point\n"
+        f"s = registry.open_store('qdrant', {{'path': {str(tmp_path / 'q')!r}}}, Metric.COSINE, load_settings())\n"
+        "s.builder.threshold = 1000\n"
+        f"s.ensure_collection('c', {DIM}, {{}})\n"
+        f"v = np.random.default_rng(0).normal(size=(1500, {DIM})).astype(np.float32)\n"
+        "v /= np.linalg.norm(v, axis=1, keepdims=True)\n"
+        "s.upsert('c', [Point(str(uuid.uuid4()), v[i], {'path': f'/r/{i}.md'}) for i in range(1500)])\n"
+        "assert s.builder.building('c')\n"
+        "s.upsert('c', [Point(str(uuid.uuid4()), v[i], {'path': f'/r/late{i}.md'}) for i in range(20)])\n"
+        "print('written', flush=True)\n"
+        "os._exit(9)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "written" in proc.stdout and proc.returncode == 9, proc.stderr
+    store = _open(tmp_path / "q")
+    try:
+        assert store.count("c") == 1520
+        assert not (tmp_path / "q" / "edge" / "c.build").exists()
+    finally:
+        store.close()
+
+
+def test_a_swap_cut_between_its_renames_is_undone_on_open(tmp_path):
+    store = _open(tmp_path / "q")
+    store.ensure_collection("c", DIM, {})
+    store.upsert("c", _points(50))
+    store.close()
+    edge = tmp_path / "q" / "edge"
+    (edge / "c").rename(edge / "c.old")  # the first rename done, the second not
+    (edge / "c.build").mkdir()
+    (edge / "c.build" / "half-written").write_text("x")
+    store = _open(tmp_path / "q")
+    try:
+        assert store.count("c") == 50
+        assert not (edge / "c.old").exists() and not (edge / "c.build").exists()
+    finally:
+        store.close()
+
+
+def test_small_collections_never_start_a_build(tmp_path):
+    store = _open(tmp_path / "q")
+    try:
+        store.ensure_collection("c", DIM, {})
+        store.upsert("c", _points(500))
+        assert not store.builder.building("c") and store.builder.threshold >= 10_000
     finally:
         store.close()
