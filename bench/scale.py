@@ -1,4 +1,5 @@
-"""The FAISS index at a million chunks: the auto index (IVF lists, 8-bit codes) against exact search.
+"""The stores at a million chunks: FAISS's auto index (IVF lists, 8-bit codes) and embedded Qdrant (qdrant-edge,
+our EdgeStore with its background HNSW build) against exact search, in one run.
 
 Vectors: the real chunk embeddings cached in an indexer state database (``--state``, e.g. a data directory
 that indexed BEIR SciFact with the default model), plus generated vectors around them up to ``--n``: each is
@@ -11,6 +12,12 @@ thread, as the store searches) for exact flat and auto/IVF; recall@10 of IVF aga
 and, when ``--qrels`` is given, nDCG@10 of exact vs IVF over the same million (generated points count as
 non-relevant), so an approximate index that loses quality shows it.
 
+Embedded Qdrant (``--stores faiss,qdrant``; ``qdrant-local`` adds qdrant-client's old local mode, sensible at
+100k at most): upsert throughput through the store port, the background HNSW build's time with search
+p50/p95 and write latency measured while it runs, open time of the built folder, search p50/p95 without and
+with a selective filter (1 % of the points), recall@10 against exact (filtered: against exact over the same
+subset), resident memory and bytes on disk per chunk, and recall/latency for several ``hnsw_ef``.
+
     python bench/scale.py --state DATA/state.sqlite --queries scifact/queries.jsonl --qrels scifact/qrels.tsv
 """
 
@@ -19,10 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import sqlite3
 import statistics
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import faiss
@@ -87,6 +97,137 @@ def latencies(index: VectorIndex, queries: np.ndarray, k: int) -> tuple[list[flo
     return times, np.stack(found)
 
 
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def disk_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def points_for(data: np.ndarray, start: int, stop: int) -> list:
+    from indexer.types import Point
+
+    return [Point(str(uuid.UUID(int=i + 1)), data[i], {"path": f"/r/d{i % 100}/f{i}.txt", "file_type": "txt",
+                                                      "root": "/r"}) for i in range(start, stop)]
+
+
+def recall(found: list[list[int]], truth: np.ndarray) -> float:
+    return statistics.fmean(len(set(f[:10]) & set(g[:10].tolist())) / 10 for f, g in zip(found, truth, strict=True))
+
+
+def edge_search(store, queries: np.ndarray, limit: int = 10, where=None) -> tuple[list[float], list[list[int]]]:
+    times, found = [], []
+    for q in queries:
+        t = time.perf_counter()
+        hits = store.search("bench", q, limit, where)
+        times.append((time.perf_counter() - t) * 1000)
+        found.append([uuid.UUID(h.id).int - 1 for h in hits])
+    return times, found
+
+
+def bench_edge(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, efs: list[int]) -> None:
+    """Our embedded Qdrant store (EdgeStore) at the size of ``data``."""
+    from indexer.types import Filter, Metric, Point
+    from plugins.qdrant import edge
+    from plugins.qdrant.edge import EdgeStore
+
+    shutil.rmtree(folder, ignore_errors=True)
+    store = EdgeStore(folder, Metric.COSINE)
+    store.builder.threshold = 10**12  # the build is started below, timed on its own
+    store.ensure_collection("bench", data.shape[1], {})
+    t = time.perf_counter()
+    for start in range(0, len(data), 2000):
+        store.upsert("bench", points_for(data, start, min(len(data), start + 2000)))
+    upsert = time.perf_counter() - t
+    print(f"qdrant-edge: upsert {len(data):,} points in {upsert:.1f}s = {len(data) / upsert:,.0f} points/s")
+    exact_ms, _ = edge_search(store, queries[:50])
+    print(f"qdrant-edge before its index (exact scan): p50 {pct(exact_ms, 50):.1f} ms, p95 {pct(exact_ms, 95):.1f} ms")
+
+    store.builder.threshold = 1
+    extra = np.roll(data[:2000], 1, axis=1)
+    extra /= np.linalg.norm(extra, axis=1, keepdims=True)
+    t = time.perf_counter()
+    store.builder.maybe_start("bench", store._require("bench"), store._dir("bench"), store._swap_built)
+    started = time.perf_counter() - t
+    during, writes, i = [], [], 0
+    while store.builder.building("bench"):
+        q = queries[i % len(queries)]
+        t1 = time.perf_counter()
+        store.search("bench", q, 10)
+        during.append((time.perf_counter() - t1) * 1000)
+        if i % 10 == 0 and i // 10 < 40:  # the watcher's batches: 50 points at a time
+            t1 = time.perf_counter()
+            k = i // 10
+            store.upsert("bench", [Point(str(uuid.UUID(int=10**12 + k * 50 + j)), extra[k * 50 + j],
+                                         {"path": f"/r/new/{k}-{j}.txt"}) for j in range(50)])
+            writes.append((time.perf_counter() - t1) * 1000)
+        i += 1
+        time.sleep(0.02)
+    build = time.perf_counter() - t
+    print(f"qdrant-edge background build: {build:.1f}s (copy under the lock {started:.1f}s); during it "
+          f"{len(during)} searches p50 {pct(during, 50):.1f} ms p95 {pct(during, 95):.1f} ms max {max(during):.0f} ms, "
+          f"{len(writes)} writes of 50 p95 {pct(writes, 95):.1f} ms max {max(writes):.0f} ms")
+    store.close()
+
+    before = rss_mb()
+    t = time.perf_counter()
+    store = EdgeStore(folder, Metric.COSINE)
+    n = store.count("bench")
+    opened = time.perf_counter() - t
+    store.search("bench", queries[0], 10)
+    first = time.perf_counter() - t
+    print(f"qdrant-edge open: {opened:.2f}s to count {n:,} points, {first:.2f}s to the first search; "
+          f"{disk_bytes(folder) / n:,.0f} bytes/chunk on disk")
+    default_ef = edge.HNSW_EF
+    for ef in efs:
+        edge.HNSW_EF = ef
+        ms, found = edge_search(store, queries)
+        print(f"qdrant-edge hnsw_ef {ef}: p50 {pct(ms, 50):.2f} ms, p95 {pct(ms, 95):.2f} ms, "
+              f"recall@10 {recall(found, truth):.3f}", flush=True)
+    edge.HNSW_EF = default_ef
+    subset = np.flatnonzero(np.arange(len(data)) % 100 == 7)
+    sub_truth = subset[np.argsort(-(queries @ data[subset].T), axis=1)[:, :10]]
+    ms, found = edge_search(store, queries, where=Filter(path_prefix="/r/d7"))
+    print(f"qdrant-edge with a 1 % filter: p50 {pct(ms, 50):.2f} ms, p95 {pct(ms, 95):.2f} ms, "
+          f"recall@10 {recall(found, sub_truth):.3f}")
+    print(f"qdrant-edge resident memory after open + searches: {rss_mb() - before:,.0f} MB "
+          f"({(rss_mb() - before) * 2**20 / n:,.0f} bytes/chunk)")
+    store.close()
+
+
+def bench_local(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray) -> None:
+    """qdrant-client's local mode (what `--store qdrant` used before qdrant-edge), through its own client."""
+    from qdrant_client import QdrantClient, models
+
+    shutil.rmtree(folder, ignore_errors=True)
+    client = QdrantClient(path=str(folder))
+    client.create_collection("bench", vectors_config=models.VectorParams(size=data.shape[1],
+                                                                         distance=models.Distance.COSINE))
+    t = time.perf_counter()
+    for start in range(0, len(data), 2000):
+        stop = min(len(data), start + 2000)
+        client.upsert("bench", [models.PointStruct(id=i, vector=data[i].tolist(), payload={"path": f"/r/{i}"})
+                                for i in range(start, stop)])
+    upsert = time.perf_counter() - t
+    client.close()
+    t = time.perf_counter()
+    client = QdrantClient(path=str(folder))
+    opened = time.perf_counter() - t
+    times, found = [], []
+    for q in queries[:50]:
+        t = time.perf_counter()
+        hits = client.query_points("bench", query=q.tolist(), limit=10).points
+        times.append((time.perf_counter() - t) * 1000)
+        found.append([int(h.id) for h in hits])
+    client.close()
+    print(f"qdrant local mode: upsert {len(data) / upsert:,.0f} points/s, open {opened:.1f}s, "
+          f"search p50 {pct(times, 50):.1f} ms p95 {pct(times, 95):.1f} ms, recall@10 {recall(found, truth[:50]):.3f}")
+
+
 def pct(values: list[float], p: float) -> float:
     return float(np.percentile(values, p))
 
@@ -124,7 +265,13 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1_000_000, help="total vectors")
     ap.add_argument("--max-queries", type=int, default=400)
     ap.add_argument("--nprobe", type=int, nargs="*", default=[AutoParams.nprobe])
+    ap.add_argument("--stores", default="faiss,qdrant", help="comma list of faiss, qdrant, qdrant-local")
+    ap.add_argument("--ef", type=int, nargs="*", default=[64, 128, 256])
+    ap.add_argument("--m", type=int, help="HNSW m of the embedded Qdrant shard (default: the store's)")
+    ap.add_argument("--ef-construct", type=int, help="HNSW ef_construct (default: the store's)")
+    ap.add_argument("--work", type=Path, help="folder for the store files (default: a temporary one)")
     args = ap.parse_args()
+    stores = set(args.stores.split(","))
 
     real, docs = real_vectors(args.state)
     queries, qids = embed_queries(args.queries, args.max_queries)
@@ -148,6 +295,22 @@ def main() -> None:
     print(f"exact flat: build {flat_build:.1f}s, p50 {pct(flat_ms, 50):.1f} ms, p95 {pct(flat_ms, 95):.1f} ms, "
           f"{flat_bytes:,.0f} bytes/chunk")
     del flat
+
+    if "qdrant" in stores or "qdrant-local" in stores:
+        work = Path(args.work or tempfile.mkdtemp(prefix="scale-"))
+        if "qdrant" in stores:
+            from plugins.qdrant import edge
+
+            edge.HNSW_M = args.m or edge.HNSW_M
+            edge.HNSW_EF_CONSTRUCT = args.ef_construct or edge.HNSW_EF_CONSTRUCT
+            print(f"qdrant-edge HNSW m {edge.HNSW_M}, ef_construct {edge.HNSW_EF_CONSTRUCT}")
+            bench_edge(work / "edge", data, queries, truth, args.ef)
+        if "qdrant-local" in stores:
+            bench_local(work / "local", data, queries, truth)
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    if "faiss" not in stores:
+        return
 
     faiss.omp_set_num_threads(2)
     t = time.perf_counter()

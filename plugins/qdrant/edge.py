@@ -56,7 +56,11 @@ LEXICAL = f"bm25_v{lexical.LEXICAL_VERSION}"  # the named sparse vector (same na
 INDEXED_FIELDS = ("path", "dirs", "file_type", "root")
 BATCH = 256
 LIST_PAGE = 1024
-HNSW_EF = 128  # search-time beam width, chosen by measurement (docs/stores.md: recall@10 against exact)
+# The HNSW graph (set when a shard is created) and the search-time beam width, chosen by measurement
+# (bench/scale.py; docs/stores.md: recall@10 against exact at 100k and 1M real-embedding chunks).
+HNSW_M = 16
+HNSW_EF_CONSTRUCT = 100
+HNSW_EF = 128
 
 
 def hnsw_ef(limit: int) -> int:
@@ -157,6 +161,7 @@ class EdgeStore:
             vectors={"": qe.EdgeVectorParams(size=dimensions, distance=_distance(metric))},
             sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1),  # our builder decides when (edge_build)
+            hnsw_config=qe.HnswIndexConfig(m=HNSW_M, ef_construct=HNSW_EF_CONSTRUCT, full_scan_threshold=10_000),
         )
 
     def _create(self, collection: str, dimensions: int, meta: Mapping[str, str], folder: Path) -> Any:
