@@ -157,10 +157,12 @@ def main() -> int:
         store, embedder, norm = col.store, col.embedder, col.record.normalization  # type: ignore[union-attr]
         dense_lists: dict[str, list[Hit]] = {}
         lex_lists: dict[str, list[Hit]] = {}
+        query_vectors: dict[str, object] = {}
         timing = {"dense": 0.0, "lexical": 0.0}
         for q in qids:
             t0 = time.perf_counter()
             vec = embedder.embed_batch([queries[q]], norm)[0]
+            query_vectors[q] = vec
             dense_lists[q] = store.search(col.name, vec, DEPTH)
             t1 = time.perf_counter()
             lex_lists[q] = store.search_lexical(col.name, queries[q], DEPTH)  # type: ignore[attr-defined]
@@ -197,6 +199,11 @@ def main() -> int:
         results["defaults"] = {"fusion": config.method, "dense_weight": config.dense_weight}
         print(json.dumps(table), file=sys.stderr)
 
+        if hasattr(store, "builder"):  # embedded Qdrant (qdrant-edge): its own prefetch + fusion, same two sides
+            engine = engine_fusion(store, col.name, query_vectors, queries, qids, qrels, splits)
+            results["engine_fusion"] = engine
+            print("in-engine fusion:", json.dumps(engine), file=sys.stderr)
+
         grid = lever_grid(dense_lists, lex_lists, qrels, splits)
         results["levers"] = grid
         best = max(grid, key=lambda row: float(row["tune"]))  # type: ignore[arg-type]
@@ -215,6 +222,38 @@ def main() -> int:
     if args.json:
         args.json.write_text(text + "\n", encoding="utf-8")
     return 0
+
+
+def engine_fusion(store: object, collection: str, vectors: dict[str, object], queries: dict[str, str],
+                  qids: Sequence[str], qrels: dict[str, set[str]], splits: dict[str, list[str]]) -> dict[str, object]:
+    """nDCG@10 / recall@100 of qdrant-edge's in-engine fusion (RRF, weighted RRF, DBSF) over the same dense and
+    BM25 sides, DEPTH deep each, as our ``fuse`` gets them; and its time per query."""
+    import numpy as np
+    import qdrant_edge as qe
+
+    from plugins.qdrant.edge import LEXICAL, hnsw_ef
+
+    methods = {"rrf k=60": qe.Fusion.Rrf(k=60), "rrf k=2": qe.Fusion.Rrf(k=2),
+               "rrf k=60 w=0.4/0.6": qe.Fusion.Rrf(k=60, weights=[0.4, 0.6]), "dbsf": qe.Fusion.Dbsf()}
+    out: dict[str, object] = {}
+    for name, method in methods.items():
+        runs: dict[str, list[str]] = {}
+        t0 = time.perf_counter()
+        for q in qids:
+            indices, values = lexical.sparse_query(queries[q])
+            prefetch = [qe.Prefetch(limit=DEPTH, query=qe.Query.Nearest(np.asarray(vectors[q]).tolist()),
+                                    params=qe.SearchParams(hnsw_ef=hnsw_ef(DEPTH)))]
+            if indices:
+                prefetch.append(qe.Prefetch(limit=DEPTH, query=qe.Query.Nearest(
+                    qe.SparseVector(indices=indices, values=values), using=LEXICAL)))
+            request = qe.QueryRequest(limit=K_EVAL * 2, prefetches=prefetch, query=method, with_payload=True)
+            found = store._query(collection, request)  # type: ignore[attr-defined]
+            runs[q] = docs_of(str((p.payload or {}).get("path")) for p in found)
+        ms = (time.perf_counter() - t0) * 1000 / max(1, len(qids))
+        out[name] = {split: dict(zip(("ndcg@10", "recall@100"), (round(v, 4) for v in score(runs, qrels, sub)),
+                                     strict=True)) for split, sub in splits.items()}
+        out[name]["ms_per_query"] = round(ms, 2)  # type: ignore[index]
+    return out
 
 
 def _indexed_docs(data_dir: Path, collection: str) -> set[str]:
@@ -304,8 +343,10 @@ def _no_stopwords(text: str) -> list[str]:
 
 
 def _all_payloads(store: object, collection: str) -> list[dict[str, object]]:
-    sidecar = getattr(store, "_require", None)
-    if sidecar is not None:  # FAISS: read the sidecar directly
+    if hasattr(store, "builder"):  # embedded Qdrant (qdrant-edge): its pages
+        return [dict(r.payload or {}) for page in store._pages(collection, with_payload=True,  # type: ignore[attr-defined]
+                                                               with_vector=False) for r in page]
+    if getattr(store, "_require", None) is not None:  # FAISS: read the sidecar directly
         coll = store._require(collection)  # type: ignore[attr-defined]
         return [json.loads(r[1]) for r in coll.sidecar.conn.execute("SELECT iid, payload FROM points")]
     client = store.client  # type: ignore[attr-defined]
