@@ -18,6 +18,10 @@ in :mod:`indexer.engine.plan`, which imports no llama.cpp; its names are re-expo
 Notes:
 * Causal models with MEAN/CLS pooling: llama.cpp pools per micro-batch, so an input longer than ``n_ubatch``
   gets a wrong vector. Keep ``n_ubatch == n_batch`` (the default) for such models.
+* Causal models (Qwen3-Embedding, Qwen3-Reranker): every input of a packed batch is its own sequence (its own
+  seq_id, positions from 0), so none attends to another; the KV memory is cleared after each batch, and with
+  ``n_ctx=0`` it holds one batch (``n_batch`` cells), not the training context. A LAST-pooled text cut to the
+  limit keeps the EOS its vocab appends (the token it is pooled at), as Hugging Face tokenizers cut.
 * Results accumulate as Python floats (about 32 bytes each); NONE pooling over many long inputs needs a lot
   of host memory: embed in chunks.
 * Not thread-safe. An embedding call wipes KV memory.
@@ -46,6 +50,7 @@ from indexer.engine.plan import (
     NORM_MODE_NONE,
     NORM_MODE_PNORM,
     NORM_MODE_TAXICAB,
+    TOKEN_NULL,
     BatchPlan,
     Item,
     ThreadChooser,
@@ -342,7 +347,10 @@ class LlamaEmbedding(llama_cpp.Llama):
             cpus = _available_cpus()
             super().__init__(
                 model_path,
-                n_ctx=n_ctx,
+                # n_ctx=0: not the training context here (a causal model's KV cache for it, 3.7 GB for
+                # Qwen3-Embedding-0.6B, would be allocated and cleared only to be dropped): _embedding_context
+                # sizes the context it builds
+                n_ctx=n_ctx or n_batch,
                 n_batch=n_batch,
                 n_ubatch=n_ubatch,
                 pooling_type=pooling_type,
@@ -357,7 +365,7 @@ class LlamaEmbedding(llama_cpp.Llama):
                 n_threads_batch=n_threads_batch or n_threads or cpus,
                 **kwargs,
             )
-            self._embedding_context(max_seq, n_seq_max, flash_attn)
+            self._embedding_context(max_seq, n_seq_max, flash_attn, n_ctx, n_batch, n_ubatch)
             self._read_model_facts(pack_tokens, sort_by_length)
             self.mmproj_path = mmproj_path
             self._set_up_threads(cpus, n_threads, n_threads_batch, parallel_contexts)
@@ -374,12 +382,24 @@ class LlamaEmbedding(llama_cpp.Llama):
 
     # -- construction steps --------------------------------------------------------------------------------
 
-    def _embedding_context(self, max_seq: int, n_seq_max: int | None, flash_attn: bool | None) -> None:
+    def _embedding_context(self, max_seq: int, n_seq_max: int | None, flash_attn: bool | None, n_ctx: int,
+                           n_batch: int, n_ubatch: int) -> None:
         """Rebuild the context with our settings: 0.3.36 forces n_seq_max = min(n_batch, 256) in embedding mode
-        and has no AUTO flash attention."""
+        and has no AUTO flash attention.
+
+        ``n_ctx=0`` (the model's): batch sizes capped by the training context as llama-cpp-python caps them; a
+        non-causal model gets the training context, a causal one KV memory for one batch only (``n_batch``
+        cells, shared by its sequences: each decode holds at most one batch and the memory is cleared after
+        it), so its limit is unchanged and its KV cache no larger than a batch needs."""
         cp = self.context_params
-        n_batch_eff = int(cp.n_batch)
         causal_guess = not self._is_non_causal_model()
+        if n_ctx == 0:
+            n_train = int(self._model.n_ctx_train())
+            cp.n_batch = min(n_train, n_batch)
+            cp.n_ubatch = min(int(cp.n_batch), n_ubatch)
+            cp.n_ctx = cp.n_batch if causal_guess else n_train
+            self.n_batch = int(cp.n_batch)
+        n_batch_eff = int(cp.n_batch)
         n_ubatch_eff = int(cp.n_ubatch)
         limit_guess = n_batch_eff if causal_guess else min(n_batch_eff, n_ubatch_eff)
         # llama.cpp reserves its worst-case graph with n_ubatch rounded up to a multiple of n_seq_max but
@@ -403,6 +423,8 @@ class LlamaEmbedding(llama_cpp.Llama):
             scales = (ctypes.c_float * 1)(self.lora_scale)
             if llama_cpp.llama_set_adapters_lora(self._ctx.ctx, adapters, 1, scales):
                 raise RuntimeError(f"Failed to set LoRA adapter from lora path: {self.lora_path}")
+        self._n_ctx = int(llama_cpp.llama_n_ctx(self._ctx.ctx))  # Llama's generation state, sized for this context
+        self.input_ids = np.ndarray((self._n_ctx,), dtype=np.intc)
         got_seq = int(llama_cpp.llama_n_seq_max(self._ctx.ctx))
         if got_seq != want_seq:
             raise RuntimeError(f"llama.cpp built the context with n_seq_max={got_seq}, expected {want_seq}")
@@ -429,6 +451,11 @@ class LlamaEmbedding(llama_cpp.Llama):
         self.n_embd_out = int(llama_cpp.llama_model_n_embd_out(model))
         self.n_cls_out = int(llama_cpp.llama_model_n_cls_out(model)) if self.pooling == LLAMA_POOLING_TYPE_RANK else 0
         self.n_vocab_tokens = int(llama_cpp.llama_vocab_n_tokens(self._model.vocab))
+        # A LAST-pooled model whose vocab appends EOS (Qwen3-Embedding) reads its vector there: a cut text keeps it.
+        specials = self.vocab_specials()
+        self.truncate_keeps = (
+            specials.eos if self.pooling == LLAMA_POOLING_TYPE_LAST and specials.add_eos else TOKEN_NULL
+        )
         # Pack at most one micro-batch so pooled sequences never straddle micro-batches (causal models).
         default_pack = min(DEFAULT_PACK_TOKENS, self.n_ubatch_eff)
         self.pack_tokens = min(pack_tokens or default_pack, self.batch_tokens)
@@ -694,7 +721,11 @@ class LlamaEmbedding(llama_cpp.Llama):
 
     def _prepare(self, input: Input, truncate: bool, separator: str | None) -> tuple[list[list[int]], bool]:
         items, batched = parse_input(input, separator)
-        token_lists = [apply_token_limit(t, self.max_tokens, truncate) for t in self._tokenize_items(items)]
+        keep = self.truncate_keeps  # a token list is cut as given
+        token_lists = [
+            apply_token_limit(t, self.max_tokens, truncate, keep if isinstance(item, str) else TOKEN_NULL)
+            for item, t in zip(items, self._tokenize_items(items), strict=True)
+        ]
         return token_lists, batched
 
     def embed_arrays(

@@ -129,11 +129,17 @@ def validate_token_ids(tokens: Sequence[int], n_vocab: int) -> None:
             raise ValueError(f"Token id {t!r} is out of range: ids must be ints with 0 <= id < {n_vocab}")
 
 
-def apply_token_limit(tokens: list[int], limit: int, truncate: bool) -> list[int]:
-    """Keep the first ``limit`` tokens, or raise if ``truncate`` is False and the input is longer."""
+def apply_token_limit(tokens: list[int], limit: int, truncate: bool, keep_final: int = TOKEN_NULL) -> list[int]:
+    """Keep the first ``limit`` tokens, or raise if ``truncate`` is False and the input is longer.
+
+    When the input ends with ``keep_final`` (not -1), a cut input still ends with it, as Hugging Face tokenizers
+    cut before adding their special tokens: a LAST-pooled model (Qwen3-Embedding) reads its vector at the EOS
+    it appends, so the first ``limit - 1`` tokens plus that EOS."""
     if len(tokens) <= limit:
         return tokens
     if truncate:
+        if keep_final != TOKEN_NULL and limit >= 2 and tokens[-1] == keep_final:
+            return [*tokens[: limit - 1], keep_final]
         return tokens[:limit]
     raise ValueError(f"Requested tokens ({len(tokens)}) exceed batch size of {limit}")
 

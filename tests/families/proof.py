@@ -29,11 +29,13 @@ def checkpoint(family: str) -> Path:
     return FAMILIES / family / "checkpoint"
 
 
-def convert(family: str, out_dir: Path, quant: str = "f16") -> Path:
-    """The family's checkpoint converted by the product's converter."""
+def convert(family: str, out_dir: Path, quant: str = "f16", name: str = "") -> Path:
+    """The family's checkpoint converted by the product's converter (``name``: its general.name, which its
+    profile is recognised by; default the folder's name)."""
     from indexer.models.convert import convert_checkpoint
 
-    return convert_checkpoint(checkpoint(family), out_dir / f"{family}-{quant}.gguf", quant, source=f"test:{family}")
+    return convert_checkpoint(checkpoint(family), out_dir / f"{family}-{quant}.gguf", quant, source=f"test:{family}",
+                              name=name)
 
 
 def open_model(path: Path, **kwargs: Any) -> Any:
@@ -74,6 +76,15 @@ def assert_rerank(model: Any, ref: dict[str, Any], tolerance: float = 0.02) -> N
     theirs = np.asarray(case["scores"], dtype=np.float64)
     assert list(np.argsort(-ours)) == list(np.argsort(-theirs)), (ours, theirs)
     assert np.max(np.abs(ours - theirs)) <= tolerance, (ours, theirs)
+
+
+def assert_rerank_sequences(model: Any, ref: dict[str, Any]) -> None:
+    """The token sequences our reranker decodes (its rerank template filled and tokenized by llama.cpp) are the
+    reference tokenizer's for the same prompts (``ref["rerank"]["token_ids"]``)."""
+    case = ref["rerank"]
+    got = model.rank_sequences(case["query"], case["documents"])
+    for doc, ours, theirs in zip(case["documents"], got, case["token_ids"], strict=True):
+        assert ours == theirs, f"rerank tokens differ for {doc[:40]!r}:\n ours {ours[-40:]}\n ref  {theirs[-40:]}"
 
 
 def assert_pipeline(embed_path: Path, tmp_path: Path, rerank_path: Path | None = None,

@@ -6,7 +6,7 @@ types. A family module exposes ``MODEL_TYPES`` (config.json ``model_type`` value
 (config.json ``architectures`` it accepts) and ``prepare(src_dir, config) -> Prepared``, which reads and
 validates everything before a byte is written. Metadata for our pipeline goes under ``indexer.*``.
 
-Families: :mod:`.bert` (WordPiece).
+Families: :mod:`.bert` (WordPiece), :mod:`.qwen3` (byte-level BPE; Qwen3-Embedding and Qwen3-Reranker).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from types import ModuleType
 import gguf
 
 from indexer.errors import ModelError
-from indexer.models.convert import bert
+from indexer.models.convert import bert, qwen3
 from indexer.models.convert.common import (
     CONVERTER_VERSION,
     KEY_CONVERTER_VERSION,
@@ -43,7 +43,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # Each family module, in the order they are tried.
-FAMILIES: tuple[ModuleType, ...] = (bert,)
+FAMILIES: tuple[ModuleType, ...] = (bert, qwen3)
 
 
 def supported_architectures() -> list[str]:
