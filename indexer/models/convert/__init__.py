@@ -4,9 +4,14 @@ One module per family, each following llama.cpp's own converter for that archite
 ``conversion/`` package vendored with llama-cpp-python 0.3.36) for names, hparams, vocabulary and tensor
 types. A family module exposes ``MODEL_TYPES`` (config.json ``model_type`` values), ``ARCHITECTURES``
 (config.json ``architectures`` it accepts) and ``prepare(src_dir, config) -> Prepared``, which reads and
-validates everything before a byte is written. Metadata for our pipeline goes under ``indexer.*``.
+validates everything before a byte is written; optionally ``accepts(config) -> bool`` to claim only some
+configs of a shared model type / architecture (jina-embeddings-v3 is an ``XLMRobertaModel`` with
+``lora_adaptations``). Metadata for our pipeline goes under ``indexer.*``.
 
-Families: :mod:`.bert` (WordPiece), :mod:`.qwen3` (byte-level BPE; Qwen3-Embedding and Qwen3-Reranker).
+Families: :mod:`.bert` (WordPiece), :mod:`.qwen3` (byte-level BPE; Qwen3-Embedding and Qwen3-Reranker),
+:mod:`.jina_bert_v2` (JinaBERT v2: ALiBi, GEGLU; WordPiece or the whitespace BPE), :mod:`.jina_v3`
+(jina-embeddings-v3: rotary XLM-RoBERTa, unigram vocabulary via :mod:`.unigram`, task LoRA adapters as GGUF
+adapters).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from types import ModuleType
 import gguf
 
 from indexer.errors import ModelError
-from indexer.models.convert import bert, qwen3
+from indexer.models.convert import bert, jina_bert_v2, jina_v3, qwen3
 from indexer.models.convert.common import (
     CONVERTER_VERSION,
     KEY_CONVERTER_VERSION,
@@ -43,7 +48,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # Each family module, in the order they are tried.
-FAMILIES: tuple[ModuleType, ...] = (bert, qwen3)
+FAMILIES: tuple[ModuleType, ...] = (jina_v3, bert, jina_bert_v2, qwen3)
 
 
 def supported_architectures() -> list[str]:
@@ -58,7 +63,9 @@ def prepare_checkpoint(src_dir: Path) -> Prepared:
     model_type = str(config.get("model_type", "bert"))
     archs = [str(a) for a in config.get("architectures") or []]
     for family in FAMILIES:
-        if model_type in family.MODEL_TYPES and (not archs or set(archs) & family.ARCHITECTURES):
+        accepts = getattr(family, "accepts", None)
+        if model_type in family.MODEL_TYPES and (not archs or set(archs) & family.ARCHITECTURES) and (
+                accepts is None or accepts(config)):
             prepared: Prepared = family.prepare(src_dir, config)
             return prepared
     raise ModelError(f"{src_dir}: architecture {archs or '(none named)'} (model_type {model_type!r}) is not "
