@@ -16,8 +16,8 @@ import pytest
 from indexer.errors import ModelError
 from tests.families import proof
 
-V2, V3 = "jina-v2", "jina-v3"
-FAMILY_ARCH = {V2: "jina-bert-v2", V3: "jina-bert-v3"}
+V2, V2EN, V3 = "jina-v2", "jina-v2-en", "jina-v3"  # -base-zh's layout, -base-en's (WordPiece), v3
+FAMILY_ARCH = {V2: "jina-bert-v2", V2EN: "jina-bert-v2", V3: "jina-bert-v3"}
 
 
 def _convert(family: str, out_dir: Path, quant: str = "f16") -> Path:
@@ -32,14 +32,14 @@ def gguf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("jina-gguf")
 
 
-@pytest.fixture(scope="module", params=[V2, V3])
+@pytest.fixture(scope="module", params=[V2, V2EN, V3])
 def family(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture(scope="module")
 def converted(gguf_dir: Path) -> dict[str, Path]:
-    return {f: _convert(f, gguf_dir) for f in (V2, V3)}
+    return {f: _convert(f, gguf_dir) for f in (V2, V2EN, V3)}
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,8 @@ def test_metadata_as_llama_cpp_writes_it(family: str, converted: dict[str, Path]
         assert len(value("tokenizer.ggml.merges")) > 1000
         up = next(t for t in reader.tensors if t.name == "blk.0.ffn_up.weight")
         assert int(up.shape[1]) == 2 * value(f"{arch}.feed_forward_length")  # GEGLU kept whole
+    elif family == V2EN:
+        assert value("tokenizer.ggml.model") == "bert" and value("tokenizer.ggml.pre") == "jina-v2-en"
     else:
         assert value("tokenizer.ggml.model") == "t5" and value("tokenizer.ggml.add_space_prefix") is True
         assert value(f"{arch}.rope.freq_base") == 20000.0
@@ -78,12 +80,41 @@ def test_metadata_as_llama_cpp_writes_it(family: str, converted: dict[str, Path]
         assert not any("lora" in n for n in names)
 
 
+def _hangul(text: str) -> bool:
+    return any("\uac00" <= ch <= "\ud7a3" for ch in text)
+
+
+def _reference(family: str) -> dict[str, Any]:
+    """The family's reference; for the WordPiece model without the Hangul text (see the xfail below)."""
+    ref = proof.reference(family)
+    if family != V2EN:
+        return ref
+    keep = [i for i, t in enumerate(ref["texts"]) if not _hangul(t)]
+    return {**ref, **{k: [ref[k][i] for i in keep] for k in ("texts", "token_ids", "vectors")}}
+
+
 def test_token_ids(family: str, model: Any) -> None:
-    proof.assert_token_ids(model, proof.reference(family))
+    proof.assert_token_ids(model, _reference(family))
 
 
 def test_vectors_f16(family: str, model: Any) -> None:
-    proof.assert_vectors(model, proof.reference(family))
+    proof.assert_vectors(model, _reference(family))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "llama.cpp's WordPiece strip_accents uses a one-codepoint NFD table (unicode_cpts_normalize_nfd): a Hangul "
+    "syllable keeps only its leading consonant, where BertNormalizer decomposes it into all its jamo. Every "
+    "BERT WordPiece model with strip_accents (lowercase) has this; the runtime would need a full NFD"))
+def test_wordpiece_hangul_token_ids(converted: dict[str, Path]) -> None:
+    ref = proof.reference(V2EN)
+    case = {**ref, **{k: [v for t, v in zip(ref["texts"], ref[k], strict=True) if _hangul(t)]
+                      for k in ("texts", "token_ids", "vectors")}}
+    assert case["texts"]
+    m = proof.open_model(converted[V2EN])
+    try:
+        proof.assert_token_ids(m, case)
+    finally:
+        m.close()
 
 
 def test_profile_from_metadata(family: str, model: Any) -> None:
@@ -91,7 +122,7 @@ def test_profile_from_metadata(family: str, model: Any) -> None:
 
     profile = profile_for(model.metadata)
     assert profile is not None
-    assert profile.family == {V2: "jina-embeddings-v2", V3: "jina-embeddings-v3"}[family]
+    assert profile.family == {V2: "jina-embeddings-v2", V2EN: "jina-embeddings-v2", V3: "jina-embeddings-v3"}[family]
 
 
 @pytest.mark.parametrize("task", ["retrieval.passage", "retrieval.query"])
@@ -173,6 +204,7 @@ def test_unknown_task_refused(converted: dict[str, Path]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("family", [V2, V3])
 def test_pipeline(family: str, converted: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INDEXER_CONFIG", str(tmp_path / "no-config.toml"))
     monkeypatch.setenv("INDEXER_DATA_DIR", str(tmp_path / "unused-data"))

@@ -2,9 +2,10 @@
 
 Run with the bench Python (torch, tokenizers, sentencepiece), niced::
 
-    nice -n 10 /work/benchvenv/bin/python tools/tiny_models/jina.py [jina-v2] [jina-v3]
+    nice -n 10 /work/benchvenv/bin/python tools/tiny_models/jina.py [jina-v2] [jina-v2-en] [jina-v3]
 
-Writes ``tests/fixtures/families/jina-v2/`` and ``tests/fixtures/families/jina-v3/``: ``checkpoint/`` laid out
+Writes ``tests/fixtures/families/jina-v2/`` (jina-embeddings-v2-base-zh's layout), ``jina-v2-en/`` (-base-en's:
+the same model with a WordPiece tokenizer) and ``jina-v3/``: ``checkpoint/`` laid out
 as the real models' folders are (config.json with their ``architectures`` / ``model_type`` / ``auto_map``,
 model.safetensors with their tensor names, tokenizer.json, tokenizer_config.json, sentence-transformers
 modules) and ``reference.json`` (see common.py). Seeds are fixed: a rerun writes the same files.
@@ -33,7 +34,8 @@ faithful **reimplementation** in torch, written from public material read for th
 
 Tokenizers are trained by the real libraries on local text: a ``tokenizers`` BPE with the ``Lowercase``
 normalizer and the ``Whitespace`` pre-tokenizer, as jina-embeddings-v2-base-zh's tokenizer.json has
-(RobertaTokenizer class, <s> ... </s>), and a ``sentencepiece`` unigram model turned into XLM-RoBERTa's
+(RobertaTokenizer class, <s> ... </s>), a ``tokenizers`` WordPiece (BertNormalizer, BertPreTokenizer) as
+-base-en has, and a ``sentencepiece`` unigram model turned into XLM-RoBERTa's
 tokenizer.json the way transformers' XLMRobertaConverter does (fairseq ids, Precompiled charsmap + " {2,}"
 replacement, Metaspace), which is what jina-embeddings-v3 ships (no sentencepiece.bpe.model in its folder).
 The reference token ids are those tokenizers' (``tokenizers.Tokenizer``, what the models' fast tokenizers run).
@@ -202,14 +204,29 @@ def v2_forward(w: dict[str, torch.Tensor], ids: list[int]) -> torch.Tensor:
     return x
 
 
-def build_v2() -> None:
-    family = "jina-v2"
+def v2_en_tokenizer() -> Tokenizer:
+    """jina-embeddings-v2-base-en's kind: BERT WordPiece, lowercasing BertNormalizer, [CLS] ... [SEP]."""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=4000, special_tokens=specials, show_progress=False)
+    tok.train_from_iterator(training_text(), trainer=trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    tok.decoder = decoders.WordPiece()
+    return tok
+
+
+def build_v2(family: str = "jina-v2") -> None:
+    """jina-embeddings-v2-base-zh's layout ("jina-v2"), or -base-en's ("jina-v2-en": WordPiece)."""
+    english = family == "jina-v2-en"
     folder = _fresh(FIXTURES / family / "checkpoint")
-    tok = v2_tokenizer()
+    tok = v2_en_tokenizer() if english else v2_tokenizer()
     tok.save(str(folder / "tokenizer.json"))
     vocab = tok.get_vocab_size()
     config = {
-        "_name_or_path": "jinaai/jina-embeddings-v2-base-zh",
+        "_name_or_path": f"jinaai/jina-embeddings-v2-base-{'en' if english else 'zh'}",
         "architectures": ["JinaBertForMaskedLM"],
         "attention_probs_dropout_prob": 0.0,
         "attn_implementation": "torch",
@@ -233,7 +250,7 @@ def build_v2() -> None:
         "model_type": "bert",
         "num_attention_heads": V2["heads"],
         "num_hidden_layers": V2["layers"],
-        "pad_token_id": 1,
+        "pad_token_id": 0 if english else 1,
         "position_embedding_type": "alibi",
         "torch_dtype": "float32",
         "transformers_version": "4.36.2",
@@ -242,14 +259,23 @@ def build_v2() -> None:
         "vocab_size": vocab,
     }
     _write_json(folder / "config.json", config)
-    specials = {"bos_token": "<s>", "cls_token": "<s>", "eos_token": "</s>", "mask_token": "<mask>",
-                "pad_token": "<pad>", "sep_token": "</s>", "unk_token": "<unk>"}
+    if english:
+        specials = {"cls_token": "[CLS]", "mask_token": "[MASK]", "pad_token": "[PAD]", "sep_token": "[SEP]",
+                    "unk_token": "[UNK]"}
+        tok_cfg = {**specials, "clean_up_tokenization_spaces": True, "do_lower_case": True,
+                   "model_max_length": 2147483648, "strip_accents": None, "tokenize_chinese_chars": True,
+                   "tokenizer_class": "BertTokenizer"}
+        words = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+        (folder / "vocab.txt").write_text("".join(f"{w}\n" for w, _ in words), encoding="utf-8")
+    else:
+        specials = {"bos_token": "<s>", "cls_token": "<s>", "eos_token": "</s>", "mask_token": "<mask>",
+                    "pad_token": "<pad>", "sep_token": "</s>", "unk_token": "<unk>"}
+        tok_cfg = {**specials, "add_prefix_space": False, "clean_up_tokenization_spaces": True, "errors": "replace",
+                   "model_max_length": 8192, "tokenizer_class": "RobertaTokenizer", "trim_offsets": True}
     _write_json(folder / "special_tokens_map.json", specials)
-    _write_json(folder / "tokenizer_config.json", {
-        **specials, "add_prefix_space": False, "clean_up_tokenization_spaces": True, "errors": "replace",
-        "model_max_length": 8192, "tokenizer_class": "RobertaTokenizer", "trim_offsets": True})
+    _write_json(folder / "tokenizer_config.json", tok_cfg)
     _st_files(folder, normalize=False, max_seq=8192)
-    w = v2_weights(vocab)
+    w = v2_weights(vocab, seed=3 if english else 1)
     save_file({k: v.contiguous() for k, v in w.items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
 
     ids = _encode(tok, TEXTS)
@@ -505,9 +531,12 @@ def build_v3() -> None:
 def main(argv: list[str]) -> None:
     torch.manual_seed(0)
     np.random.seed(0)
-    wanted = argv or ["jina-v2", "jina-v3"]
+    wanted = argv or ["jina-v2", "jina-v2-en", "jina-v3"]
     for family in wanted:
-        {"jina-v2": build_v2, "jina-v3": build_v3}[family]()
+        if family.startswith("jina-v2"):
+            build_v2(family)
+        else:
+            {"jina-v3": build_v3}[family]()
 
 
 if __name__ == "__main__":
