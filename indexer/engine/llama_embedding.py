@@ -16,6 +16,12 @@ Pure logic (token budgets, packing plan, ordering, normalization, input parsing,
 in :mod:`indexer.engine.plan`, which imports no llama.cpp; its names are re-exported here.
 
 Notes:
+* Non-causal models decode a sequence in one micro-batch. With n_batch / n_ubatch left unset, contexts start
+  at 512 tokens and the main one grows to the longest input the first time one needs it (bge-m3: up to 8,192).
+  Its compute buffer at bge-m3's width (hidden 1,024, 16 heads, FFN 4,096; measured on CPU with flash
+  attention, which AUTO enables there): 14.5 MiB at 512 tokens, 64 MiB at 2,048, 352 MiB at 8,192 (without
+  flash attention 4.5 GiB at 8,192). The parallel contexts stay at 512, so a collection chunked at 512 never
+  grows anything.
 * Causal models with MEAN/CLS pooling: llama.cpp pools per micro-batch, so an input longer than ``n_ubatch``
   gets a wrong vector. Keep ``n_ubatch == n_batch`` (the default) for such models.
 * Causal models (Qwen3-Embedding, Qwen3-Reranker): every input of a packed batch is its own sequence (its own
@@ -117,6 +123,9 @@ _POOLING_NAMES = {
     LLAMA_POOLING_TYPE_RANK: "RANK",
 }
 
+# n_batch / n_ubatch a context starts with when the caller sets neither (a non-causal model's main context
+# grows from there to its longest input: see LlamaEmbedding).
+DEFAULT_BATCH_TOKENS = 512
 # Contexts decoding side by side by default; more cores than this give each context a team of threads (each
 # context holds its own compute buffers, so memory grows with their number).
 MAX_DEFAULT_CONTEXTS = 8
@@ -308,6 +317,13 @@ class LlamaEmbedding(llama_cpp.Llama):
             ``None`` (default): one per core, at most 8 (then each gets ``cores // 8`` threads), unless
             n_threads/n_threads_batch is given (then 1). A call with a single batch (a query) uses the main
             context only.
+        n_batch / n_ubatch: ``None`` (both, the default) sizes them to the inputs: contexts start at 512
+            tokens and, for a non-causal model, the main context grows (to the next power of two, at most the
+            model's positions) the first time an input longer than its micro-batch comes, since a non-causal
+            sequence must fit one micro-batch; the parallel contexts stay at 512 and inputs that need the
+            grown context decode there. ``max_tokens`` is then the model's limit (``n_ctx_train``, or
+            ``n_ctx`` when smaller). Given values are fixed: ``max_tokens = min(n_batch, n_ubatch,
+            n_ctx_train)`` for non-causal models, as llama.cpp needs.
         mmproj_path / embedding_handler: accepted for API compatibility; multimodal embedding is not available.
     """
 
@@ -315,8 +331,8 @@ class LlamaEmbedding(llama_cpp.Llama):
         self,
         model_path: str,
         n_ctx: int = 0,
-        n_batch: int = 512,
-        n_ubatch: int = 512,
+        n_batch: int | None = None,
+        n_ubatch: int | None = None,
         n_seq_max: int | None = None,
         pooling_type: int = LLAMA_POOLING_TYPE_UNSPECIFIED,
         n_gpu_layers: int = 0,
@@ -334,6 +350,10 @@ class LlamaEmbedding(llama_cpp.Llama):
     ) -> None:
         self._closed = True  # until validated; a failed __init__ closes itself (below)
         max_seq = int(llama_cpp.llama_max_parallel_sequences())
+        # both unset: start at the default and grow a non-causal model's main context to its inputs
+        self._grows = n_batch is None and n_ubatch is None
+        n_batch = DEFAULT_BATCH_TOKENS if n_batch is None else n_batch
+        n_ubatch = DEFAULT_BATCH_TOKENS if n_ubatch is None else n_ubatch
         _check_arguments(
             mmproj_path=mmproj_path, embedding_handler=embedding_handler, pooling_type=pooling_type,
             n_seq_max=n_seq_max, max_seq=max_seq, n_batch=n_batch, n_ubatch=n_ubatch, n_ctx=n_ctx,
@@ -441,10 +461,13 @@ class LlamaEmbedding(llama_cpp.Llama):
         # Tokens per decode batch: the whole batch must fit one micro-batch for non-causal attention.
         self.batch_tokens = self.n_batch_eff if self.causal else min(self.n_batch_eff, self.n_ubatch_eff)
         if self.causal:
+            self._grows = False  # causal models decode in micro-batches already
             self.max_tokens = min(self.n_batch_eff, int(llama_cpp.llama_n_ctx(ctx)))
-        else:
+        elif self._grows:
             # Non-causal (BERT-family) models mostly have learned absolute position embeddings with
             # n_ctx_train rows: a position beyond them trips GGML_ASSERT in get_rows and kills the process.
+            self.max_tokens = min(self.n_ctx_train, int(llama_cpp.llama_n_ctx(ctx)))
+        else:
             self.max_tokens = min(self.n_batch_eff, self.n_ubatch_eff, self.n_ctx_train)
         self.pooling = int(llama_cpp.llama_pooling_type(ctx))
         model = self._model.model
@@ -474,6 +497,7 @@ class LlamaEmbedding(llama_cpp.Llama):
         if n_threads is None and n_threads_batch is None and cpus > 1:
             self._threads = ThreadChooser([cpus, max(1, cpus // 2)])
         self.token_batch = TokenBatch(self.batch_tokens, self.n_seq_max)
+        self._extra_tokens = self.batch_tokens  # the parallel contexts' batch size (the main one may grow)
         if parallel_contexts is None:
             fixed = n_threads is not None or n_threads_batch is not None
             parallel_contexts = 1 if fixed else min(cpus, MAX_DEFAULT_CONTEXTS)
@@ -488,6 +512,35 @@ class LlamaEmbedding(llama_cpp.Llama):
                 llama_cpp.llama_set_n_threads(extra.ctx, self._context_threads, self._context_threads)
                 self._extra.append((extra, TokenBatch(self.batch_tokens, self.n_seq_max)))
         self.parallel_contexts = 1 + len(self._extra)
+
+    def _grow_main_context(self, need: int) -> None:
+        """Rebuild the main context with a micro-batch of at least ``need`` tokens (a non-causal sequence is
+        decoded in one micro-batch): the next power of two, at most the model's limit rounded up to a
+        multiple of ``n_seq_max`` (which must divide it). The parallel contexts keep their size."""
+        size = 1 << max(0, need - 1).bit_length()
+        cap = -(-self.max_tokens // self.n_seq_max) * self.n_seq_max
+        size = max(need, min(size, cap))
+        params = type(self.context_params).from_buffer_copy(self.context_params)
+        params.n_batch = params.n_ubatch = size
+        # the new context first: on failure the old one stays in use
+        grown = internals.LlamaContext(model=self._model, params=params, verbose=self.verbose)
+        old, self._ctx = self._ctx, self._stack.enter_context(contextlib.closing(grown))
+        old.close()
+        if self._lora_adapter is not None:
+            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(cast(Any, self._lora_adapter))
+            scales = (ctypes.c_float * 1)(self.lora_scale)
+            if llama_cpp.llama_set_adapters_lora(self._ctx.ctx, adapters, 1, scales):
+                raise RuntimeError(f"Failed to set LoRA adapter from lora path: {self.lora_path}")
+        ctx = self._ctx.ctx
+        self.n_batch_eff = int(llama_cpp.llama_n_batch(ctx))
+        self.n_ubatch_eff = int(llama_cpp.llama_n_ubatch(ctx))
+        self.batch_tokens = min(self.n_batch_eff, self.n_ubatch_eff)
+        if self.batch_tokens < need:
+            raise RuntimeError(f"llama.cpp built a context of {self.batch_tokens} tokens, asked for {size}")
+        self.token_batch = TokenBatch(self.batch_tokens, self.n_seq_max)
+        self._current_threads = int(params.n_threads_batch)
+        if self.verbose:
+            print(f"LlamaEmbedding: main context grown to n_batch=n_ubatch={self.batch_tokens}", flush=True)
 
     # -- model facts ---------------------------------------------------------------------------------------
 
@@ -622,6 +675,8 @@ class LlamaEmbedding(llama_cpp.Llama):
             if len(toks) > self.max_tokens:  # last line of defence before a GGML_ASSERT
                 raise ValueError(f"Requested tokens ({len(toks)}) exceed batch size of {self.max_tokens}")
         lengths = [len(t) for t in token_lists]
+        if self._grows and max(lengths, default=0) > self.batch_tokens:
+            self._grow_main_context(max(lengths))
         pack = balanced_pack_tokens(sum(lengths), self.pack_tokens, 1 + len(self._extra))
         plans = plan_batches(lengths, self.batch_tokens, self.n_seq_max, pack, self.sort_by_length)
         results: list[npt.NDArray[np.float32] | None] = [None] * len(token_lists)
@@ -644,7 +699,14 @@ class LlamaEmbedding(llama_cpp.Llama):
 
     def _decode_parallel(self, plans: Sequence[BatchPlan], token_lists: Sequence[Sequence[int]],
                          lengths: Sequence[int], results: list[npt.NDArray[np.float32] | None]) -> None:
-        """Decode ``plans`` on every context at once (one thread each, one batch at a time per context)."""
+        """Decode ``plans`` on every context at once (one thread each, one batch at a time per context); plans
+        too long for the parallel contexts go first, on the main context alone."""
+        long = [p for p in plans if p.n_tokens > self._extra_tokens]
+        for plan in long:
+            self._decode_plan(self._ctx, self.token_batch, plan, token_lists, lengths, results, None)
+        plans = [p for p in plans if p.n_tokens <= self._extra_tokens]
+        if not plans:
+            return
         per = self._context_threads
         if self._current_threads != per:
             llama_cpp.llama_set_n_threads(self._ctx.ctx, per, per)
@@ -686,7 +748,8 @@ class LlamaEmbedding(llama_cpp.Llama):
         batch.reset()
         for seq_id, idx in enumerate(plan.indices):
             batch.add_sequence(token_lists[idx], seq_id, True)
-        if batch.n_tokens > self.batch_tokens or (not self.causal and batch.n_tokens > self.n_ubatch_eff):
+        n_ubatch = int(llama_cpp.llama_n_ubatch(ctx))
+        if batch.n_tokens > int(llama_cpp.llama_n_batch(ctx)) or (not self.causal and batch.n_tokens > n_ubatch):
             raise RuntimeError("internal error: packed batch exceeds the model's limit")
         chooser = self._threads if fixed_threads is None else None
         if fixed_threads is None:

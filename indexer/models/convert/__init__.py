@@ -11,7 +11,8 @@ configs of a shared model type / architecture (jina-embeddings-v3 is an ``XLMRob
 Families: :mod:`.bert` (WordPiece), :mod:`.qwen3` (byte-level BPE; Qwen3-Embedding and Qwen3-Reranker),
 :mod:`.jina_bert_v2` (JinaBERT v2: ALiBi, GEGLU; WordPiece or the whitespace BPE), :mod:`.jina_v3`
 (jina-embeddings-v3: rotary XLM-RoBERTa, unigram vocabulary via :mod:`.unigram`, task LoRA adapters as GGUF
-adapters).
+adapters),
+:mod:`.xlm_roberta` (SentencePiece unigram: bge-m3, bge-reranker-v2-m3).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from types import ModuleType
 import gguf
 
 from indexer.errors import ModelError
-from indexer.models.convert import bert, jina_bert_v2, jina_v3, qwen3
+from indexer.models.convert import bert, jina_bert_v2, jina_v3, qwen3, xlm_roberta
 from indexer.models.convert.common import (
     CONVERTER_VERSION,
     KEY_CONVERTER_VERSION,
@@ -48,7 +49,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # Each family module, in the order they are tried.
-FAMILIES: tuple[ModuleType, ...] = (jina_v3, bert, jina_bert_v2, qwen3)
+FAMILIES: tuple[ModuleType, ...] = (jina_v3, bert, jina_bert_v2, qwen3, xlm_roberta)  # jina_v3 first: see accepts()
 
 
 def supported_architectures() -> list[str]:
