@@ -311,7 +311,7 @@ def main() -> None:
     common.write_reference("xlm_roberta_rank", {
         "architecture": "XLMRobertaForSequenceClassification", "max_seq_length": MAX_SEQ,
         "texts": texts, "token_ids": rank_token_ids,
-        "rerank": {"query": query, "documents": docs, "scores": scores, "pair_token_ids": pairs},
+        "rerank": {"query": query, "documents": docs, "scores": scores, "token_ids": pairs},
     })
     for out in (OUT_EMBED, OUT_RANK):
         size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
