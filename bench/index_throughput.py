@@ -1,5 +1,5 @@
 """End-to-end indexing benchmark on a real corpus: Python sources installed on this machine (stdlib first), or a
-BEIR corpus (``--beir corpus.jsonl``: one text file per document, title and text, e.g. SciFact train).
+BEIR corpus (``--beir corpus.jsonl``: one Markdown file per document, ``# title`` and text, e.g. SciFact train).
 
 Measures, in one process and on the same chunks:
   * LlamaEmbedding alone (embed-only reference) vs the whole pipeline (scan, read, chunk, embed, write): tokens/s
@@ -61,15 +61,17 @@ def build_corpus(dest: Path, max_files: int, max_tokens: int) -> tuple[int, int]
 
 
 def beir_corpus(dest: Path, corpus: Path, max_files: int) -> tuple[int, int]:
-    """One .txt file per BEIR document (title, blank line, text), named by its id."""
+    """One Markdown file per BEIR document (``# title``, blank line, text), named by its id."""
     n, est = 0, 0
     with corpus.open(encoding="utf-8") as fh:
         for line in fh:
             if not line.strip():
                 continue
             doc = json.loads(line)
-            text = f"{doc.get('title', '')}\n\n{doc.get('text', '')}".strip() + "\n"
-            target = dest / f"{doc['_id']}.txt"
+            title = " ".join(str(doc.get("title") or "").split())  # as bench/retrieval_quality.py writes it, so
+            body = str(doc.get("text") or "")                        # its runs reuse these chunks' vectors
+            text = f"# {title}\n\n{body}\n" if title else f"{body}\n"
+            target = dest / f"{doc['_id']}.md"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
             n, est = n + 1, est + len(text) // 4
