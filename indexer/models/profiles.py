@@ -5,7 +5,8 @@ user's ``bge-m3-q8_0.gguf`` or ``Qwen3-Embedding-0.6B-Q8_0.gguf`` is embedded th
 query/document prompts (Qwen3-Embedding puts an instruction before queries only; jina-embeddings-v3 has a task
 prefix per side) and a chunk size. Settings always win, and prompts the GGUF records itself come before the
 family's; what a collection was created with is recorded with it. Pooling and the trained similarity come from
-the GGUF itself (its pooling type, ``indexer.similarity``). A reranker's prompt template is not applied yet.
+the GGUF itself (its pooling type, ``indexer.similarity``); a reranker's prompt template from its
+``tokenizer.chat_template.rerank``, which the engine applies.
 """
 
 from __future__ import annotations
