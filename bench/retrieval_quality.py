@@ -273,7 +273,7 @@ def lever_grid(
 ) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     configs: list[tuple[str, FusionConfig, int, bool]] = []
-    for method in ("rrf", "score"):
+    for method in ("rrf", "score", "dbsf"):
         for w in (0.3, 0.4, 0.5, 0.6, 0.7):
             for depth in (50, 100, 200):
                 for per_file in (False, True):

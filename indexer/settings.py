@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     search_mode: Literal["dense", "lexical", "hybrid"] = Field(
         "hybrid", description="default search: dense vectors, lexical BM25, or both fused"
     )
-    fusion: Literal["rrf", "score"] = Field("score", description="how hybrid search fuses its two rankings")
+    fusion: Literal["rrf", "score", "dbsf"] = Field("score", description="how hybrid search fuses its two rankings")
     fusion_dense_weight: float = Field(0.4, ge=0.0, le=1.0, description="the dense side's share in hybrid fusion")
     rerank_max_tokens: int = Field(256, ge=16, description="cap on query+document tokens per rerank pair")
     rerank_budget_ms: float = Field(

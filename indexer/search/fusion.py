@@ -8,7 +8,11 @@ Fusion methods (measured on SciFact in docs/benchmarks.md):
 
 - ``rrf``: reciprocal rank fusion, ``sum(w / (RRF_K + rank))`` over the lists a chunk appears in;
 - ``score``: each list's scores min-max normalised to [0, 1] over its hits, then ``w * dense + (1 - w) * lexical``
-  (a chunk missing from a list gets 0 there).
+  (a chunk missing from a list gets 0 there);
+- ``dbsf``: distribution-based score fusion, as Qdrant's engine computes it: each list's scores mapped from
+  ``[mean - 3 sd, mean + 3 sd]`` (sample standard deviation) to [0, 1] (0.5 when a list's scores do not vary),
+  then weighted and summed. At ``w = 0.5`` it ranks exactly as qdrant-edge's in-engine ``Fusion.Dbsf``
+  (tests/contract/test_qdrant_edge.py).
 
 ``dense_weight`` is ``w`` (the dense side's share; 0.5 weighs both halves equally). The defaults (``score``, 0.4)
 were chosen on one half of SciFact's queries and checked on the other (docs/benchmarks.md).
@@ -28,7 +32,7 @@ from indexer.search.lexical import LexicalSearch
 from indexer.types import Filter, Hit
 
 MODES = ("dense", "lexical", "hybrid")
-FUSIONS = ("rrf", "score")
+FUSIONS = ("rrf", "score", "dbsf")
 RRF_K = 60
 
 
@@ -65,7 +69,7 @@ def fuse(dense: Sequence[Hit], lexical: Sequence[Hit], config: FusionConfig) -> 
     scores: dict[str, float] = {}
     hits: dict[str, Hit] = {}
     for weight, ranked in ((w, dense), (1.0 - w, lexical)):
-        values = _rrf(ranked) if config.method == "rrf" else _minmax(ranked)
+        values = _NORMALIZE[config.method](ranked)
         for hit, value in zip(ranked, values, strict=True):
             hits.setdefault(hit.id, hit)
             scores[hit.id] = scores.get(hit.id, 0.0) + weight * value
@@ -85,6 +89,20 @@ def _minmax(ranked: Sequence[Hit]) -> list[float]:
     if high - low <= 1e-12:
         return [1.0] * len(values)
     return [(v - low) / (high - low) for v in values]
+
+
+def _dbsf(ranked: Sequence[Hit]) -> list[float]:
+    if not ranked:
+        return []
+    values = np.asarray([h.score for h in ranked], dtype=np.float64)
+    sd = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+    if sd <= 1e-12:
+        return [0.5] * len(values)
+    low = float(values.mean()) - 3.0 * sd
+    return [float(v) for v in (values - low) / (6.0 * sd)]
+
+
+_NORMALIZE: dict[str, Callable[[Sequence[Hit]], list[float]]] = {"rrf": _rrf, "score": _minmax, "dbsf": _dbsf}
 
 
 def depth(candidates: int, config: FusionConfig) -> int:

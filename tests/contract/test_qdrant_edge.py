@@ -226,3 +226,48 @@ def test_small_collections_never_start_a_build(tmp_path):
         assert not store.builder.building("c") and store.builder.threshold >= 10_000
     finally:
         store.close()
+
+
+def test_our_dbsf_fusion_ranks_as_the_engines_own(tmp_path):
+    """fusion.fuse(method="dbsf", w=0.5) over the store's two sides gives qdrant-edge's in-engine Fusion.Dbsf
+    ranking (prefetch of the same depth), so the rule measured in the engine is the one both stores run."""
+    import qdrant_edge as qe
+
+    from indexer.search import lexical
+    from indexer.search.fusion import FusionConfig, fuse
+    from plugins.qdrant.edge import LEXICAL, hnsw_ef
+
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(40)]
+    vecs = rng.normal(size=(300, DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    points = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"d{i}")), vecs[i],
+                    {"path": f"/r/f{i}.md", "text": " ".join(rng.choice(words, 12)), "file_type": "md"})
+              for i in range(300)]
+    store = _open(tmp_path / "q")
+    try:
+        store.ensure_collection("c", DIM, {})
+        store.upsert("c", points)
+        for trial in range(5):
+            qv = rng.normal(size=DIM).astype(np.float32)
+            qv /= np.linalg.norm(qv)
+            qt = " ".join(rng.choice(words, 3))
+            depth = 40
+            ours = fuse(store.search("c", qv, depth), store.search_lexical("c", qt, depth),
+                        FusionConfig(method="dbsf", dense_weight=0.5))
+            indices, values = lexical.sparse_query(qt)
+            request = qe.QueryRequest(limit=10, query=qe.Fusion.Dbsf(), with_payload=False, prefetches=[
+                qe.Prefetch(limit=depth, query=qe.Query.Nearest(qv.tolist()),
+                            params=qe.SearchParams(hnsw_ef=hnsw_ef(depth))),
+                qe.Prefetch(limit=depth, query=qe.Query.Nearest(qe.SparseVector(indices=indices, values=values),
+                                                                using=LEXICAL))])
+            engine = store._query("c", request)
+            assert [2 * h.score for h in ours[:10]] == pytest.approx([p.score for p in engine], abs=1e-4), trial
+            mine = [h.id for h in ours[:10]]
+            theirs = [str(p.id) for p in engine]
+            for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):  # equal scores may come in either order
+                tied = abs(2 * ours[i].score - engine[i].score) < 1e-4 and any(
+                    abs(engine[j].score - engine[i].score) < 1e-5 for j in range(10) if j != i)
+                assert a == b or tied, (trial, i)
+    finally:
+        store.close()
