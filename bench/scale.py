@@ -49,7 +49,7 @@ def real_vectors(state: Path) -> tuple[np.ndarray, list[str]]:
     key = db.execute("SELECT model_key FROM vector_cache GROUP BY 1 ORDER BY COUNT(*) DESC LIMIT 1").fetchone()[0]
     rows = db.execute(
         "SELECT c.path, v.vector FROM chunks c JOIN vector_cache v ON v.content_hash = c.content_hash"
-        " WHERE v.model_key = ?",
+        " WHERE v.model_key = ? GROUP BY c.content_hash",  # one per distinct chunk (several collections share them)
         (key,),
     ).fetchall()
     docs = [Path(p).stem for p, _ in rows]
