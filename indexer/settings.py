@@ -63,8 +63,13 @@ class Settings(BaseSettings):
     search_mode: Literal["dense", "lexical", "hybrid"] = Field(
         "hybrid", description="default search: dense vectors, lexical BM25, or both fused"
     )
-    fusion: Literal["rrf", "score", "dbsf"] = Field("score", description="how hybrid search fuses its two rankings")
-    fusion_dense_weight: float = Field(0.4, ge=0.0, le=1.0, description="the dense side's share in hybrid fusion")
+    fusion: Literal["rrf", "score", "dbsf"] = Field(
+        "dbsf", description="how hybrid search fuses its two rankings (dbsf: Qdrant's distribution-based fusion)"
+    )
+    fusion_dense_weight: float | None = Field(
+        None, ge=0.0, le=1.0,
+        description="the dense side's share in hybrid fusion (default: 0.5 for dbsf, as in Qdrant; 0.4 otherwise)",
+    )
     rerank_max_tokens: int = Field(256, ge=16, description="cap on query+document tokens per rerank pair")
     rerank_budget_ms: float = Field(
         1000.0, ge=0.0, description="time the rerank stage of one search may take (0: no budget, rerank all)"

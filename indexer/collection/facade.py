@@ -517,7 +517,7 @@ class Collection:
             return False
 
     def fusion_config(self) -> FusionConfig:
-        return FusionConfig(method=self.settings.fusion, dense_weight=self.settings.fusion_dense_weight)
+        return FusionConfig.of(self.settings.fusion, self.settings.fusion_dense_weight)
 
     def forget(self, path: str | Path) -> IndexReport:
         """Remove a root and every point of its files."""
