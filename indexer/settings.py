@@ -64,7 +64,7 @@ class Settings(BaseSettings):
         "hybrid", description="default search: dense vectors, lexical BM25, or both fused"
     )
     fusion: Literal["rrf", "score", "dbsf"] = Field(
-        "dbsf", description="how hybrid search fuses its two rankings (dbsf: Qdrant's distribution-based fusion)"
+        "score", description="how hybrid search fuses its two rankings (dbsf: Qdrant's distribution-based fusion)"
     )
     fusion_dense_weight: float | None = Field(
         None, ge=0.0, le=1.0,
