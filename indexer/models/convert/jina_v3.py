@@ -197,7 +197,7 @@ def _write(src_dir: Path, ckpt: _Checkpoint, writer: gguf.GGUFWriter, quant: str
     writer.add_layer_norm_eps(float(cfg.get("layer_norm_eps", 1e-5)))
     writer.add_causal_attention(False)
     writer.add_pooling_type(ckpt.pooling)
-    write_unigram_vocab(writer, ckpt.vocab, src_dir, int(cfg.get("type_vocab_size", 1)))
+    write_unigram_vocab(writer, ckpt.vocab, int(cfg.get("type_vocab_size", 1)))
     writer.add_string(KEY_SIMILARITY, ckpt.similarity)
     writer.add_uint32(KEY_MAX_SEQ, ckpt.max_seq_length)
     if ckpt.instructions.get(QUERY_TASK):

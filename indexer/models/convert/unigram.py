@@ -1,16 +1,15 @@
-"""SentencePiece unigram vocabularies (XLM-RoBERTa's) read from a Hugging Face ``tokenizer.json``.
+"""SentencePiece unigram vocabularies (XLM-RoBERTa's, and jina-embeddings-v3's, which is the same tokenizer)
+read from a Hugging Face ``tokenizer.json``.
 
-Follows llama.cpp's converter (conversion/bert.py, ``_xlmroberta_set_vocab``, the tokenizer.json branch that
-jina-embeddings-v3 takes: its folder has no sentencepiece.bpe.model): the llama.cpp ``t5`` (UGM) tokenizer
-with the pieces and scores of the Unigram model, token types (unknown, control for special tokens,
-user-defined for other added tokens), the SentencePiece ``precompiled_charsmap`` of the ``Precompiled``
-normalizer, ``add_space_prefix`` from the Metaspace pre-tokenizer, and ``[PAD<i>]`` rows up to the model's
-vocab size. Shared by the families whose tokenizer is XLM-RoBERTa's (jina-embeddings-v3; XLM-RoBERTa's own
-module can use it too).
-
-``remove_extra_whitespaces``: llama.cpp's converter takes it from ``clean_up_tokenization_spaces``; here it
-is what the tokenizer.json actually does, collapse runs of spaces (a ``Replace(" {2,}", " ")`` normalizer or
-a ``WhitespaceSplit`` pre-tokenizer), falling back to ``clean_up_tokenization_spaces``.
+Follows llama.cpp's converter (conversion/bert.py, ``_xlmroberta_tokenizer_init`` / ``_xlmroberta_set_vocab``,
+its tokenizer.json branch): the ``t5`` (UGM) tokenizer with the pieces' scores and token types (unknown,
+control for special tokens, user-defined for other added tokens, ``[PAD<i>]`` rows up to the model's vocab
+size), the SentencePiece normalizer's ``precompiled_charsmap``, ``add_space_prefix`` from the Metaspace
+pre-tokenizer, and ``remove_extra_whitespaces`` from what the pipeline does (a ``Replace(" {2,}")`` normalizer or
+a ``WhitespaceSplit`` pre-tokenizer), else ``clean_up_tokenization_spaces`` as llama.cpp's converter takes it.
+Never from ``sentencepiece.bpe.model``: the product has no sentencepiece dependency. Normalizer and
+pre-tokenizer steps llama.cpp's UGM tokenizer cannot reproduce, and a post-processor other than XLM-R's
+``<s> A </s></s> B </s>``, are refused rather than silently changing the token ids.
 """
 
 from __future__ import annotations
@@ -26,8 +25,11 @@ import gguf
 from indexer.errors import ModelError
 from indexer.models.convert.common import read_json
 
-# Normalizers and pre-tokenizers of a unigram tokenizer.json that llama.cpp's UGM tokenizer reproduces.
-_SPACE_RUNS = (" {2,}", "  +")
+# tokenizers' normalizers and pre-tokenizers llama.cpp's UGM tokenizer does itself (charsmap, whitespace
+# rules, the "▁" prefix); anything else would change the token ids.
+_NORMALIZERS = frozenset({"Precompiled", "Replace", "Strip"})
+_PRE_TOKENIZERS = frozenset({"Metaspace", "WhitespaceSplit"})
+_SPACE = "\u2581"
 
 
 @dataclass(frozen=True)
@@ -35,123 +37,176 @@ class UnigramVocab:
     tokens: list[str]
     scores: list[float]
     types: list[gguf.TokenType]
+    special_ids: dict[str, int]
     add_space_prefix: bool
     remove_extra_whitespaces: bool
-    precompiled_charsmap: bytes
+    charsmap: bytes
 
 
-def _flatten(node: dict[str, Any] | None, key: str) -> list[dict[str, Any]]:
-    """A normalizer / pre-tokenizer and the members of a ``Sequence`` of them, in order."""
-    if not node:
+def _steps(node: Any, key: str) -> list[dict[str, Any]]:
+    """A tokenizers normalizer / pre-tokenizer as the list of its steps (a Sequence flattened)."""
+    if not isinstance(node, dict):
         return []
     if node.get("type") == "Sequence":
-        return [leaf for child in node.get(key, []) for leaf in _flatten(child, key)]
+        return [step for child in node.get(key) or [] for step in _steps(child, key)]
     return [node]
 
 
-def _normalizer(src: Path, tok_json: dict[str, Any]) -> tuple[bytes, bool]:
-    """(precompiled charsmap, collapses space runs) of the normalizer; refuses what UGM cannot do."""
-    charsmap = b""
-    collapses = False
-    for norm in _flatten(tok_json.get("normalizer"), "normalizers"):
-        kind = norm.get("type")
-        if kind == "Precompiled":
-            raw = norm.get("precompiled_charsmap") or ""
-            try:
-                charsmap = base64.b64decode(raw) if isinstance(raw, str) else bytes(raw)
-            except (binascii.Error, ValueError, TypeError) as exc:
-                raise ModelError(f"{src}: the Precompiled normalizer's charsmap is not base64 ({exc})") from exc
-        elif kind == "Replace" and norm.get("content") == " " and \
-                (norm.get("pattern") or {}).get("Regex") in _SPACE_RUNS:
-            collapses = True
-        else:
-            raise ModelError(f"{src}: normalizer {kind!r} is not supported for a unigram tokenizer (llama.cpp "
-                             "applies the SentencePiece charsmap and collapses spaces only)")
-    return charsmap, collapses
-
-
-def _pre_tokenizer(src: Path, tok_json: dict[str, Any], tok_cfg: dict[str, Any]) -> tuple[bool, bool]:
-    """(add a space prefix, collapses whitespace runs) from the Metaspace (+ WhitespaceSplit) pre-tokenizer."""
-    add_prefix: bool | None = None
-    splits = False
-    for pre in _flatten(tok_json.get("pre_tokenizer"), "pretokenizers"):
-        kind = pre.get("type")
-        if kind == "Metaspace":
-            if pre.get("replacement", "\u2581") != "\u2581":
-                raise ModelError(f"{src}: Metaspace replacement {pre['replacement']!r} is not supported (\u2581 only)")
-            scheme = pre.get("prepend_scheme")
-            legacy = bool(pre.get("add_prefix_space", True))
-            add_prefix = scheme in ("always", "first") if scheme is not None else legacy
-        elif kind == "WhitespaceSplit":
-            splits = True
-        else:
-            raise ModelError(f"{src}: pre-tokenizer {kind!r} is not supported for a unigram tokenizer "
-                             "(Metaspace, optionally after WhitespaceSplit)")
-    if add_prefix is None:
-        add_prefix = bool(tok_cfg.get("add_prefix_space", True))
-    return add_prefix, splits
-
-
-def read_unigram_vocab(src_dir: Path, vocab_size: int) -> UnigramVocab:
-    """The unigram vocabulary of ``src_dir/tokenizer.json``, padded to ``vocab_size`` rows."""
-    src = src_dir / "tokenizer.json"
-    tok_json = read_json(src)
-    model = tok_json.get("model") or {}
+def _read_tokenizer_json(src_dir: Path) -> dict[str, Any]:
+    path = src_dir / "tokenizer.json"
+    if not path.is_file():
+        if (src_dir / "sentencepiece.bpe.model").is_file():
+            raise ModelError(
+                f"{src_dir}: only sentencepiece.bpe.model is there; the converter reads the vocabulary from "
+                "tokenizer.json (it has no sentencepiece dependency). Write it once with transformers: "
+                f"python -c \"from transformers import AutoTokenizer as T; T.from_pretrained('{src_dir}')"
+                f".save_pretrained('{src_dir}')\", or convert with llama.cpp's convert_hf_to_gguf.py")
+        raise ModelError(f"{src_dir}: no tokenizer.json found; an XLM-RoBERTa checkpoint needs its "
+                         "SentencePiece (Unigram) tokenizer.json")
+    tok = read_json(path)
+    model = tok.get("model") or {}
     if model.get("type") != "Unigram":
-        found = model.get("type") or "no tokenizer.json"
-        raise ModelError(f"{src_dir}: expected a SentencePiece unigram tokenizer.json (model type Unigram), "
-                         f"found {found}")
+        raise ModelError(f"{path}: tokenizer model {model.get('type')!r} is not a SentencePiece Unigram model; "
+                         "XLM-RoBERTa checkpoints (bge-m3, bge-reranker-v2-m3) have a Unigram tokenizer")
     if model.get("byte_fallback"):
-        raise ModelError(f"{src}: byte_fallback unigram models are not supported (XLM-RoBERTa has none)")
-    pieces = model.get("vocab") or []
-    if not pieces:
-        raise ModelError(f"{src}: the Unigram model has an empty vocabulary")
-    tok_cfg = {**read_json(src_dir / "special_tokens_map.json"), **read_json(src_dir / "tokenizer_config.json")}
-    charsmap, collapses = _normalizer(src, tok_json)
-    add_prefix, splits = _pre_tokenizer(src, tok_json, tok_cfg)
-    remove_ws = collapses or splits or bool(tok_cfg.get("clean_up_tokenization_spaces", False))
+        raise ModelError(f"{path}: a Unigram model with byte_fallback is not supported (llama.cpp's UGM "
+                         "tokenizer has no byte fallback; XLM-R tokenizers have none)")
+    return tok
 
-    def token_name(value: object) -> str | None:
-        if isinstance(value, dict):
-            value = value.get("content")
-        return str(value) if value else None
 
-    index = {str(p[0]): i for i, p in enumerate(pieces)}
-    unk_name = token_name(tok_cfg.get("unk_token"))
-    unk_id = index.get(unk_name, model.get("unk_id", 3)) if unk_name else model.get("unk_id", 3)
-    special_names = {token_name(tok_cfg.get(f"{kind}_token"))
-                     for kind in ("bos", "eos", "unk", "sep", "pad", "cls", "mask")}
-    special_names |= {token_name(t) for t in tok_cfg.get("additional_special_tokens") or []}
-    added = {str(t["content"]): bool(t.get("special")) for t in tok_json.get("added_tokens", [])}
+def _normalizer_rules(src_dir: Path, tok: dict[str, Any]) -> tuple[bytes, bool, bool]:
+    """(precompiled charsmap, add_space_prefix, remove_extra_whitespaces) of the tokenizer's pipeline."""
+    path = src_dir / "tokenizer.json"
+    charsmap = b""
+    collapses_spaces = False
+    for step in _steps(tok.get("normalizer"), "normalizers"):
+        kind = step.get("type")
+        if kind not in _NORMALIZERS:
+            raise ModelError(f"{path}: normalizer {kind!r} cannot be reproduced by llama.cpp's UGM tokenizer "
+                             f"(supported: {', '.join(sorted(_NORMALIZERS))} as XLM-R tokenizers use them)")
+        if kind == "Precompiled":
+            try:
+                charsmap = base64.b64decode(step.get("precompiled_charsmap") or "", validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise ModelError(f"{path}: the Precompiled normalizer's charsmap is not base64 ({exc})") from exc
+        elif kind == "Replace":
+            pattern = step.get("pattern") or {}
+            target = pattern.get("Regex", pattern.get("String"))
+            if target not in (" {2,}", r"\A +| +\z", " ") or step.get("content") not in (" ", "", _SPACE):
+                raise ModelError(f"{path}: normalizer Replace {target!r} -> {step.get('content')!r} is not one of "
+                                 "SentencePiece's whitespace rules; llama.cpp cannot reproduce it")
+            collapses_spaces = collapses_spaces or target == " {2,}"
+    prefix: bool | None = None
+    for step in _steps(tok.get("pre_tokenizer"), "pretokenizers"):
+        kind = step.get("type")
+        if kind not in _PRE_TOKENIZERS:
+            raise ModelError(f"{path}: pre-tokenizer {kind!r} cannot be reproduced by llama.cpp's UGM tokenizer "
+                             f"(supported: {', '.join(sorted(_PRE_TOKENIZERS))})")
+        if kind == "WhitespaceSplit":
+            collapses_spaces = True
+        elif kind == "Metaspace":
+            if step.get("replacement", _SPACE) != _SPACE:
+                raise ModelError(f"{path}: Metaspace replacement {step.get('replacement')!r} is not '\u2581'")
+            scheme = step.get("prepend_scheme")
+            prefix = scheme in ("always", "first") if scheme is not None else bool(step.get("add_prefix_space", True))
+    tok_cfg = read_json(src_dir / "tokenizer_config.json")
+    if prefix is None:
+        prefix = bool(tok_cfg.get("add_prefix_space", True))
+    # llama.cpp's converter takes clean_up_tokenization_spaces; the pipeline's own space rule says it too
+    clean_up = tok_cfg.get("clean_up_tokenization_spaces")
+    remove_extra = collapses_spaces or (clean_up if isinstance(clean_up, bool) else True)
+    return charsmap, prefix, remove_extra
 
-    size = max(vocab_size, len(pieces))
+
+def read_unigram_vocab(src_dir: Path, config_vocab_size: int) -> UnigramVocab:
+    """Pieces, scores and token types (llama.cpp's tokenizer.json path of ``_xlmroberta_set_vocab``)."""
+    tok = _read_tokenizer_json(src_dir)
+    path = src_dir / "tokenizer.json"
+    model = tok["model"]
+    entries = model.get("vocab") or []
+    if not entries or not all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) for e in entries):
+        raise ModelError(f"{path}: the Unigram vocabulary is not a list of [piece, score] pairs")
+    added = {int(a["id"]): a for a in tok.get("added_tokens") or [] if isinstance(a.get("id"), int)}
+    size = max(config_vocab_size, len(entries), max(added, default=-1) + 1)
     tokens = [f"[PAD{i}]" for i in range(size)]
     scores = [-10000.0] * size
     types = [gguf.TokenType.UNUSED] * size
-    for i, entry in enumerate(pieces):
-        piece, score = str(entry[0]), float(entry[1])
-        if i == unk_id:
-            kind = gguf.TokenType.UNKNOWN
-        elif piece in special_names or added.get(piece):
-            kind = gguf.TokenType.CONTROL
-        elif piece in added:
-            kind = gguf.TokenType.USER_DEFINED
-        else:
-            kind = gguf.TokenType.NORMAL
-        tokens[i], scores[i], types[i] = piece, score, kind
-    return UnigramVocab(tokens, scores, types, add_prefix, remove_ws, charsmap)
+    for i, (piece, score) in enumerate(entries):
+        tokens[i], scores[i], types[i] = piece, float(score), gguf.TokenType.NORMAL
+    for i, a in added.items():
+        tokens[i] = str(a["content"])
+        if i >= len(entries):
+            scores[i] = 0.0
+        types[i] = gguf.TokenType.CONTROL if a.get("special") else gguf.TokenType.USER_DEFINED
+    unk = model.get("unk_id")
+    if isinstance(unk, int) and 0 <= unk < size:
+        types[unk] = gguf.TokenType.UNKNOWN
+
+    index = {t: i for i, t in reversed(list(enumerate(tokens)))}
+    cfg = {**read_json(src_dir / "special_tokens_map.json"), **read_json(src_dir / "tokenizer_config.json")}
+
+    def special(kind: str, default: str) -> int | None:
+        value = cfg.get(f"{kind}_token", default)
+        if isinstance(value, dict):
+            value = value.get("content", default)
+        return index.get(str(value))
+
+    ids = {k: special(k, d) for k, d in (("bos", "<s>"), ("eos", "</s>"), ("sep", "</s>"), ("pad", "<pad>"),
+                                        ("mask", "<mask>"))}
+    if isinstance(unk, int) and 0 <= unk < size:
+        ids["unk"] = unk
+    if ids["bos"] is None or ids["eos"] is None:
+        raise ModelError(f"{path}: vocabulary lacks <s> / </s>; not an XLM-RoBERTa tokenizer")
+    if ids.get("unk") is None:
+        raise ModelError(f"{path}: the Unigram model names no unk_id; llama.cpp's UGM tokenizer needs one")
+    _check_template(path, tok.get("post_processor"), tokens, int(ids["bos"]), int(ids["eos"]))
+    charsmap, prefix, remove_extra = _normalizer_rules(src_dir, tok)
+    special_ids = {k: v for k, v in ids.items() if v is not None}
+    return UnigramVocab(tokens, scores, types, special_ids, prefix, remove_extra, charsmap)
 
 
-def write_unigram_vocab(writer: gguf.GGUFWriter, vocab: UnigramVocab, src_dir: Path, token_type_count: int) -> None:
-    """The vocabulary keys as llama.cpp's converter writes them for a unigram (``t5``) tokenizer."""
+def _check_template(path: Path, post: Any, tokens: list[str], bos: int, eos: int) -> None:
+    """The post-processor must add ``<s> A </s>`` and ``<s> A </s></s> B </s>``: what llama.cpp adds."""
+    if not isinstance(post, dict) or post.get("type") in (None, "RobertaProcessing"):
+        return
+    if post.get("type") != "TemplateProcessing":
+        raise ModelError(f"{path}: post-processor {post.get('type')!r} is not XLM-R's template")
+
+    def layout(items: list[dict[str, Any]]) -> list[str]:
+        return [f"<{i['Sequence']['id']}>" if "Sequence" in i else str(i.get("SpecialToken", {}).get("id"))
+                for i in items]
+
+    b, e = tokens[bos], tokens[eos]
+    want_single, want_pair = [b, "<A>", e], [b, "<A>", e, e, "<B>", e]
+    single, pair = layout(post.get("single") or []), layout(post.get("pair") or [])
+    if single != want_single or (pair and pair != want_pair):
+        raise ModelError(f"{path}: the tokenizer adds {single} / {pair}, not XLM-R's {want_single} / {want_pair}; "
+                         "llama.cpp would encode texts and pairs differently")
+
+
+def write_unigram_vocab(writer: gguf.GGUFWriter, v: UnigramVocab, token_type_count: int) -> None:
+    """The vocabulary keys as llama.cpp's converter writes them for XLM-R's unigram (``t5``) tokenizer."""
     writer.add_tokenizer_model("t5")
     writer.add_tokenizer_pre("default")
-    writer.add_token_list(vocab.tokens)
-    writer.add_token_scores(vocab.scores)
-    writer.add_token_types(vocab.types)
-    writer.add_add_space_prefix(vocab.add_space_prefix)
+    writer.add_token_list(v.tokens)
+    writer.add_token_scores(v.scores)
+    writer.add_token_types(v.types)
+    writer.add_add_space_prefix(v.add_space_prefix)
     writer.add_token_type_count(token_type_count)
-    writer.add_remove_extra_whitespaces(vocab.remove_extra_whitespaces)
-    if vocab.precompiled_charsmap:
-        writer.add_precompiled_charsmap(vocab.precompiled_charsmap)
-    gguf.SpecialVocab(src_dir, n_vocab=len(vocab.tokens)).add_to_gguf(writer, quiet=True)
+    writer.add_remove_extra_whitespaces(v.remove_extra_whitespaces)
+    if v.charsmap:
+        writer.add_precompiled_charsmap(v.charsmap)
+    ids = v.special_ids
+    writer.add_bos_token_id(ids["bos"])
+    writer.add_eos_token_id(ids["eos"])
+    writer.add_unk_token_id(ids["unk"])
+    if "sep" in ids:
+        writer.add_sep_token_id(ids["sep"])
+    if "pad" in ids:
+        writer.add_pad_token_id(ids["pad"])
+    if "mask" in ids:
+        writer.add_mask_token_id(ids["mask"])
+    # gguf's SpecialVocab on XLM-R's template: <s> A </s> and <s> A </s></s> B </s>
+    writer.add_add_bos_token(True)
+    writer.add_add_eos_token(True)
+    writer.add_add_sep_token(True)
