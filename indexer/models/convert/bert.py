@@ -24,7 +24,9 @@ from indexer.models.convert.common import (
     KEY_SIMILARITY,
     KEY_STRIP_ACCENTS,
     Prepared,
+    add_special_token_ids,
     add_tensors,
+    bert_special_ids,
     max_seq_length,
     pooling_type,
     read_json,
@@ -200,16 +202,7 @@ def _write(src_dir: Path, ckpt: _Checkpoint, writer: gguf.GGUFWriter, quant: str
     writer.add_token_list(ckpt.tokens)
     writer.add_token_types(ckpt.token_types)
     writer.add_token_type_count(int(cfg.get("type_vocab_size", 2)))
-    ids = ckpt.special_ids
-    writer.add_bos_token_id(ids["cls"])
-    writer.add_eos_token_id(ids["sep"])
-    writer.add_sep_token_id(ids["sep"])
-    if "unk" in ids:
-        writer.add_unk_token_id(ids["unk"])
-    if "pad" in ids:
-        writer.add_pad_token_id(ids["pad"])
-    if "mask" in ids:
-        writer.add_mask_token_id(ids["mask"])
+    add_special_token_ids(writer, bert_special_ids(ckpt.special_ids))
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(True)
     writer.add_add_sep_token(False)  # pairs become [CLS] q [SEP] d [SEP]

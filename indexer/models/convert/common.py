@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,3 +125,18 @@ def add_tensors(writer: gguf.GGUFWriter, tensors: Iterable[tuple[str, np.ndarray
         array = np.asarray(array, dtype=np.float32)
         data, qtype = quantize(array, tensor_type(name, array, quant))
         writer.add_tensor(name, data, raw_dtype=qtype)
+
+
+def add_special_token_ids(writer: gguf.GGUFWriter, ids: Mapping[str, int]) -> None:
+    """The special token ids ``ids`` names (bos, eos, sep, unk, pad, mask: gguf's names), in that order."""
+    adders = {"bos": writer.add_bos_token_id, "eos": writer.add_eos_token_id, "sep": writer.add_sep_token_id,
+              "unk": writer.add_unk_token_id, "pad": writer.add_pad_token_id, "mask": writer.add_mask_token_id}
+    for kind, add in adders.items():
+        if kind in ids:
+            add(int(ids[kind]))
+
+
+def bert_special_ids(ids: Mapping[str, int]) -> dict[str, int]:
+    """A WordPiece vocabulary's [CLS]/[SEP]/... ids as gguf's special ids: [CLS] begins, [SEP] ends and separates."""
+    return {"bos": ids["cls"], "eos": ids["sep"], "sep": ids["sep"],
+            **{k: ids[k] for k in ("unk", "pad", "mask") if k in ids}}

@@ -35,7 +35,9 @@ from indexer.models.convert.common import (
     KEY_SIMILARITY,
     KEY_STRIP_ACCENTS,
     Prepared,
+    add_special_token_ids,
     add_tensors,
+    bert_special_ids,
     max_seq_length,
     pooling_type,
     read_json,
@@ -253,14 +255,7 @@ def _write(src_dir: Path, ckpt: _Checkpoint, writer: gguf.GGUFWriter, quant: str
     writer.add_token_types(vocab.types)
     writer.add_token_type_count(vocab.token_type_count)
     if vocab.model == "bert":
-        ids = vocab.special_ids
-        writer.add_bos_token_id(ids["cls"])
-        writer.add_eos_token_id(ids["sep"])
-        writer.add_sep_token_id(ids["sep"])
-        for kind, add in (("unk", writer.add_unk_token_id), ("pad", writer.add_pad_token_id),
-                          ("mask", writer.add_mask_token_id)):
-            if kind in ids:
-                add(ids[kind])
+        add_special_token_ids(writer, bert_special_ids(vocab.special_ids))
         writer.add_add_bos_token(True)
         writer.add_add_eos_token(True)
         writer.add_add_sep_token(False)

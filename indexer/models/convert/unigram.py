@@ -23,7 +23,7 @@ from typing import Any
 import gguf
 
 from indexer.errors import ModelError
-from indexer.models.convert.common import read_json
+from indexer.models.convert.common import add_special_token_ids, read_json
 
 # tokenizers' normalizers and pre-tokenizers llama.cpp's UGM tokenizer does itself (charsmap, whitespace
 # rules, the "▁" prefix); anything else would change the token ids.
@@ -196,16 +196,7 @@ def write_unigram_vocab(writer: gguf.GGUFWriter, v: UnigramVocab, token_type_cou
     writer.add_remove_extra_whitespaces(v.remove_extra_whitespaces)
     if v.charsmap:
         writer.add_precompiled_charsmap(v.charsmap)
-    ids = v.special_ids
-    writer.add_bos_token_id(ids["bos"])
-    writer.add_eos_token_id(ids["eos"])
-    writer.add_unk_token_id(ids["unk"])
-    if "sep" in ids:
-        writer.add_sep_token_id(ids["sep"])
-    if "pad" in ids:
-        writer.add_pad_token_id(ids["pad"])
-    if "mask" in ids:
-        writer.add_mask_token_id(ids["mask"])
+    add_special_token_ids(writer, v.special_ids)
     # gguf's SpecialVocab on XLM-R's template: <s> A </s> and <s> A </s></s> B </s>
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(True)
