@@ -152,7 +152,6 @@ def bench_edge(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.nd
     extra /= np.linalg.norm(extra, axis=1, keepdims=True)
     t = time.perf_counter()
     store.builder.maybe_start("bench", store._require("bench"), store._dir("bench"), store._swap_built)
-    started = time.perf_counter() - t
     during, writes, i = [], [], 0
     while store.builder.building("bench"):
         q = queries[i % len(queries)]
@@ -168,7 +167,8 @@ def bench_edge(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.nd
         i += 1
         time.sleep(0.02)
     build = time.perf_counter() - t
-    print(f"qdrant-edge background build: {build:.1f}s (copy under the lock {started:.1f}s); during it "
+    steps = ", ".join(f"{k} {v:.1f}s" for k, v in store.builder.completed[-1][2].items())
+    print(f"qdrant-edge background build: {build:.1f}s ({steps}); during it "
           f"{len(during)} searches p50 {pct(during, 50):.1f} ms p95 {pct(during, 95):.1f} ms max {max(during):.0f} ms, "
           f"{len(writes)} writes of 50 p95 {pct(writes, 95):.1f} ms max {max(writes):.0f} ms")
     store.close()

@@ -4,14 +4,18 @@ qdrant-edge builds its index in ``EdgeShard.optimize()``, which holds Python's G
 a 20,000-point build of 9 s let a sleeping thread run twice), so a build inside the serving process would stall
 every search, the HTTP server and the watcher. The build therefore runs in a child process, on a copy:
 
-1. under the store lock: flush the live shard, copy its folder to ``edge/<name>.build``, start a journal;
-2. a child process (``nice``) loads the copy and runs ``optimize()``; the live shard keeps answering (brute force
-   over the segments not yet indexed) and keeps taking writes, each also recorded in the journal;
-3. under the store lock: load the built copy, replay the journal, flush, close both, swap the folders
-   (live -> ``<name>.old``, build -> live, drop the old) and open the new live shard.
+1. with writes held back (searches go on): flush the live shard, copy its folder to ``edge/<name>.build``;
+   from then on every update applied to the live shard is also recorded in a journal;
+2. a child process (``nice``) loads the copy and runs ``optimize()``; the live shard keeps answering (exact
+   over the points not yet indexed, HNSW over the rest) and keeps taking writes;
+3. the child replays the journal into the built copy while it grows, in rounds, until what is left is small;
+4. with writes held back and under the store lock: the child applies the rest, flushes and exits; the store
+   closes the live shard, swaps the folders (live -> ``<name>.old``, build -> live, drop the old) and opens the
+   new live shard once. The stall is that one open (``EdgeShard.load`` also holds the GIL).
 
-A crash at any step leaves the live folder complete (every write is flushed): :func:`recover` removes a
-leftover ``.build`` and puts a ``.old`` back when the swap was cut between its two renames.
+A crash at any step leaves the live folder complete (every write is flushed, and the built copy replaces it
+only once it holds every write): :func:`recover` removes a leftover ``.build`` and puts a ``.old`` back when
+the swap was cut between its two renames.
 
 When: a build starts after a write once a shard holds :data:`INDEX_THRESHOLD` or more points that its HNSW does
 not cover (and, after a build, once as many more have been written: points the engine leaves unindexed never
@@ -25,9 +29,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pickle
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -41,13 +47,29 @@ INDEX_THRESHOLD = 20_000  # unindexed points that start a build
 BUILD_SUFFIX = ".build"
 OLD_SUFFIX = ".old"
 
-_CHILD = (
-    "import sys, qdrant_edge\n"
-    "shard = qdrant_edge.EdgeShard.load(sys.argv[1])\n"
-    "shard.optimize()\n"
-    "shard.flush()\n"
-    "shard.close()\n"
-)
+CATCH_UP = 2_000  # journaled points left for the final round, under the lock
+MAX_ROUNDS = 20
+_CHILD = """
+import pickle, sys, qdrant_edge as qe
+shard = qe.EdgeShard.load(sys.argv[1])
+shard.optimize()
+shard.flush()
+out = sys.stdout.buffer
+out.write(b"built\\n"); out.flush()
+while (rounds := pickle.load(sys.stdin.buffer)) is not None:  # journal rounds, then None
+    for kind, items in rounds:
+        if kind == "delete":
+            shard.update(qe.UpdateOperation.delete_points(items))
+            continue
+        points = [qe.Point(id=i, payload=p, vector={n: qe.SparseVector(indices=v[0], values=v[1])
+                                                     if isinstance(v, tuple) else v for n, v in vec.items()})
+                  for i, vec, p in items]
+        shard.update(qe.UpdateOperation.upsert_points(points))
+    shard.flush()
+    out.write(b"ok\\n"); out.flush()
+shard.close()
+out.write(b"done\\n"); out.flush()
+"""
 
 
 def recover(folder: Path) -> None:
@@ -58,6 +80,19 @@ def recover(folder: Path) -> None:
         logger.warning("restored the embedded Qdrant shard %s after an interrupted index build", folder)
     shutil.rmtree(folder.with_name(folder.name + BUILD_SUFFIX), ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def build_now(folder: Path) -> None:
+    """Build the index of the closed shard in ``folder`` in a child process, and wait (a migration: the new
+    shard goes live with its index rather than answering exactly over every point during its first build)."""
+    with tempfile.TemporaryFile() as errors:
+        done = subprocess.run(  # noqa: S603 - our own interpreter and script
+            [sys.executable, "-c", _CHILD, str(folder)], input=pickle.dumps(None), stdout=subprocess.PIPE,
+            stderr=errors, preexec_fn=_lower_priority if os.name == "posix" else None, check=False,  # noqa: PLW1509
+        )
+        if done.returncode != 0 or not done.stdout.endswith(b"done\n"):
+            errors.seek(0)
+            raise RuntimeError(f"exit {done.returncode}: {errors.read()[-500:].decode(errors='replace').strip()}")
 
 
 def unindexed(shard: Any, vectors_per_point: int = 2) -> int:
@@ -71,83 +106,157 @@ def unindexed(shard: Any, vectors_per_point: int = 2) -> int:
 
 @dataclass
 class _Build:
-    journal: list[Any] = field(default_factory=list)
+    journal: list[tuple[str, Any]] | None = None  # None until the copy is taken
+    journaled: int = 0  # points in the journal
     process: subprocess.Popen[bytes] | None = None
     thread: threading.Thread | None = None
     cancelled: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+    errors: Any = field(default_factory=tempfile.TemporaryFile)  # the child's stderr
+
+
+class BuildCancelled(Exception):
+    pass
 
 
 class BackgroundBuilder:
-    """Runs at most one build per collection; the store calls :meth:`record` for every update it applies and
-    :meth:`maybe_start` after a write. ``swap(collection, built_folder, journal)`` is the store's callback that
-    replays and swaps under its lock."""
+    """Runs at most one build per collection. The store calls :meth:`record` for every update it applies (with
+    ``write_gate`` and ``lock`` held) and :meth:`maybe_start` after a write; writers take ``write_gate`` before
+    ``lock``, readers only ``lock``. ``swap(collection, built_folder)`` is the store's callback that puts the
+    built folder in place and opens it (called with both held)."""
 
-    def __init__(self, lock: threading.RLock, threshold: int = INDEX_THRESHOLD) -> None:
+    def __init__(self, lock: threading.RLock, write_gate: threading.RLock, live: Callable[[str], Any | None],
+                 threshold: int = INDEX_THRESHOLD) -> None:
         self._lock = lock
+        self._gate = write_gate
+        self._live_shard = live
         self.threshold = threshold
         self._builds: dict[str, _Build] = {}
         self._written: dict[str, int] = {}  # points written since the last build started (absent: none yet)
-        self.completed: list[tuple[str, float]] = []  # (collection, seconds) of finished builds
+        self.completed: list[tuple[str, float, dict[str, float]]] = []  # (collection, seconds, steps) of builds
 
     def building(self, collection: str) -> bool:
         return collection in self._builds
 
-    def record(self, collection: str, operation: Any, points: int | None = None) -> None:
-        """Called under the store lock for each update applied to the live shard."""
+    def record(self, collection: str, kind: str, items: list[Any], points: int = 0) -> None:
+        """Called with the gate and the lock held for each update applied to the live shard: ``("upsert",
+        [(id, {vector name: list | (indices, values)}, payload)])`` or ``("delete", [id, ...])``."""
         build = self._builds.get(collection)
-        if build is not None:
-            build.journal.append(operation)
+        if build is not None and build.journal is not None:
+            build.journal.append((kind, items))
+            build.journaled += max(points, 1)
         if collection in self._written:
-            self._written[collection] += 1 if points is None else points
+            self._written[collection] += points or 1
 
-    def maybe_start(self, collection: str, shard: Any, folder: Path,
-                    swap: Callable[[str, Path, list[Any]], None]) -> bool:
-        """Start a build of ``collection`` if its shard needs one and none runs (called under the store lock)."""
+    def maybe_start(self, collection: str, shard: Any, folder: Path, swap: Callable[[str, Path], None]) -> bool:
+        """Start a build of ``collection`` if its shard needs one and none runs (called under the store lock);
+        the copy is taken by the build's thread, as soon as this write has returned."""
         if collection in self._builds or self.threshold <= 0:
             return False
         if self._written.get(collection, self.threshold) < self.threshold or unindexed(shard) < self.threshold:
             return False
         self._written[collection] = 0
-        target = folder.with_name(folder.name + BUILD_SUFFIX)
-        shutil.rmtree(target, ignore_errors=True)
-        shard.flush()
-        shutil.copytree(folder, target)
         build = self._builds[collection] = _Build()
-        build.thread = threading.Thread(target=self._run, args=(collection, target, build, swap),
+        build.thread = threading.Thread(target=self._run, args=(collection, folder, build, swap),
                                         name=f"qdrant-edge-build-{collection}", daemon=True)
         build.thread.start()
         return True
 
-    def _run(self, collection: str, target: Path, build: _Build,
-             swap: Callable[[str, Path, list[Any]], None]) -> None:
+    def _run(self, collection: str, folder: Path, build: _Build, swap: Callable[[str, Path], None]) -> None:
         started = time.monotonic()
+        target = folder.with_name(folder.name + BUILD_SUFFIX)
         try:
-            build.process = subprocess.Popen(  # noqa: S603 - our own interpreter and script
-                [sys.executable, "-c", _CHILD, str(target)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                preexec_fn=_lower_priority if os.name == "posix" else None,  # noqa: PLW1509 - only os.nice
+            self._copy(collection, folder, target, build)
+            build.timings["copy, writes held back"] = time.monotonic() - started
+            process = build.process = subprocess.Popen(  # noqa: S603 - our own interpreter and script
+                [sys.executable, "-c", _CHILD, str(target)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=build.errors, preexec_fn=_lower_priority if os.name == "posix" else None,  # noqa: PLW1509
             )
-            _, err = build.process.communicate()
-            if build.cancelled:
-                return
-            if build.process.returncode != 0:
-                logger.warning("building the HNSW index of embedded Qdrant collection %s failed (exit %s): %s; "
-                               "searches stay exact", collection, build.process.returncode,
-                               err.decode(errors="replace")[-500:])
-                return
-            with self._lock:
+            self._expect(build, b"built")
+            build.timings["index built at"] = time.monotonic() - started
+            for _ in range(MAX_ROUNDS):  # catch up without the lock while writes go on
+                with self._lock:
+                    rounds, build.journal, pending = build.journal or [], [], build.journaled
+                    build.journaled = 0
+                if pending <= CATCH_UP:
+                    with self._lock:  # put back what was taken: the final round sends it, in order
+                        build.journal, build.journaled = rounds + build.journal, pending + build.journaled
+                    break
+                self._send(build, rounds, b"ok")
+            stalled = time.monotonic()
+            with self._gate, self._lock:
                 if build.cancelled:
-                    return
-                swap(collection, target, build.journal)
+                    raise BuildCancelled
+                self._send(build, build.journal or [], b"ok")
+                self._send(build, None, b"done")
+                process.wait(timeout=60)
+                swap(collection, target)
+                build.journal = None
+            build.timings["swap, writes held back"] = time.monotonic() - stalled
             seconds = time.monotonic() - started
-            self.completed.append((collection, seconds))
-            logger.info("built the HNSW index of embedded Qdrant collection %s in %.1f s", collection, seconds)
+            self.completed.append((collection, seconds, dict(build.timings)))
+            logger.info("built the HNSW index of embedded Qdrant collection %s in %.1f s (%s)", collection, seconds,
+                        ", ".join(f"{k} {v:.1f} s" for k, v in build.timings.items()))
+        except BuildCancelled:
+            pass
         except Exception as exc:  # a failed build costs speed, never data: the live shard is untouched
-            logger.warning("building the HNSW index of embedded Qdrant collection %s failed: %s", collection, exc)
+            if not build.cancelled:
+                logger.warning("building the HNSW index of embedded Qdrant collection %s failed: %s; searches stay "
+                               "exact over the points it would have indexed", collection, exc)
         finally:
+            if build.process is not None and build.process.poll() is None:
+                build.process.kill()
+                build.process.wait()
             with self._lock:
                 if self._builds.get(collection) is build:
                     del self._builds[collection]
             shutil.rmtree(target, ignore_errors=True)
+            build.errors.close()
+
+    def _copy(self, collection: str, folder: Path, target: Path, build: _Build) -> None:
+        """Copy the live folder with writes held back but searches going on (reads change no file); the
+        journal starts with the copy."""
+        def copy(src: str, dst: str) -> None:
+            if build.cancelled:
+                raise BuildCancelled
+            shutil.copy2(src, dst)
+
+        with self._gate:
+            with self._lock:
+                if build.cancelled:
+                    raise BuildCancelled
+                shutil.rmtree(target, ignore_errors=True)
+                shard = self._live(collection)
+                shard.flush()
+                build.journal = []
+            shutil.copytree(folder, target, copy_function=copy)
+
+    def _live(self, collection: str) -> Any:
+        shard = self._live_shard(collection)
+        if shard is None:
+            raise BuildCancelled
+        return shard
+
+    def _send(self, build: _Build, rounds: list[tuple[str, Any]] | None, reply: bytes) -> None:
+        process = build.process
+        assert process is not None and process.stdin is not None
+        if build.cancelled:
+            raise BuildCancelled
+        pickle.dump(rounds, process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        process.stdin.flush()
+        self._expect(build, reply)
+
+    def _expect(self, build: _Build, reply: bytes) -> None:
+        process = build.process
+        assert process is not None and process.stdout is not None
+        line = process.stdout.readline().strip()
+        if build.cancelled:
+            raise BuildCancelled
+        if line != reply:
+            code = process.wait(timeout=10) if not line else process.poll()
+            build.errors.seek(0)
+            said = build.errors.read()[-500:].decode(errors="replace").strip()
+            raise RuntimeError(f"the build process stopped (exit {code}): {said or line!r}")
 
     def cancel(self, collection: str | None = None, wait: bool = True) -> None:
         """Stop the build of ``collection`` (every build when None); its copy is removed."""

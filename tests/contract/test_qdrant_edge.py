@@ -265,9 +265,119 @@ def test_our_dbsf_fusion_ranks_as_the_engines_own(tmp_path):
             assert [2 * h.score for h in ours[:10]] == pytest.approx([p.score for p in engine], abs=1e-4), trial
             mine = [h.id for h in ours[:10]]
             theirs = [str(p.id) for p in engine]
+            fused = {h.id: 2 * h.score for h in ours}
             for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):  # equal scores may come in either order
-                tied = abs(2 * ours[i].score - engine[i].score) < 1e-4 and any(
-                    abs(engine[j].score - engine[i].score) < 1e-5 for j in range(10) if j != i)
+                tied = b in fused and abs(fused[b] - engine[i].score) < 1e-4  # (at the 10th: from the 11th)
                 assert a == b or tied, (trial, i)
+    finally:
+        store.close()
+
+
+def test_searches_go_on_while_a_build_copies_the_shard_and_writes_wait_for_it(tmp_path, monkeypatch):
+    """The copy a build starts from is taken with writes held back (a torn copy would lose them) but not reads:
+    a search during a slow copy answers at once, a write waits for the copy to end and is then journaled."""
+    import threading
+
+    from plugins.qdrant import edge_build
+
+    copying = threading.Event()
+    real_copy = edge_build.shutil.copy2
+
+    def slow_copy(src, dst, **kw):
+        copying.set()
+        time.sleep(0.05)
+        return real_copy(src, dst, **kw)
+
+    monkeypatch.setattr(edge_build.shutil, "copy2", slow_copy)
+    store = _open(tmp_path / "q")
+    store.builder.threshold = 1500
+    try:
+        store.ensure_collection("c", DIM, {})
+        points = _points(2000)
+        store.upsert("c", points)
+        assert copying.wait(10), "no build started"
+        t = time.perf_counter()
+        hits = store.search("c", points[3].vector, 5)
+        search_s = time.perf_counter() - t
+        late = [Point(str(uuid.uuid4()), points[i].vector, {"path": f"/r/late{i}.md"}) for i in range(20)]
+        t = time.perf_counter()
+        store.upsert("c", late)
+        write_s = time.perf_counter() - t
+        assert hits[0].id == points[3].id and search_s < 0.05, search_s  # the copy of ~30 files takes > 1 s
+        assert write_s > 0.1, write_s  # it waited for the copy
+        assert store.builder.wait(120)
+        assert store.builder.completed and _indexed(store, "c") >= 2000
+        assert store.count("c") == 2020 and {p.id for p in late} <= store.list_ids("c")
+    finally:
+        store.close()
+
+
+def test_a_busy_writer_is_caught_up_in_rounds_and_nothing_is_lost(tmp_path, monkeypatch):
+    """Writes made while the index builds are replayed into the built copy by the build's own process in rounds,
+    and only the last few under the store lock; the count and the ids are exact after the swap."""
+    from plugins.qdrant import edge_build
+
+    monkeypatch.setattr(edge_build, "CATCH_UP", 10)
+    store = _open(tmp_path / "q")
+    store.builder.threshold = 2000
+    try:
+        store.ensure_collection("c", DIM, {})
+        first = _points(2500)
+        store.upsert("c", first)
+        assert store.builder.building("c")
+        extra = _points(2000, seed=3)
+        extra = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"x{i}")), p.vector, p.payload) for i, p in enumerate(extra)]
+        written = 0
+        while store.builder.building("c") and written < len(extra):
+            store.upsert("c", extra[written : written + 40])
+            written += 40
+            if written == 400:
+                store.delete("c", [first[5].id])
+            time.sleep(0.01)
+        store.upsert("c", extra[written:])
+        assert store.builder.wait(120) and store.builder.completed
+        ids = store.list_ids("c")
+        assert store.count("c") == len(ids) == 2500 + 2000 - (1 if written >= 400 else 0)
+        assert _indexed(store, "c") >= 2500
+        hits = store.search("c", extra[17].vector, 3)
+        assert hits[0].id == extra[17].id
+    finally:
+        store.close()
+
+
+def test_a_built_shard_searches_int8_codes_and_rescores_with_the_float_vectors(tmp_path):
+    """After a build, search runs over the in-RAM int8 codes and rescores the best candidates with the float
+    vectors: the scores returned are the exact ones."""
+    store = _open(tmp_path / "q")
+    try:
+        store.ensure_collection("c", DIM, {})
+        points = _points(3000)
+        store.upsert("c", points)
+        store._require("c").optimize()
+        assert list((tmp_path / "q" / "edge" / "c").glob("segments/*/vector_storage*/quantized.data"))
+        query = points[11].vector
+        for hit in store.search("c", query, 10):
+            vector = next(p.vector for p in points if p.id == hit.id)
+            assert hit.score == pytest.approx(float(np.dot(query, vector)), abs=1e-5)
+    finally:
+        store.close()
+
+
+def test_a_large_local_mode_collection_migrates_with_its_index_built(tmp_path):
+    """A migrated collection goes live indexed (built in a child process before the rename), rather than
+    answering exactly over every point while its first background build runs."""
+    from qdrant_client import QdrantClient, models
+
+    points = _points(1200)
+    client = QdrantClient(path=str(tmp_path / "q"))
+    client.create_collection("c", vectors_config=models.VectorParams(size=DIM, distance=models.Distance.COSINE))
+    client.upsert("c", [models.PointStruct(id=p.id, vector=p.vector.tolist(), payload=p.payload) for p in points])
+    client.close()
+    store = EdgeStore(tmp_path / "q")
+    store.builder.threshold = 1000
+    try:
+        assert store.count("c") == 1200
+        assert _indexed(store, "c") == 1200 and not store.builder.building("c")
+        assert store.search("c", points[9].vector, 1)[0].id == points[9].id
     finally:
         store.close()
