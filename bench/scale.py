@@ -196,7 +196,45 @@ def bench_edge(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.nd
           f"recall@10 {recall(found, sub_truth):.3f}")
     print(f"qdrant-edge resident memory after open + searches: {rss_mb() - before:,.0f} MB "
           f"({(rss_mb() - before) * 2**20 / n:,.0f} bytes/chunk)")
+    grow(store, data, queries)
     store.close()
+
+
+def grow(store, data: np.ndarray, queries: np.ndarray, new: int = 20_000) -> None:
+    """What a collection that grows meets: ``new`` more points (the builder's threshold) start a background
+    build on the indexed shard; searches and the watcher's writes go on meanwhile."""
+    from indexer.types import Point
+
+    more = np.roll(data[:new], 5, axis=1)
+    more /= np.linalg.norm(more, axis=1, keepdims=True)
+    t = time.perf_counter()
+    for start in range(0, new, 2000):
+        store.upsert("bench", [Point(str(uuid.UUID(int=2 * 10**12 + i)), more[i], {"path": f"/r/grow/{i}.txt"})
+                               for i in range(start, min(new, start + 2000))])
+    upsert = time.perf_counter() - t
+    during, writes, i = [], [], 0
+    t = time.perf_counter()
+    while store.builder.building("bench"):
+        t1 = time.perf_counter()
+        store.search("bench", queries[i % len(queries)], 10)
+        during.append((time.perf_counter() - t1) * 1000)
+        if i % 10 == 0:
+            t1 = time.perf_counter()
+            store.upsert("bench", [Point(str(uuid.UUID(int=3 * 10**12 + i * 10 + j)), more[(i * 10 + j) % new],
+                                         {"path": f"/r/grow2/{i}-{j}.txt"}) for j in range(10)])
+            writes.append((time.perf_counter() - t1) * 1000)
+        i += 1
+        time.sleep(0.02)
+    build = time.perf_counter() - t
+    if not during or not store.builder.completed:
+        print(f"qdrant-edge growth by {new:,}: no background build ran")
+        return
+    steps = ", ".join(f"{k} {v:.1f}s" for k, v in store.builder.completed[-1][2].items())
+    print(f"qdrant-edge growth by {new:,} points ({upsert:.1f}s): background build {build:.1f}s ({steps}); during it "
+          f"{len(during)} searches p50 {pct(during, 50):.1f} ms p95 {pct(during, 95):.1f} ms max {max(during):.0f} ms, "
+          f"{len(writes)} writes of 10 p50 {pct(writes, 50):.1f} ms max {max(writes):.0f} ms")
+    ms, _ = edge_search(store, queries[:200])
+    print(f"qdrant-edge after it: p50 {pct(ms, 50):.2f} ms, p95 {pct(ms, 95):.2f} ms")
 
 
 def bench_local(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray) -> None:

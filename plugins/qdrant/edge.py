@@ -12,8 +12,10 @@ collection, without re-embedding: its points are copied into ``edge/<name>.parti
 place once complete (a killed migration starts over; the old files are left untouched). One process at a time
 opens a shard (its WAL is locked), as with local mode.
 
-Search: exact over the points no HNSW covers yet, HNSW with ``hnsw_ef`` = :func:`hnsw_ef` over the rest. The
-index is built in the background once enough points are unindexed (:mod:`plugins.qdrant.edge_build`).
+Search: exact over the points no HNSW covers yet, HNSW with ``hnsw_ef`` = :func:`hnsw_ef` over the rest, on int8
+codes held in RAM, the best ``OVERSAMPLING x limit`` rescored with the float vectors (so scores are exact). The
+index and the codes are built in the background once enough points are unindexed
+(:mod:`plugins.qdrant.edge_build`); a migrated collection arrives indexed.
 """
 
 from __future__ import annotations
@@ -278,17 +280,19 @@ class EdgeStore:
 
     def _swap_built(self, collection: str, built_dir: Path) -> None:
         """Put a built copy, which holds every write (the builder replayed them), in place of the live shard
-        (writes held back, under the lock). Until the second rename the live folder is complete."""
-        live = self._shards.pop(collection, None)
-        if live is not None:
-            live.flush()
-            live.close()
-        folder = self._dir(collection)
-        old = folder.with_name(folder.name + OLD_SUFFIX)
-        os.replace(folder, old)
-        os.replace(built_dir, folder)
+        (called with writes held back). Until the second rename the live folder is complete."""
+        _warm(built_dir)  # searches go on meanwhile; the renames keep the files, and so their cached pages
+        with self._lock:
+            live = self._shards.pop(collection, None)
+            if live is not None:
+                live.flush()
+                live.close()
+            folder = self._dir(collection)
+            old = folder.with_name(folder.name + OLD_SUFFIX)
+            os.replace(folder, old)
+            os.replace(built_dir, folder)
+            self._shards[collection] = _load(folder, self._call, warm=False)
         shutil.rmtree(old, ignore_errors=True)
-        self._shards[collection] = _load(folder, self._call)
 
     def _query(self, collection: str, request: Any) -> Any:
         with self._lock:  # not during a swap
@@ -448,17 +452,22 @@ class EdgeStore:
         return True
 
 
-def _load(folder: Path, call: Callable[[str, Callable[[], Any]], Any]) -> Any:
-    """Open the shard in ``folder``. The engine reads its in-RAM quantized vectors through page faults on a
-    cold file (measured 61 MB/s; 6 s at 1M chunks) and drops them from the page cache once copied, while
-    holding the GIL; reading those files first, in large sequential reads that release the GIL, makes the load
-    itself a copy from the page cache (1M chunks: docs/stores.md)."""
+def _load(folder: Path, call: Callable[[str, Callable[[], Any]], Any], warm: bool = True) -> Any:
+    """Open the shard in ``folder`` (its int8 codes read into the page cache first, unless done already)."""
+    if warm:
+        _warm(folder)
+    return call("open a shard", lambda: _edge().EdgeShard.load(str(folder)))
+
+
+def _warm(folder: Path) -> None:
+    """The engine copies a shard's int8 codes into RAM on open by page faults on the file (measured 61 MB/s: 6 s
+    at 1M chunks), holding the GIL, and then drops them from the page cache; reading the files first, in large
+    sequential reads that release the GIL, makes that copy one from the page cache (1M: open in 1.2 s)."""
     buffer = bytearray(8 << 20)
     for data in folder.glob("segments/*/vector_storage*/quantized.data"):
         with contextlib.suppress(OSError), open(data, "rb", buffering=0) as fh:
             while fh.readinto(buffer):
                 pass
-    return call("open a shard", lambda: _edge().EdgeShard.load(str(folder)))
 
 
 def _search_params(limit: int) -> Any:

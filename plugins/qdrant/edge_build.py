@@ -9,19 +9,22 @@ every search, the HTTP server and the watcher. The build therefore runs in a chi
 2. a child process (``nice``) loads the copy and runs ``optimize()``; the live shard keeps answering (exact
    over the points not yet indexed, HNSW over the rest) and keeps taking writes;
 3. the child replays the journal into the built copy while it grows, in rounds, until what is left is small;
-4. with writes held back and under the store lock: the child applies the rest, flushes and exits; the store
-   closes the live shard, swaps the folders (live -> ``<name>.old``, build -> live, drop the old) and opens the
-   new live shard once. The stall is that one open (``EdgeShard.load`` also holds the GIL).
+4. with writes held back: the child applies the rest, flushes and exits, and the store reads the built copy's
+   int8 codes into the page cache; then, under the store lock, it closes the live shard, swaps the folders
+   (live -> ``<name>.old``, build -> live, drop the old) and opens the new live shard once. Searches wait only
+   for that close and open (``EdgeShard.load`` holds the GIL: 1.0 s at 1M chunks).
 
 A crash at any step leaves the live folder complete (every write is flushed, and the built copy replaces it
 only once it holds every write): :func:`recover` removes a leftover ``.build`` and puts a ``.old`` back when
 the swap was cut between its two renames.
 
 When: a build starts after a write once a shard holds :data:`INDEX_THRESHOLD` or more points that its HNSW does
-not cover (and, after a build, once as many more have been written: points the engine leaves unindexed never
-cause a build after every write). Below that, a search scans them exactly (measured 2.4 ms p50 at 30,000 384-d
-points), so a small collection never pays for an index. Shards are created with the engine's own indexing
-threshold at 1 KB, so a build indexes whatever it finds: this rule alone decides.
+not cover: at first sight as the engine counts them, then as many points written since the last build's copy
+(written points land in the unindexed segment; the engine's count misses overwrites, whose old versions stay in
+an indexed segment; and points it leaves unindexed never cause a build after every write). Below that, a search
+scans them exactly (measured 2.4 ms p50 at 30,000 384-d points), so a small collection never pays for an index.
+Shards are created with the engine's own indexing threshold at 1 KB, so a build indexes whatever it finds: this
+rule alone decides.
 """
 
 from __future__ import annotations
@@ -123,7 +126,7 @@ class BackgroundBuilder:
     """Runs at most one build per collection. The store calls :meth:`record` for every update it applies (with
     ``write_gate`` and ``lock`` held) and :meth:`maybe_start` after a write; writers take ``write_gate`` before
     ``lock``, readers only ``lock``. ``swap(collection, built_folder)`` is the store's callback that puts the
-    built folder in place and opens it (called with both held)."""
+    built folder in place and opens it (called with writes held back; it takes the lock itself)."""
 
     def __init__(self, lock: threading.RLock, write_gate: threading.RLock, live: Callable[[str], Any | None],
                  threshold: int = INDEX_THRESHOLD) -> None:
@@ -132,7 +135,9 @@ class BackgroundBuilder:
         self._live_shard = live
         self.threshold = threshold
         self._builds: dict[str, _Build] = {}
-        self._written: dict[str, int] = {}  # points written since the last build started (absent: none yet)
+        # points written since the last build's copy (every written point lands unindexed; the engine's own
+        # count cannot tell: points deleted from an indexed segment stay in it)
+        self._written: dict[str, int] = {}
         self.completed: list[tuple[str, float, dict[str, float]]] = []  # (collection, seconds, steps) of builds
 
     def building(self, collection: str) -> bool:
@@ -153,7 +158,10 @@ class BackgroundBuilder:
         the copy is taken by the build's thread, as soon as this write has returned."""
         if collection in self._builds or self.threshold <= 0:
             return False
-        if self._written.get(collection, self.threshold) < self.threshold or unindexed(shard) < self.threshold:
+        written = self._written.get(collection)
+        if written is None:  # first sight in this process: what the engine reports unindexed
+            written = self._written[collection] = unindexed(shard)
+        if written < self.threshold:
             return False
         self._written[collection] = 0
         build = self._builds[collection] = _Build()
@@ -184,12 +192,16 @@ class BackgroundBuilder:
                     break
                 self._send(build, rounds, b"ok")
             stalled = time.monotonic()
-            with self._gate, self._lock:
-                if build.cancelled:
-                    raise BuildCancelled
-                self._send(build, build.journal or [], b"ok")
+            with self._gate:  # writes held back; searches go on until swap() takes the lock
+                with self._lock:
+                    if build.cancelled:
+                        raise BuildCancelled
+                    rest = build.journal or []
+                self._send(build, rest, b"ok")
+                build.timings["last round"] = time.monotonic() - stalled
                 self._send(build, None, b"done")
                 process.wait(timeout=60)
+                build.timings["child closed"] = time.monotonic() - stalled
                 swap(collection, target)
                 build.journal = None
             build.timings["swap, writes held back"] = time.monotonic() - stalled

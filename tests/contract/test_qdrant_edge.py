@@ -381,3 +381,22 @@ def test_a_large_local_mode_collection_migrates_with_its_index_built(tmp_path):
         assert store.search("c", points[9].vector, 1)[0].id == points[9].id
     finally:
         store.close()
+
+
+def test_rewriting_indexed_points_starts_a_build_too(tmp_path):
+    """Re-indexing edited files overwrites points an index already covers: the new versions are unindexed
+    (the engine's own count still counts the old ones), so enough rewrites start a build."""
+    store = _open(tmp_path / "q")
+    store.builder.threshold = 1000
+    try:
+        store.ensure_collection("c", DIM, {})
+        points = _points(1500)
+        store.upsert("c", points)
+        assert store.builder.wait(120) and len(store.builder.completed) == 1
+        edited = [Point(p.id, p.vector, {**p.payload, "text": "edited"}) for p in points[:1200]]
+        for start in range(0, 1200, 200):
+            store.upsert("c", edited[start : start + 200])
+        assert store.builder.wait(120) and len(store.builder.completed) == 2
+        assert store.count("c") == 1500
+    finally:
+        store.close()
