@@ -132,7 +132,7 @@ def edge_search(store, queries: np.ndarray, limit: int = 10, where=None) -> tupl
 def bench_edge(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, efs: list[int]) -> None:
     """Our embedded Qdrant store (EdgeStore) at the size of ``data``."""
     from indexer.types import Filter, Metric, Point
-    from plugins.qdrant import edge
+    from plugins.qdrant import edge, edge_build
     from plugins.qdrant.edge import EdgeStore
 
     shutil.rmtree(folder, ignore_errors=True)
@@ -152,6 +152,7 @@ def bench_edge(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.nd
     extra /= np.linalg.norm(extra, axis=1, keepdims=True)
     t = time.perf_counter()
     store.builder.maybe_start("bench", store._require("bench"), store._dir("bench"), store._swap_built)
+    store.builder.threshold = edge_build.INDEX_THRESHOLD  # the writes below must not start a second build
     during, writes, i = [], [], 0
     while store.builder.building("bench"):
         q = queries[i % len(queries)]
