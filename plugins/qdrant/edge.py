@@ -246,10 +246,10 @@ class EdgeStore:
             if isinstance(path, str) and "dirs" not in payload:
                 payload["dirs"] = ancestor_dirs(path)
             indices, values = lexical.sparse_document(payload)
-            dense = vec.astype(np.float32).tolist()
-            vector = {"": dense, LEXICAL: qe.SparseVector(indices=indices, values=values)}
+            dense = vec.astype(np.float32)
+            vector = {"": dense.tolist(), LEXICAL: qe.SparseVector(indices=indices, values=values)}
             structs.append(qe.Point(id=uid, vector=vector, payload=payload))
-            plain.append((uid, {"": dense, LEXICAL: (indices, values)}, payload))
+            plain.append((uid, {"": dense, LEXICAL: (indices, values)}, payload))  # an array: 1.5 KB, not 12
         self._apply(collection, [(qe.UpdateOperation.upsert_points(structs[start : start + BATCH]),
                                   ("upsert", plain[start : start + BATCH]), len(structs[start : start + BATCH]))
                                  for start in range(0, len(structs), BATCH)])

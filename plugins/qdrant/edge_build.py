@@ -52,6 +52,7 @@ OLD_SUFFIX = ".old"
 
 CATCH_UP = 2_000  # journaled points left for the final round, under the lock
 MAX_ROUNDS = 20
+JOURNAL_CAP = 200_000  # points written during one build beyond which it is abandoned for a fresh copy
 _CHILD = """
 import pickle, sys, qdrant_edge as qe
 shard = qe.EdgeShard.load(sys.argv[1])
@@ -65,7 +66,7 @@ while (rounds := pickle.load(sys.stdin.buffer)) is not None:  # journal rounds, 
             shard.update(qe.UpdateOperation.delete_points(items))
             continue
         points = [qe.Point(id=i, payload=p, vector={n: qe.SparseVector(indices=v[0], values=v[1])
-                                                     if isinstance(v, tuple) else v for n, v in vec.items()})
+                                                     if isinstance(v, tuple) else v.tolist() for n, v in vec.items()})
                   for i, vec, p in items]
         shard.update(qe.UpdateOperation.upsert_points(points))
     shard.flush()
@@ -111,9 +112,11 @@ def unindexed(shard: Any, vectors_per_point: int = 2) -> int:
 class _Build:
     journal: list[tuple[str, Any]] | None = None  # None until the copy is taken
     journaled: int = 0  # points in the journal
+    total: int = 0  # points journaled since the copy
     process: subprocess.Popen[bytes] | None = None
     thread: threading.Thread | None = None
     cancelled: bool = False
+    abandoned: bool = False  # too much written meanwhile: a fresh build follows
     timings: dict[str, float] = field(default_factory=dict)
     errors: Any = field(default_factory=tempfile.TemporaryFile)  # the child's stderr
 
@@ -147,9 +150,17 @@ class BackgroundBuilder:
         """Called with the gate and the lock held for each update applied to the live shard: ``("upsert",
         [(id, {vector name: list | (indices, values)}, payload)])`` or ``("delete", [id, ...])``."""
         build = self._builds.get(collection)
-        if build is not None and build.journal is not None:
+        if build is not None and build.journal is not None and not build.cancelled:
             build.journal.append((kind, items))
             build.journaled += max(points, 1)
+            build.total += max(points, 1)
+            if build.total > JOURNAL_CAP:  # a bulk load outruns the build: start again from a fresh copy
+                logger.info("abandoned the index build of embedded Qdrant collection %s: %d points written "
+                            "meanwhile; a fresh build follows", collection, build.total)
+                build.abandoned = build.cancelled = True
+                build.journal = None
+                if build.process is not None and build.process.poll() is None:
+                    build.process.kill()
         if collection in self._written:
             self._written[collection] += points or 1
 
@@ -224,6 +235,16 @@ class BackgroundBuilder:
                     del self._builds[collection]
             shutil.rmtree(target, ignore_errors=True)
             build.errors.close()
+            if build.abandoned or not build.cancelled:
+                self._again(collection, folder, swap)
+
+    def _again(self, collection: str, folder: Path, swap: Callable[[str, Path], None]) -> None:
+        """After a build: if as many points were written meanwhile (they are unindexed in the new shard), build
+        again now rather than at the next write, which may never come (the end of a bulk load)."""
+        with contextlib.suppress(Exception), self._lock:
+            shard = self._live_shard(collection)
+            if shard is not None:
+                self.maybe_start(collection, shard, folder, swap)
 
     def _copy(self, collection: str, folder: Path, target: Path, build: _Build) -> None:
         """Copy the live folder with writes held back but searches going on (reads change no file); the

@@ -400,3 +400,47 @@ def test_rewriting_indexed_points_starts_a_build_too(tmp_path):
         assert store.count("c") == 1500
     finally:
         store.close()
+
+
+def test_the_end_of_a_bulk_load_is_indexed_without_another_write(tmp_path):
+    """Points written during a build are unindexed in the new shard; when as many as the threshold came in, the
+    next build starts as soon as this one is done, not at a next write that may never come."""
+    store = _open(tmp_path / "q")
+    store.builder.threshold = 1000
+    try:
+        store.ensure_collection("c", DIM, {})
+        store.upsert("c", _points(1500))
+        assert store.builder.building("c")
+        more = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"m{i}")), p.vector, p.payload)
+                for i, p in enumerate(_points(1200, seed=5))]
+        store.upsert("c", more)  # during the first build; then no write at all
+        assert store.builder.wait(180)
+        assert len(store.builder.completed) == 2
+        assert unindexed(store._require("c")) == 0 and store.count("c") == 2700
+    finally:
+        store.close()
+
+
+def test_a_build_outrun_by_writes_is_abandoned_for_a_fresh_one(tmp_path, monkeypatch, caplog):
+    """The journal of one build is capped (a bulk load would hold every point written meanwhile in memory): past
+    the cap the build is dropped and a fresh one, from a new copy, follows; nothing is lost."""
+    from plugins.qdrant import edge_build
+
+    monkeypatch.setattr(edge_build, "JOURNAL_CAP", 300)
+    store = _open(tmp_path / "q")
+    store.builder.threshold = 1000
+    try:
+        store.ensure_collection("c", DIM, {})
+        store.upsert("c", _points(1500))
+        assert store.builder.building("c")
+        more = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"m{i}")), p.vector, p.payload)
+                for i, p in enumerate(_points(1200, seed=5))]
+        with caplog.at_level("INFO", logger="plugins.qdrant.edge_build"):
+            for start in range(0, 1200, 100):
+                store.upsert("c", more[start : start + 100])
+            assert store.builder.wait(180) and store.builder.completed
+        assert any("abandoned the index build" in r.getMessage() for r in caplog.records)
+        assert store.count("c") == 2700 and unindexed(store._require("c")) < store.builder.threshold
+        assert {p.id for p in more} <= store.list_ids("c")
+    finally:
+        store.close()
