@@ -24,7 +24,9 @@ not cover: at first sight as the engine counts them, then as many points written
 an indexed segment; and points it leaves unindexed never cause a build after every write). Below that, a search
 scans them exactly (measured 2.4 ms p50 at 30,000 384-d points), so a small collection never pays for an index.
 Shards are created with the engine's own indexing threshold at 1 KB, so a build indexes whatever it finds: this
-rule alone decides.
+rule alone decides. When a build ends with as many points written meanwhile, the next starts at once (the end of a
+bulk load has no next write); a build outrun by :data:`JOURNAL_CAP` points written meanwhile is dropped for a
+fresh copy (its journal is held in memory).
 """
 
 from __future__ import annotations
