@@ -129,17 +129,24 @@ def _indexed(store: EdgeStore, collection: str) -> int:
     return int(shard.info().points_count) - unindexed(shard)
 
 
+def _start_build(tmp_path: Path, n: int, threshold: int) -> tuple[EdgeStore, list[Point]]:
+    """A store with build threshold ``threshold`` whose collection "c" got ``n`` points: a build has started."""
+    store = _open(tmp_path / "q")
+    store.builder.threshold = threshold
+    store.ensure_collection("c", DIM, {})
+    points = _points(n)
+    store.upsert("c", points)
+    assert store.builder.building("c")
+    return store, points
+
+
 def test_the_hnsw_index_is_built_in_the_background_while_searches_and_writes_go_on(tmp_path):
     """A build runs in a child process on a copy: searches keep answering meanwhile (optimize() in-process holds
     the GIL for the whole build), writes made during the build are replayed into the built copy, and deletes
     too; nothing is lost or duplicated, and the swapped-in shard has an index."""
-    store = _open(tmp_path / "q")
-    store.builder.threshold = 2000
+    store, first = _start_build(tmp_path, 2500, threshold=2000)
     try:
-        store.ensure_collection("c", DIM, {})
-        first = _points(2500)
-        store.upsert("c", first)
-        assert store.builder.building("c") and _indexed(store, "c") == 0
+        assert _indexed(store, "c") == 0
         latencies: list[float] = []
         later = _points(300, seed=1)
         later = [Point(f"later-{i}", p.vector, p.payload) for i, p in enumerate(later)]
@@ -289,13 +296,9 @@ def test_searches_go_on_while_a_build_copies_the_shard_and_writes_wait_for_it(tm
         return real_copy(src, dst, **kw)
 
     monkeypatch.setattr(edge_build.shutil, "copy2", slow_copy)
-    store = _open(tmp_path / "q")
-    store.builder.threshold = 1500
+    store, points = _start_build(tmp_path, 2000, threshold=1500)
     try:
-        store.ensure_collection("c", DIM, {})
-        points = _points(2000)
-        store.upsert("c", points)
-        assert copying.wait(10), "no build started"
+        assert copying.wait(10), "the build's copy did not begin"
         t = time.perf_counter()
         hits = store.search("c", points[3].vector, 5)
         search_s = time.perf_counter() - t
@@ -318,13 +321,8 @@ def test_a_busy_writer_is_caught_up_in_rounds_and_nothing_is_lost(tmp_path, monk
     from plugins.qdrant import edge_build
 
     monkeypatch.setattr(edge_build, "CATCH_UP", 10)
-    store = _open(tmp_path / "q")
-    store.builder.threshold = 2000
+    store, first = _start_build(tmp_path, 2500, threshold=2000)
     try:
-        store.ensure_collection("c", DIM, {})
-        first = _points(2500)
-        store.upsert("c", first)
-        assert store.builder.building("c")
         extra = _points(2000, seed=3)
         extra = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"x{i}")), p.vector, p.payload) for i, p in enumerate(extra)]
         written = 0
@@ -386,12 +384,8 @@ def test_a_large_local_mode_collection_migrates_with_its_index_built(tmp_path):
 def test_rewriting_indexed_points_starts_a_build_too(tmp_path):
     """Re-indexing edited files overwrites points an index already covers: the new versions are unindexed
     (the engine's own count still counts the old ones), so enough rewrites start a build."""
-    store = _open(tmp_path / "q")
-    store.builder.threshold = 1000
+    store, points = _start_build(tmp_path, 1500, threshold=1000)
     try:
-        store.ensure_collection("c", DIM, {})
-        points = _points(1500)
-        store.upsert("c", points)
         assert store.builder.wait(120) and len(store.builder.completed) == 1
         edited = [Point(p.id, p.vector, {**p.payload, "text": "edited"}) for p in points[:1200]]
         for start in range(0, 1200, 200):
@@ -402,17 +396,19 @@ def test_rewriting_indexed_points_starts_a_build_too(tmp_path):
         store.close()
 
 
+def _building(tmp_path: Path) -> tuple[EdgeStore, list[Point]]:
+    """A store whose collection "c" is building its index over 1,500 points, and 1,200 more points to write."""
+    store, _ = _start_build(tmp_path, 1500, threshold=1000)
+    more = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"m{i}")), p.vector, p.payload)
+            for i, p in enumerate(_points(1200, seed=5))]
+    return store, more
+
+
 def test_the_end_of_a_bulk_load_is_indexed_without_another_write(tmp_path):
     """Points written during a build are unindexed in the new shard; when as many as the threshold came in, the
     next build starts as soon as this one is done, not at a next write that may never come."""
-    store = _open(tmp_path / "q")
-    store.builder.threshold = 1000
+    store, more = _building(tmp_path)
     try:
-        store.ensure_collection("c", DIM, {})
-        store.upsert("c", _points(1500))
-        assert store.builder.building("c")
-        more = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"m{i}")), p.vector, p.payload)
-                for i, p in enumerate(_points(1200, seed=5))]
         store.upsert("c", more)  # during the first build; then no write at all
         assert store.builder.wait(180)
         assert len(store.builder.completed) == 2
@@ -427,14 +423,8 @@ def test_a_build_outrun_by_writes_is_abandoned_for_a_fresh_one(tmp_path, monkeyp
     from plugins.qdrant import edge_build
 
     monkeypatch.setattr(edge_build, "JOURNAL_CAP", 300)
-    store = _open(tmp_path / "q")
-    store.builder.threshold = 1000
+    store, more = _building(tmp_path)
     try:
-        store.ensure_collection("c", DIM, {})
-        store.upsert("c", _points(1500))
-        assert store.builder.building("c")
-        more = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"m{i}")), p.vector, p.payload)
-                for i, p in enumerate(_points(1200, seed=5))]
         with caplog.at_level("INFO", logger="plugins.qdrant.edge_build"):
             for start in range(0, 1200, 100):
                 store.upsert("c", more[start : start + 100])
