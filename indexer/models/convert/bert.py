@@ -27,6 +27,7 @@ from indexer.models.convert.common import (
     add_special_token_ids,
     add_tensors,
     bert_special_ids,
+    configured_special_ids,
     max_seq_length,
     pooling_type,
     read_json,
@@ -122,16 +123,8 @@ def _vocab(src_dir: Path, vocab_size: int) -> tuple[list[str], list[gguf.TokenTy
             types.append(gguf.TokenType.NORMAL)
 
     index = {w: i for i, w in enumerate(words) if w}
-    cfg = {**read_json(src_dir / "special_tokens_map.json"), **read_json(src_dir / "tokenizer_config.json")}
-
-    def special(kind: str, default: str) -> int | None:
-        value = cfg.get(f"{kind}_token", default)
-        if isinstance(value, dict):
-            value = value.get("content", default)
-        return index.get(str(value))
-
-    ids = {k: special(k, d) for k, d in
-           (("cls", "[CLS]"), ("sep", "[SEP]"), ("unk", "[UNK]"), ("pad", "[PAD]"), ("mask", "[MASK]"))}
+    ids = configured_special_ids(src_dir, index, (("cls", "[CLS]"), ("sep", "[SEP]"), ("unk", "[UNK]"),
+                                                  ("pad", "[PAD]"), ("mask", "[MASK]")))
     if ids["cls"] is None or ids["sep"] is None:
         raise ModelError(f"{src_dir}: vocabulary lacks [CLS]/[SEP]; not a BERT WordPiece tokenizer")
     special_ids = {k: v for k, v in ids.items() if v is not None}

@@ -127,6 +127,21 @@ def add_tensors(writer: gguf.GGUFWriter, tensors: Iterable[tuple[str, np.ndarray
         writer.add_tensor(name, data, raw_dtype=qtype)
 
 
+def configured_special_ids(src_dir: Path, index: Mapping[str, int], defaults: Iterable[tuple[str, str]]
+                           ) -> dict[str, int | None]:
+    """The vocabulary id of each ``(kind, default token)``: the ``<kind>_token`` that special_tokens_map.json or
+    tokenizer_config.json names (a string or an AddedToken dict), else the default; None when not in ``index``."""
+    cfg = {**read_json(src_dir / "special_tokens_map.json"), **read_json(src_dir / "tokenizer_config.json")}
+
+    def special(kind: str, default: str) -> int | None:
+        value = cfg.get(f"{kind}_token", default)
+        if isinstance(value, dict):
+            value = value.get("content", default)
+        return index.get(str(value))
+
+    return {kind: special(kind, default) for kind, default in defaults}
+
+
 def add_special_token_ids(writer: gguf.GGUFWriter, ids: Mapping[str, int]) -> None:
     """The special token ids ``ids`` names (bos, eos, sep, unk, pad, mask: gguf's names), in that order."""
     adders = {"bos": writer.add_bos_token_id, "eos": writer.add_eos_token_id, "sep": writer.add_sep_token_id,

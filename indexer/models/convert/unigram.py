@@ -23,7 +23,7 @@ from typing import Any
 import gguf
 
 from indexer.errors import ModelError
-from indexer.models.convert.common import add_special_token_ids, read_json
+from indexer.models.convert.common import add_special_token_ids, configured_special_ids, read_json
 
 # tokenizers' normalizers and pre-tokenizers llama.cpp's UGM tokenizer does itself (charsmap, whitespace
 # rules, the "▁" prefix); anything else would change the token ids.
@@ -143,16 +143,8 @@ def read_unigram_vocab(src_dir: Path, config_vocab_size: int) -> UnigramVocab:
         types[unk] = gguf.TokenType.UNKNOWN
 
     index = {t: i for i, t in reversed(list(enumerate(tokens)))}
-    cfg = {**read_json(src_dir / "special_tokens_map.json"), **read_json(src_dir / "tokenizer_config.json")}
-
-    def special(kind: str, default: str) -> int | None:
-        value = cfg.get(f"{kind}_token", default)
-        if isinstance(value, dict):
-            value = value.get("content", default)
-        return index.get(str(value))
-
-    ids = {k: special(k, d) for k, d in (("bos", "<s>"), ("eos", "</s>"), ("sep", "</s>"), ("pad", "<pad>"),
-                                        ("mask", "<mask>"))}
+    ids = configured_special_ids(src_dir, index, (("bos", "<s>"), ("eos", "</s>"), ("sep", "</s>"),
+                                                  ("pad", "<pad>"), ("mask", "<mask>")))
     if isinstance(unk, int) and 0 <= unk < size:
         ids["unk"] = unk
     if ids["bos"] is None or ids["eos"] is None:
