@@ -88,10 +88,34 @@ def embed_model_q8_path() -> Path:
 
 
 @pytest.fixture(scope="session")
-def reranker_model_path() -> Path:
-    """The committed test reranker (distilled from all-MiniLM-L6-v2; a fixture, not a product default)."""
+def q8_runs() -> bool:
+    """Whether this machine's llama.cpp runs q8_0 weights (the native probe's verdict: llama-cpp-python 0.3.36
+    built natively on an AMX CPU without the fix of tools/build_llama_cpp.py dies on them)."""
+    from indexer.models import native
+
+    return native.probe().runs("q8_0")
+
+
+@pytest.fixture(scope="session")
+def embed_model_alt_path(q8_runs: bool) -> Path:
+    """A build of the default model at another weight type than the default one, runnable here (q8_0 where it
+    runs): what the reindex and model-mismatch tests switch to."""
+    from indexer.models import default_quant, ensure_model
+
+    alt = "q8_0" if q8_runs else ("bf16" if default_quant() == "f16" else "f16")
+    return ensure_model(quant=alt)
+
+
+@pytest.fixture(scope="session")
+def reranker_model_path(q8_runs: bool) -> Path:
+    """The committed test reranker (distilled from all-MiniLM-L6-v2; a fixture, not a product default); its f16
+    twin (tests/twins.py) where this machine cannot run q8_0."""
     assert TEST_RERANKER.exists(), f"missing test fixture {TEST_RERANKER}"
-    return TEST_RERANKER
+    if q8_runs:
+        return TEST_RERANKER
+    from tests.twins import f16_twin
+
+    return f16_twin(TEST_RERANKER, models_dir_for_tests() / "test-reranker-f16.gguf")
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,11 @@ from indexer.errors import ModelError
 
 
 def load_llama(path: Path, pooling_type: int, n_ctx: int = 512) -> llama_cpp.Llama:
-    """Open ``path`` for pooled outputs; one sequence of up to ``n_ctx`` tokens per decode."""
+    """Open ``path`` for pooled outputs; one sequence of up to ``n_ctx`` tokens per decode. A weight type this
+    machine's llama.cpp cannot run is refused first (the native probe), as the product refuses it."""
+    from indexer.models import native
+
+    native.check_model_file(path)
     return llama_cpp.Llama(
         model_path=str(path), embedding=True, pooling_type=int(pooling_type), n_ctx=n_ctx, n_batch=n_ctx,
         n_ubatch=n_ctx, n_threads=2, verbose=False,

@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from indexer.errors import IndexerError
+from indexer.models import native
 from indexer.models.catalogue import DEFAULT_EMBED_MODEL
 from indexer.models.convert import QUANTS
 from indexer.models.local import build_from_folder, find_local, list_local
@@ -20,7 +21,26 @@ from indexer.models.store import default_quant, ensure_model, is_current, list_m
 app = typer.Typer(help="Build, locate and list embedding/rerank models (built offline from the package index).",
                   no_args_is_help=True)
 
-_QUANT_HELP = f"Weight type: {', '.join(QUANTS)} (default: bf16 on CPUs with native bf16, else f16)."
+_QUANT_HELP = (f"Weight type: {', '.join(QUANTS)} (default: the fastest type this machine runs, measured once by "
+               "the native probe; `indexer models list` shows it).")
+
+
+def _refuse_unrunnable(quant: str | None, force: bool) -> None:
+    """A weight type this machine's llama.cpp cannot run (the native probe's verdict) is refused unless forced
+    (a file for another machine)."""
+    if quant is None or force:
+        return
+    try:
+        result = native.probe()
+    except IndexerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from exc
+    verdict = result.verdict(quant)
+    if verdict is not None and not verdict.runs:
+        typer.echo(f"error: {quant} weights cannot run on this machine (llama.cpp's decode was {verdict.reason} "
+                   f"in the native probe); build --quant {result.chosen} instead, or pass --force to build a file "
+                   "for another machine", err=True)
+        raise typer.Exit(code=1)
 
 
 def _build(name: str, quant: str | None) -> str:
@@ -44,8 +64,11 @@ def build(
         "*.safetensors, tokenizer files); the last line of stdout is the GGUF path."
     ),
     as_name: str | None = typer.Option(None, "--name", metavar="NAME", help="With --from: the model's name."),
+    force: bool = typer.Option(False, "--force", help="Build a weight type this machine cannot run (for another "
+                               "machine)."),
 ) -> None:
     """Build a model into the cache (no-op when a catalogue model is already built)."""
+    _refuse_unrunnable(quant, force)
     if from_folder is not None:
         try:
             typer.echo(f"converting {from_folder} ...", err=True)
@@ -71,12 +94,21 @@ def path(
 @app.command("list")
 def list_cmd() -> None:
     """List known models, whether each is built and its size."""
-    typer.echo(f"models dir: {models_dir()}; * = the weight type this CPU gets by default", err=True)
+    typer.echo(f"models dir: {models_dir()}; * = the weight type this machine gets by default", err=True)
+    try:
+        result = native.probe()
+        typer.echo(f"this machine ({result.key.get('cpu', '?')}): {result.summary()}", err=True)
+        excluded = {v.quant for v in result.excluded}
+    except IndexerError as exc:
+        typer.echo(f"native probe failed: {exc}", err=True)
+        excluded = set()
     rows = list_models()
     width = max(len(r.name) for r in rows) if rows else 10
     for row in rows:
         size = f"{row.size_bytes / 1e6:7.1f} MB" if row.size_bytes is not None else "        -"
         state = "stale" if row.stale else "built" if row.built else "not built"
+        if row.quant in excluded:
+            state = "cannot run here" if not row.built else "built; cannot run here"
         mark = "*" if row.default else " "
         typer.echo(f"{row.name:<{width}}  {row.quant:<5}{mark} {row.kind:<9} {state:<9} {size}  {row.path}")
         if row.stale:

@@ -20,6 +20,20 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("indexer", appauthor=False))
 
 
+MODELS_DIR_ENV = "INDEXER_MODELS_DIR"
+
+
+def models_dir() -> Path:
+    """Where built models (and the native probe's verdicts) live: ``$INDEXER_MODELS_DIR``, else the user cache
+    dir of indexer + ``/models``."""
+    env = os.environ.get(MODELS_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("indexer")) / "models"
+
+
 def config_file_path() -> Path:
     env = os.environ.get("INDEXER_CONFIG")
     if env:

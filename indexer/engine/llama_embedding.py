@@ -76,6 +76,7 @@ from indexer.engine.plan import (
     resolve_norm_mode,
     validate_token_ids,
 )
+from indexer.models import native
 
 logger = logging.getLogger(__name__)
 
@@ -361,6 +362,8 @@ class LlamaEmbedding(llama_cpp.Llama):
         )
         for forced in ("embedding", "embeddings", "kv_unified", "n_seq_max"):
             kwargs.pop(forced, None)
+        # a weight type whose decode kills this machine's llama.cpp is refused before any native call
+        native.check_model_file(model_path)
 
         self._closed = False  # Llama.__init__ calls our guarded methods
         try:

@@ -8,6 +8,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from indexer.core.location import MODELS_DIR_ENV, models_dir
 from indexer.core.locks import lock_for
 from indexer.errors import ModelError
 from indexer.models import fetch
@@ -16,7 +17,6 @@ from indexer.models.convert import CONVERTER_VERSION, KEY_CONVERTER_VERSION, QUA
 
 logger = logging.getLogger(__name__)
 
-MODELS_DIR_ENV = "INDEXER_MODELS_DIR"
 LISTED_QUANTS = ("f16", "bf16", "q8_0")
 BUILD_LOCK_TIMEOUT = 1800.0  # seconds a build waits for another process building the same model
 
@@ -37,16 +37,6 @@ class ModelStatus:
     default: bool = False  # the weight type this CPU gets when none is named
 
 
-def models_dir() -> Path:
-    """``$INDEXER_MODELS_DIR``, else the user cache dir of indexer + ``/models``."""
-    env = os.environ.get(MODELS_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("indexer")) / "models"
-
-
 def catalogue_entry(name: str) -> CatalogueEntry:
     try:
         return CATALOGUE[name]
@@ -55,27 +45,13 @@ def catalogue_entry(name: str) -> CatalogueEntry:
                          "(or pass a path to a .gguf file)") from None
 
 
-def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
-    """Whether this CPU has native bf16 dot products (x86: AVX512_BF16 or AMX-BF16; Arm: the BF16 extension),
-    which ggml's bf16 kernels use."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
-        except OSError:
-            return False
-    flags: set[str] = set()
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip().lower() in ("flags", "features"):
-            flags.update(value.split())
-    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
-
-
 def default_quant() -> str:
-    """The weight type a catalogue model is built with when none is named: bf16 on CPUs with native bf16 dot
-    products (1.38x f16 on this project's machine, min cosine 0.99998 to the fp32 reference), else f16. Only new
-    collections get it: a collection keeps the model file it recorded, and ``name:quant`` is never swapped."""
-    return "bf16" if cpu_has_bf16() else "f16"
+    """The weight type a catalogue model is built with when none is named: the fastest type that runs on this
+    machine and passes the quality gate, as measured by the native probe (:mod:`indexer.models.native`). Only
+    new collections get it: a collection keeps the model file it recorded, and ``name:quant`` is never swapped."""
+    from indexer.models.native import chosen_quant
+
+    return chosen_quant()
 
 
 def names_catalogue_file(spec: str, path: str | os.PathLike[str]) -> bool:

@@ -1,6 +1,7 @@
-"""indexer reindex: switch a collection between two builds of the default model (f16 -> q8_0) while another
-process searches in a loop; no query fails, results come from the new vectors after the switch, file changes made
-during the reindex reach the new vectors, an interrupted reindex resumes and an aborted one leaves the old intact."""
+"""indexer reindex: switch a collection between two builds of the default model (to q8_0; to another weight
+type where this machine cannot run q8_0) while another process searches in a loop; no query fails, results come
+from the new vectors after the switch, file changes made during the reindex reach the new vectors, an interrupted
+reindex resumes and an aborted one leaves the old intact."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ class _ChangeFilesOnce:
         assert report.files_indexed == 2
 
 
-def test_switch_f16_to_q8_while_another_process_searches(tmp_path, embed_model_path, embed_model_q8_path):
+def test_switch_f16_to_q8_while_another_process_searches(tmp_path, embed_model_path, embed_model_alt_path):
     corpus = write_corpus(tmp_path / "corpus")
     with open_collection(embed_model=str(embed_model_path)) as col:
         col.index([corpus])
@@ -95,7 +96,7 @@ def test_switch_f16_to_q8_while_another_process_searches(tmp_path, embed_model_p
     try:
         _wait_for(lambda: len(_rows(log)) >= 3 or loop.poll() is not None, "the query loop's first answers")
         with open_collection() as col:
-            report = reindex.run(col, str(embed_model_q8_path), _ChangeFilesOnce(corpus))
+            report = reindex.run(col, str(embed_model_alt_path), _ChangeFilesOnce(corpus))
             new_id = col.record.model_id
             assert new_id != old_id and report.old_model == old_id and report.model == new_id
             assert report.catch_up["files_indexed"] == 2  # the edits made meanwhile reached the new vectors
@@ -116,7 +117,7 @@ def test_switch_f16_to_q8_while_another_process_searches(tmp_path, embed_model_p
     failures = [r for r in rows if not r["ok"]]
     assert not failures, failures[:3]
     assert rows[0]["model"] == old_id and rows[-1]["model"] == new_id
-    # The scores tell the vectors apart: f16 and q8_0 embed the same query slightly differently.
+    # The scores tell the vectors apart: two weight types embed the same query slightly differently.
     assert abs(before.score - after.score) > 1e-6 and before.path == after.path
     assert rows[0]["score"] == pytest.approx(before.score, abs=1e-6)
     assert rows[-1]["score"] == pytest.approx(after.score, abs=1e-6)
@@ -145,7 +146,7 @@ class _StopAfter:
 
 
 def test_interrupted_reindex_resumes_and_an_aborted_one_leaves_the_old_intact(
-    tmp_path, embed_model_path, embed_model_q8_path, monkeypatch
+    tmp_path, embed_model_path, embed_model_alt_path, monkeypatch
 ):
     corpus = write_many(tmp_path / "corpus", 12, paragraphs=1)
     with open_collection(embed_model=str(embed_model_path), chunk_tokens=48) as col:
@@ -154,14 +155,14 @@ def test_interrupted_reindex_resumes_and_an_aborted_one_leaves_the_old_intact(
         old = col.record
         old_hit = col.search("rivers over seasons", k=1, mode="dense").hits[0]
         with pytest.raises(_Interrupt):
-            reindex.run(col, str(embed_model_q8_path), _StopAfter(6))
+            reindex.run(col, str(embed_model_alt_path), _StopAfter(6))
         progress = col.status()["reindex"]
         assert progress["files_total"] == 12 and 4 <= progress["files_done"] < 12
         assert col.record == old  # nothing switched: queries still use the old vectors
         still = col.search("rivers over seasons", k=1, mode="dense").hits[0]
         assert still.score == pytest.approx(old_hit.score, abs=1e-6)
 
-        resumed = reindex.run(col, str(embed_model_q8_path))
+        resumed = reindex.run(col, str(embed_model_alt_path))
         first = resumed.first_pass  # resumed, not restarted (files written < 2 s ago are re-hashed: "touched")
         assert first["files_unchanged"] + first["files_touched"] == progress["files_done"]
         assert resumed.first_pass["files_indexed"] == 12 - progress["files_done"]
@@ -189,7 +190,7 @@ def test_interrupted_reindex_resumes_and_an_aborted_one_leaves_the_old_intact(
         assert (got.path, got.score) == (expected.path, pytest.approx(expected.score, abs=1e-6))
 
 
-def test_reindex_embedded_qdrant_and_cli(tmp_path, embed_model_path, embed_model_q8_path):
+def test_reindex_embedded_qdrant_and_cli(tmp_path, embed_model_path, embed_model_alt_path):
     corpus = write_corpus(tmp_path / "corpus")
     env = {**os.environ}
 
@@ -197,7 +198,7 @@ def test_reindex_embedded_qdrant_and_cli(tmp_path, embed_model_path, embed_model
         return subprocess.run([sys.executable, "-m", "indexer.cli", *args], capture_output=True, text=True, env=env)
 
     assert cli("index", str(corpus), "-c", "q", "--store", "qdrant", "--model", str(embed_model_path)).returncode == 0
-    switched = cli("reindex", "-c", "q", "--model", str(embed_model_q8_path), "--json")
+    switched = cli("reindex", "-c", "q", "--model", str(embed_model_alt_path), "--json")
     assert switched.returncode == 0, switched.stderr
     result = json.loads(switched.stdout)
     assert result["switched"] and result["first_pass"]["files_indexed"] == 5
@@ -205,13 +206,13 @@ def test_reindex_embedded_qdrant_and_cli(tmp_path, embed_model_path, embed_model
     assert status["model"] == result["model"] and status["points"] == status["chunks"]
     found = cli("search", "saturn rings", "-c", "q", "--json", "-k", "1")
     assert found.returncode == 0 and json.loads(found.stdout)[0]["path"].endswith("planets.txt")
-    same = cli("reindex", "-c", "q", "--model", str(embed_model_q8_path))
+    same = cli("reindex", "-c", "q", "--model", str(embed_model_alt_path))
     assert same.returncode == 1 and "nothing to do" in same.stderr
     missing = cli("reindex", "-c", "q")
     assert missing.returncode == 1 and "--model" in missing.stderr
 
 
-def test_http_server_keeps_answering_across_a_switch(tmp_path, embed_model_path, embed_model_q8_path):
+def test_http_server_keeps_answering_across_a_switch(tmp_path, embed_model_path, embed_model_alt_path):
     """`indexer serve` (real HTTP on loopback) configured with the old model answers every query during and after
     the reindex; its long-lived collection follows the switch on its own."""
     import threading
@@ -237,7 +238,7 @@ def test_http_server_keeps_answering_across_a_switch(tmp_path, embed_model_path,
     try:
         _wait_for(lambda: len(answers) >= 3, "the first answers")
         with open_collection(settings=settings) as col:
-            reindex.run(col, str(embed_model_q8_path))
+            reindex.run(col, str(embed_model_alt_path))
             expected = col.search("how do I rotate the API keys?", k=1, mode="dense").hits[0].score
         at_switch = len(answers)
         _wait_for(lambda: len(answers) >= at_switch + 3, "answers after the switch")

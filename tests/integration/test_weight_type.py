@@ -17,7 +17,7 @@ def test_a_collection_built_with_f16_keeps_it_under_a_bf16_default(tmp_path, mon
     with indexer.open_collection("old", embed_model=str(embed_model_f16_path)) as col:
         col.index([root])
         before = col.search("glaciers carve valleys", k=3).hits
-    monkeypatch.setattr("indexer.models.store.cpu_has_bf16", lambda cpuinfo=None: True)
+    monkeypatch.setattr("indexer.models.native.chosen_quant", lambda: "bf16")
     # the default name now means bf16, yet it names the collection's recorded f16 file: no mismatch
     with indexer.open_collection("old", embed_model="all-MiniLM-L6-v2") as col:
         assert col.record is not None and col.record.model_path == str(embed_model_f16_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,7 +74,8 @@ def test_embeddings_raw_shapes_and_caps(served: ServerHandle) -> None:
     assert too_many.status_code == 400 and "max_inputs" in too_many.json()["error"]["message"]
     assert empty.status_code == 400
     kinds = {m["kind"]: m["id"] for m in models["data"]}
-    assert kinds["embedding"] == served.settings.embed_model and kinds["rerank"] == "test-reranker-q8_0"
+    assert kinds["embedding"] == served.settings.embed_model
+    assert kinds["rerank"] == Path(str(served.settings.rerank_model)).stem
 
 
 def test_cohere_client_reranks(served: ServerHandle) -> None:
@@ -84,7 +86,8 @@ def test_cohere_client_reranks(served: ServerHandle) -> None:
         "To rotate the API keys, run vault rotate every 90 days.",
         "The garden tomatoes need watering twice a week.",
     ]
-    resp = client.rerank(model="test-reranker-q8_0", query="how do I rotate api keys", documents=docs, top_n=2)
+    name = Path(str(served.settings.rerank_model)).stem
+    resp = client.rerank(model=name, query="how do I rotate api keys", documents=docs, top_n=2)
     assert [r.index for r in resp.results][0] == 1
     assert len(resp.results) == 2
     assert resp.results[0].relevance_score >= resp.results[1].relevance_score

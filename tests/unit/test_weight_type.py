@@ -1,24 +1,34 @@
-"""The default weight type follows the CPU (bf16 with native bf16 dot products, else f16); a catalogue name
-without a weight type still names a collection's recorded file of another weight type."""
+"""The default weight type is the native probe's measured choice (the fastest type that runs here and passes the
+quality gate), not a CPU-flag rule; a catalogue name without a weight type still names a collection's recorded
+file of another weight type."""
 
 from __future__ import annotations
 
-from indexer.models.store import cpu_has_bf16, default_quant, model_path, names_catalogue_file
-
-X86_BF16 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni avx512_bf16 amx_tile\n"
-X86_PLAIN = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n"
-ARM_BF16 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
+from indexer.models.native import MIN_COSINE, TypeVerdict, choose
+from indexer.models.store import default_quant, model_path, names_catalogue_file
 
 
-def test_bf16_is_read_from_the_cpu_flags():
-    assert cpu_has_bf16(X86_BF16) and cpu_has_bf16(ARM_BF16)
-    assert not cpu_has_bf16(X86_PLAIN) and not cpu_has_bf16("")
+def _v(quant: str, tps: float | None, runs: bool = True, cos: float = 0.99999) -> TypeVerdict:
+    return TypeVerdict(quant, runs, "" if runs else "killed by SIGILL", tps, cos if runs else None)
 
 
-def test_the_default_file_is_this_cpus_weight_type(monkeypatch):
-    monkeypatch.setattr("indexer.models.store.cpu_has_bf16", lambda cpuinfo=None: True)
+def test_the_fastest_type_that_runs_and_passes_the_gate_is_chosen():
+    assert choose([_v("f16", 4000), _v("bf16", 3000), _v("q8_0", 5000)]) == "q8_0"
+    assert choose([_v("f16", 4000), _v("bf16", 5000), _v("q8_0", 4500)]) == "bf16"
+    # a type that died in the probe is never chosen, however fast it would be
+    assert choose([_v("f16", 4000), _v("bf16", 3000), _v("q8_0", None, runs=False)]) == "f16"
+    # a type below the cosine gate is never chosen
+    assert choose([_v("f16", 4000), _v("q8_0", 9000, cos=MIN_COSINE - 1e-4)]) == "f16"
+    # a gain inside the probe's noise does not displace the preferred type
+    assert choose([_v("f16", 4000), _v("bf16", 4100)]) == "f16"
+    # nothing timed: f16, which every CPU runs
+    assert choose([]) == "f16"
+
+
+def test_the_default_file_is_the_measured_weight_type(monkeypatch):
+    monkeypatch.setattr("indexer.models.native.chosen_quant", lambda: "bf16")
     assert default_quant() == "bf16" and model_path("all-MiniLM-L6-v2").name == "all-MiniLM-L6-v2-bf16.gguf"
-    monkeypatch.setattr("indexer.models.store.cpu_has_bf16", lambda cpuinfo=None: False)
+    monkeypatch.setattr("indexer.models.native.chosen_quant", lambda: "f16")
     assert default_quant() == "f16" and model_path("all-MiniLM-L6-v2").name == "all-MiniLM-L6-v2-f16.gguf"
     assert model_path("all-MiniLM-L6-v2", "q8_0").name == "all-MiniLM-L6-v2-q8_0.gguf"  # named: never swapped
 
