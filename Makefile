@@ -3,13 +3,20 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint ci bench clean
+.PHONY: setup demo test lint ci bench clean llama-cpp
 
-$(VENV)/.installed: pyproject.toml
+# llama-cpp-python is built first by tools/build_llama_cpp.py: the release compiled natively, with the fix of
+# ggml's AMX tile configuration (without it every q8_0 model dies with SIGILL on Intel CPUs with AMX); the wheel
+# is cached per CPU and compiler, and the script checks the installed library.
+$(VENV)/.installed: pyproject.toml tools/build_llama_cpp.py
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python tools/build_llama_cpp.py
 	$(BIN)/python -m pip install -e '.[dev]'
 	touch $@
+
+llama-cpp: setup
+	$(BIN)/python tools/build_llama_cpp.py --force
 
 setup: $(VENV)/.installed
 

@@ -96,14 +96,19 @@ def download_sdist(dest: Path) -> Path:
     return next(dest.glob(f"llama_cpp_python-{VERSION}.tar.gz"))
 
 
+def wheel_key(sdist: Path) -> str:
+    """What the wheel depends on: the sdist, the patch, the compiler, the CPU, CMAKE_ARGS and Python."""
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()[:12]
+    parts = [digest, str(PATCH_VERSION), CONFIG_BYTES.hex(), _compiler(), _cpu_key(), os.environ.get("CMAKE_ARGS", ""),
+             sys.version]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
+
+
 def build(force: bool = False) -> Path:
     """The patched wheel for this machine, built once and cached."""
     cache = cache_dir()
     sdist = download_sdist(cache / "sdist")
-    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()[:12]
-    key = hashlib.sha256("|".join([digest, str(PATCH_VERSION), CONFIG_BYTES.hex(), _compiler(), _cpu_key(),
-                                   os.environ.get("CMAKE_ARGS", ""), sys.version]).encode()).hexdigest()[:12]
-    wheels = cache / f"wheels-{key}"
+    wheels = cache / f"wheels-{wheel_key(sdist)}"
     built = sorted(wheels.glob("llama_cpp_python-*.whl"))
     if built and not force:
         print(f"llama-cpp-python {VERSION} (AMX fix): cached wheel {built[0]}", flush=True)
