@@ -231,6 +231,9 @@ def cli_search(env: dict[str, str], n: int, local: bool | None) -> dict[str, flo
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--real", type=int, default=300, help="real files indexed through the pipeline")
     ap.add_argument("--chunks", type=int, default=10000, help="points in the store (padded with synthetic ones)")

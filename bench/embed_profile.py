@@ -41,6 +41,9 @@ def texts_for(shape: str, n: int, embedder: LlamaEmbedder) -> list[str]:
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", choices=["uniform", "short"], default="uniform")
     ap.add_argument("--texts", type=int, default=600)

@@ -256,6 +256,9 @@ def fmt_range(values: Sequence[float], spec: str = ",.0f") -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="embedding GGUF (default: the catalogue model at --quant)")
     ap.add_argument("--quant", default=None,

@@ -296,6 +296,9 @@ def ocr_bench(pages: int) -> None:
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     if len(sys.argv) >= 2 and sys.argv[1] == "one":
         print(json.dumps(one(sys.argv[2], Path(sys.argv[3]))))
         return

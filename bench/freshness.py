@@ -184,6 +184,9 @@ def churn_phase(col, root: Path, data_dir: Path, args: argparse.Namespace) -> di
 
 
 def main() -> int:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--edits", type=int, default=50)
     ap.add_argument("--burst", type=int, default=1000)

@@ -86,6 +86,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--tokens", type=int, default=1_000_000)

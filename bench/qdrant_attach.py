@@ -24,6 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--foreign", type=int, default=2000, help="points already in the foreign collection")
     ap.add_argument("--files", type=int, default=60, help="Markdown files to index")

@@ -51,6 +51,9 @@ def ndcg_at_10(ranked: list[str], rels: dict[str, int]) -> float:
 
 
 def main() -> int:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("beir", type=Path, help="BEIR folder with corpus.jsonl, queries.jsonl, qrels.tsv")
     ap.add_argument("--queries", type=int, default=300)

@@ -106,6 +106,9 @@ def aggregate_files(hits: Sequence[Hit]) -> list[Hit]:
 
 
 def main() -> int:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("beir_dir", type=Path)
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/indexer-beir"), help="kept between runs")

@@ -297,6 +297,9 @@ def doc_ranking(ids: np.ndarray, docs: list[str], n_real: int) -> list[list[str]
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--state", type=Path, required=True, help="state.sqlite whose vector cache holds real chunks")
     ap.add_argument("--queries", type=Path, required=True, help="BEIR queries.jsonl")

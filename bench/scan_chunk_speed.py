@@ -67,6 +67,9 @@ def build_loops(root: Path) -> None:
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()

@@ -73,6 +73,9 @@ def rerun(indexer, n: int):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=100_000)
     ap.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one, removed)")

@@ -197,6 +197,9 @@ def bench(kind: str, n: int, base: np.ndarray, queries: np.ndarray) -> dict[str,
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=20_000)
     parser.add_argument("--queries", type=int, default=200)

@@ -191,6 +191,24 @@ def machine_key() -> dict[str, str]:
     return key
 
 
+INTERESTING_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8",
+                     "amx_bf16", "avx_vnni")
+
+
+def machine_line() -> str:
+    """One line naming the machine a figure was measured on: CPU model, its vector/matrix flags, cores, load
+    and the llama.cpp build (every benchmark prints it beside its figures)."""
+    model, flags = _cpuinfo()
+    have = [f for f in INTERESTING_FLAGS if f in flags.split()]
+    try:
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "?"
+    listed = " ".join(have) or "no AVX2/AVX-512"
+    return (f"machine: {model} | {os.cpu_count()} CPUs | flags: {listed}"
+            f" | kernel {platform.release()} | llama.cpp build {build_id()} | load {load}")
+
+
 def _key_hash(key: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
