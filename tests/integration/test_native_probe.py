@@ -170,3 +170,13 @@ def test_a_collection_on_an_excluded_type_answers_with_the_fix(
     assert run.returncode == 1, run.stderr
     assert "q8_0 weights, which llama.cpp on this machine cannot run" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_the_installed_llama_cpp_passes_the_build_check() -> None:
+    """``make setup`` installs llama-cpp-python through tools/build_llama_cpp.py; its check holds the installed
+    library to the fix: where ggml's AMX kernels are compiled in, the fixed tile configuration is there too."""
+    tool = Path(__file__).resolve().parents[2] / "tools" / "build_llama_cpp.py"
+    run = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "fixed tile configuration" in run.stdout or "not compiled in" in run.stdout
