@@ -99,10 +99,11 @@ def q8_runs() -> bool:
 @pytest.fixture(scope="session")
 def embed_model_alt_path(q8_runs: bool) -> Path:
     """A build of the default model at another weight type than the default one, runnable here (q8_0 where it
-    runs): what the reindex and model-mismatch tests switch to."""
+    runs and is not the default, else f16 or bf16): what the reindex and model-mismatch tests switch to."""
     from indexer.models import default_quant, ensure_model
 
-    alt = "q8_0" if q8_runs else ("bf16" if default_quant() == "f16" else "f16")
+    default = default_quant()
+    alt = next(q for q in ("q8_0", "f16", "bf16") if q != default and (q8_runs or q != "q8_0"))
     return ensure_model(quant=alt)
 
 

@@ -139,13 +139,13 @@ def test_the_facade_owns_defaults_and_validation(tmp_path, embed_model_path, mon
         assert under.hits and all("/garden/" in h.path for h in under.hits)
 
 
-def test_a_replaced_model_file_is_refused(tmp_path, embed_model_path, embed_model_q8_path):
+def test_a_replaced_model_file_is_refused(tmp_path, embed_model_path, embed_model_alt_path):
     corpus = write_corpus(tmp_path / "corpus")
     model = tmp_path / "model.gguf"
     shutil.copy(embed_model_path, model)
     with indexer.open_collection("c", embed_model=str(model)) as col:
         col.index([corpus])
-    shutil.copy(embed_model_q8_path, model)  # rebuilt in place: same path, other weights
+    shutil.copy(embed_model_alt_path, model)  # rebuilt in place: same path, other weights
     with indexer.open_collection("c") as col, pytest.raises(CollectionMismatchError) as exc:
         col.search("planets")
     message = str(exc.value)

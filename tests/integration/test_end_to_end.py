@@ -93,7 +93,7 @@ def test_other_roots_are_untouched_and_forget_removes_a_root(tmp_path, embed_mod
             col.forget(a)
 
 
-def test_a_collection_refuses_other_metric_or_model(tmp_path, embed_model_path, embed_model_q8_path):
+def test_a_collection_refuses_other_metric_or_model(tmp_path, embed_model_path, embed_model_alt_path):
     corpus = write_corpus(tmp_path / "c", {"x.md": "hello world"})
     with indexer.open_collection("strict") as col:
         col.index([corpus])
@@ -101,7 +101,7 @@ def test_a_collection_refuses_other_metric_or_model(tmp_path, embed_model_path, 
         col.index([corpus])
     assert "metric 'cosine'" in str(exc.value) and "--collection" in str(exc.value)
     with (
-        indexer.open_collection("strict", embed_model=str(embed_model_q8_path)) as col,
+        indexer.open_collection("strict", embed_model=str(embed_model_alt_path)) as col,
         pytest.raises(CollectionMismatchError, match="model"),
     ):
         col.search("hello")

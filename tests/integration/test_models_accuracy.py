@@ -68,8 +68,11 @@ def test_bf16_matches_sentence_transformers(embed_model_bf16_path: Path, referen
 
 
 def test_the_default_weight_type_matches_the_reference(embed_model_path: Path, reference: dict) -> None:
+    """The default is the native probe's choice, so its bar is its type's: 0.9999 for f16/bf16, 0.999 for q8_0
+    (the quality gate of docs/models.md; SciFact nDCG@10 within 0.003 of f16 for all three)."""
     cos = _cosines(embed_model_path, reference)
-    assert cos.min() >= 0.9999, cos
+    bar = 0.999 if embed_model_path.name.endswith("-q8_0.gguf") else 0.9999
+    assert cos.min() >= bar, cos
 
 
 def test_q8_0_matches_sentence_transformers(embed_model_q8_path: Path, reference: dict) -> None:

@@ -542,7 +542,7 @@ def test_add_a_named_vector_for_our_model(loc, cname, tmp_path, embedder):
         col.index([tmp_path / "corpus"])
 
 
-def test_reindex_cannot_put_a_second_model_into_their_collection(loc, cname, tmp_path, embedder, embed_model_q8_path):
+def test_reindex_cannot_put_a_second_model_into_their_collection(loc, cname, tmp_path, embedder, embed_model_alt_path):
     """`indexer reindex` builds new vectors beside the old in a second store collection; an attachment has one
     slot in a foreign collection, so it is refused before anything is written (same size, another model file)."""
     from typer.testing import CliRunner
@@ -554,7 +554,7 @@ def test_reindex_cannot_put_a_second_model_into_their_collection(loc, cname, tmp
         col.index([write_corpus(tmp_path / "corpus")])
         attached_as = col.name
     before = dump(loc, cname)
-    result = CliRunner().invoke(app, ["reindex", "-c", attached_as, "--model", str(embed_model_q8_path)])
+    result = CliRunner().invoke(app, ["reindex", "-c", attached_as, "--model", str(embed_model_alt_path)])
     assert result.exit_code != 0 and "cannot hold" in result.output, result.output
     assert dump(loc, cname) == before
     with indexer.open_collection(attached_as) as own:

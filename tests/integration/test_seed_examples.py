@@ -312,11 +312,13 @@ def test_example_1_text_embeddings(embed_model_path: Path, close_models: list[An
     matrix = np.array([_unit(e) for e in embeddings])
     assert all(isinstance(e, list) and type(e[0]) is float for e in embeddings)
     np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, rtol=1e-5)
+    # q8_0 (the probe's choice on AMX CPUs) quantizes activations and takes other kernels for other batch shapes
+    tol = 5e-3 if embed_model_path.name.endswith("-q8_0.gguf") else 2e-3
     for i in range(3):  # the same text gives the same vector wherever it sits in the batch
-        np.testing.assert_allclose(matrix[i::3], np.broadcast_to(matrix[i], (100, N_EMBD)), atol=2e-3)
+        np.testing.assert_allclose(matrix[i::3], np.broadcast_to(matrix[i], (100, N_EMBD)), atol=tol)
     one_by_one = np.array([_unit(llm.embed(d)) for d in documents[:3]])
-    np.testing.assert_allclose(matrix[:3], one_by_one, atol=2e-3)
-    np.testing.assert_allclose(matrix[0], vector, atol=2e-3)
+    np.testing.assert_allclose(matrix[:3], one_by_one, atol=tol)
+    np.testing.assert_allclose(matrix[0], vector, atol=tol)
     assert np.dot(matrix[0], matrix[1]) < 0.999  # different texts, different vectors
 
     printed = capsys.readouterr().out.splitlines()
