@@ -19,6 +19,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from indexer.codec import result_json
 from indexer.core import registry
 from indexer.core.location import COLLECTION_NAME_RULE, COLLECTION_PATTERN, valid_collection_name
 from indexer.errors import (
@@ -225,7 +226,7 @@ def _add_routes(app: APIRouter, svc: Service) -> None:
     async def search(body: schemas.SearchBody) -> dict[str, Any]:
         """Search a collection: embed the query, fetch candidates (filters applied), rerank, top k."""
         result = await svc.search(body.collection, search_request(body))
-        return {"collection": body.collection, **result.to_dict()}
+        return result_json(result, body.collection)
 
     @app.get("/collections", tags=["status"])
     async def collections() -> list[dict[str, Any]]:

@@ -36,7 +36,7 @@ from indexer.core.locks import LifetimeLock
 from indexer.core.paths import within
 from indexer.errors import IndexerError, InputError, LockedError, StoreUnavailableError
 from indexer.names import printable, printable_data
-from indexer.ports import Progress
+from indexer.ports import Progress, Source, source_claims
 from indexer.state.watch_files import (
     ERRORS_KEPT,
     STATUS_PATHS_SHOWN,
@@ -49,7 +49,7 @@ from indexer.state.watch_files import (
     write_json_atomic,
 )
 from indexer.types import IndexReport
-from indexer.watch.batch import IGNORE_FILE_NAMES, Batch, BatchTiming, ChangeBatcher, What
+from indexer.watch.batch import Batch, BatchTiming, ChangeBatcher, What
 from indexer.watch.observers import INOTIFY_LIMITS, OVERFLOW, event_filter, make_handler, new_observer, watch_alive
 
 if TYPE_CHECKING:
@@ -117,11 +117,14 @@ class _Roots(Protocol):
 
 
 class WatchTarget(Protocol):
-    """What a :class:`Watcher` drives: a :class:`~indexer.collection.facade.Collection` (the HTTP service gives
-    it the collection its index thread writes with)."""
+    """What a :class:`Watcher` drives: a collection's writer (:class:`~indexer.collection.writer.CollectionWriter`;
+    the HTTP service gives it the one its index thread writes with; a ``Collection`` is one too)."""
 
-    name: str
-    settings: Settings
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def settings(self) -> Settings: ...
 
     @property
     def state(self) -> _Roots: ...
@@ -135,7 +138,9 @@ class WatchTarget(Protocol):
 
     def sync_paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> IndexReport: ...
 
-    def search(self, request: Any, **options: Any) -> Any: ...
+    def warm_up(self) -> None: ...
+
+    def source_for(self, root: str) -> Source: ...
 
 
 class Watcher:
@@ -173,6 +178,7 @@ class Watcher:
         self._polling: Any = None
         self._handler: Any = None
         self._watches: dict[str, tuple[Any, Any]] = {}  # root -> (observer, its watch)
+        self._sources: dict[str, Source] = {}  # root -> its source (asked which paths are its own)
         self._lock: LifetimeLock | None = None
         self.roots: list[str] = []
         self.polled_roots: list[str] = []
@@ -458,17 +464,19 @@ class Watcher:
             self._status_tick()  # the worker is inside a batch: the queue it cannot report grows
 
     def _wanted(self, path: str) -> bool:
-        """Cheap pre-filter: inside a watched root, outside the data dir, no hidden part (except ignore files)."""
+        """Cheap pre-filter: inside a watched root, outside the data dir, and claimed by the root's source (which
+        says what is its own: :func:`indexer.ports.source_claims`)."""
         root = next((r for r in self.roots if within(path, r)), None)
         if root is None or within(path, str(self.data_dir)):
             return False
-        rel = os.path.relpath(path, root)
-        if rel == ".":
-            return True
-        parts = rel.split(os.sep)
-        if any(p.startswith(".") for p in parts[:-1]):
-            return False
-        return not parts[-1].startswith(".") or parts[-1] in IGNORE_FILE_NAMES
+        return source_claims(self._source(root), path)
+
+    def _source(self, root: str) -> Source:
+        """The source of ``root`` (opened once per root; observer threads share it: ``claims`` reads only names)."""
+        source = self._sources.get(root)
+        if source is None:
+            source = self._sources[root] = self.collection.source_for(root)
+        return source
 
     # -- the worker --------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -565,9 +573,9 @@ class Watcher:
         self._write_status()
 
     def _warm_up(self) -> None:
-        """One query through the model, so the first change after start does not pay for the first model call."""
+        """One embedding through the model, so the first change after start does not pay for the first model call."""
         try:
-            self.collection.search("warm up", k=1, rerank=False)
+            self.collection.warm_up()
         except Exception as exc:  # only an optimisation
             logger.debug("warm-up query failed: %s", exc)
 
