@@ -70,6 +70,7 @@ class Service:
         self.ready_error: str | None = None
         self.watchers: dict[str, Any] = {}
         self.watch_discovery: Any = None  # indexer.server.watchers: starts watchers for collections made later
+        self.stop_watching: Callable[[], None] | None = None  # set by indexer.server.watchers.start_watchers
         self._embed_lock = threading.Lock()
         self._embed_pending: list[_EmbedRequest] = []
         self._flush_scheduled = False
@@ -96,9 +97,8 @@ class Service:
         self.models.embedder  # noqa: B018 - loads (or shares) the /v1 embedding model
 
     def close(self) -> None:
-        from indexer.server.watchers import stop_watchers
-
-        stop_watchers(self)
+        if self.stop_watching is not None:
+            self.stop_watching()
         self._status_pool.shutdown(wait=True)
         try:
             self.worker.call_sync(lambda: _close_all(self._readers, self.models), timeout=60)
@@ -149,8 +149,6 @@ class Service:
             st = self.reader(n).status()
             watcher = self.watchers.get(n)
             if watcher is not None:
-                from indexer.server.watchers import watch_status
-
                 st["watch"] = watch_status(watcher)
                 last = (st["watch"].get("freshness") or {}).get("last_ms")
                 if last is not None:
@@ -322,6 +320,12 @@ def _existing(face: F) -> F:
 def search_request(body: Any) -> SearchRequest:
     """The facade's request from an HTTP or MCP body: :func:`indexer.codec.decode_request`."""
     return decode_request(body)
+
+
+def watch_status(watcher: Any) -> dict[str, Any]:
+    """What /status shows of a watcher."""
+    st: dict[str, Any] = watcher.status()
+    return {k: st.get(k) for k in ("state", "roots", "queued", "last_error", "freshness", "batches", "totals")}
 
 
 @dataclass

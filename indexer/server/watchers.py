@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from indexer.collection.facade import list_collections
 from indexer.errors import IndexerError
@@ -76,6 +76,7 @@ def start_watchers(svc: Service) -> None:
     """Start one watcher per collection of the data directory, and the discovery of collections made later."""
     discovery = _Discovery(svc, svc.settings.watch_discover_seconds)
     svc.watch_discovery = discovery
+    svc.stop_watching = lambda: stop_watchers(svc)
     discovery.start_new()
     discovery.thread.start()
 
@@ -93,9 +94,3 @@ def stop_watchers(svc: Service, timeout: float = 60.0) -> None:
         except Exception as exc:  # stopping is best effort; the next start recovers
             logger.warning("collection %s: stopping the watcher failed: %s", name, exc)
         svc.watchers.pop(name, None)
-
-
-def watch_status(watcher: Any) -> dict[str, Any]:
-    """What /status shows of a watcher."""
-    st: dict[str, Any] = watcher.status()
-    return {k: st.get(k) for k in ("state", "roots", "queued", "last_error", "freshness", "batches", "totals")}
