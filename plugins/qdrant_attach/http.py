@@ -42,9 +42,9 @@ from indexer.plugin_api import (
     Settings,
     StoreError,
     StoreUnavailableError,
-    list_collections,
     valid_collection_name,
 )
+from indexer.plugin_api.collections import list_collections
 from plugins.qdrant_attach import qdrant_api
 from plugins.qdrant_attach.api import STORE_NAME, AttachedCollection, attach
 from plugins.qdrant_attach.layout import get_path, set_path

@@ -34,9 +34,9 @@ from indexer.plugin_api import (
     InputError,
     StoreError,
     StoreUnavailableError,
-    list_collections,
     valid_collection_name,
 )
+from indexer.plugin_api.collections import list_collections
 from plugins.qdrant_attach.store import api_key_for
 
 if TYPE_CHECKING:
