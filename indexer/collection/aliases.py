@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from indexer.state.store import CollectionRecord
+from indexer.state.database import CollectionRecord
 from indexer.types import Filter, Hit, Point
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from indexer.index.pipeline import IndexReport, Progress
 from indexer.ports import Embedder, Reranker, Source, VectorStore
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult
 from indexer.settings import Settings, load_settings
-from indexer.state.store import CollectionRecord, StateStore
+from indexer.state.database import CollectionRecord, StateStore
 
 __all__ = [
     "Collection", "CollectionParts", "CollectionReader", "CollectionWriter", "add_record", "forget_path",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from indexer.core.normalization import cache_tag
-from indexer.state.store import CollectionRecord, StateStore, cached_vectors
+from indexer.state.database import CollectionRecord, StateStore, cached_vectors
 
 if TYPE_CHECKING:
     from indexer.ports import Embedder, VectorStore

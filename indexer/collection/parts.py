@@ -37,7 +37,7 @@ from indexer.index.prompts import resolve as resolve_prompts
 from indexer.models.profiles import profile_for
 from indexer.ports import Embedder, Reranker, Source, VectorStore
 from indexer.settings import Settings
-from indexer.state.store import CollectionRecord, StateStore
+from indexer.state.database import CollectionRecord, StateStore
 from indexer.types import Metric
 
 logger = logging.getLogger(__name__)

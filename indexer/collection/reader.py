@@ -23,7 +23,7 @@ from indexer.search.lexical import LexicalSearch
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult, prepare, run_search
 from indexer.search.rerank import RerankBudget
 from indexer.settings import Settings
-from indexer.state.store import CollectionRecord, StateStore
+from indexer.state.database import CollectionRecord, StateStore
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from indexer.core import registry
 from indexer.settings import Settings, load_settings
-from indexer.state.store import CollectionRecord, StateStore
+from indexer.state.database import CollectionRecord, StateStore
 
 
 def open_state(settings: Settings) -> StateStore:

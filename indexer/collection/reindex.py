@@ -49,7 +49,7 @@ from indexer.engine import loader
 from indexer.errors import InputError, NotFoundError, StoreError
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.ports import Embedder, VectorStore
-from indexer.state.store import CollectionRecord, StateStore, switch_collection
+from indexer.state.database import CollectionRecord, StateStore, switch_collection
 
 logger = logging.getLogger(__name__)
 

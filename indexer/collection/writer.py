@@ -27,7 +27,7 @@ from indexer.names import encodable, printable
 from indexer.ports import Chunker, Source
 from indexer.search.lexical import LexicalSearch
 from indexer.settings import Settings
-from indexer.state.store import CollectionRecord, StateStore
+from indexer.state.database import CollectionRecord, StateStore
 from indexer.types import Chunk, Document
 
 logger = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ from indexer.core.snapshots import copy_sqlite
 from indexer.errors import ConfigError, InputError, NotFoundError, StateError
 from indexer.ports import StoreSnapshots
 from indexer.settings import Settings
-from indexer.state.store import StateStore, collection_row, keep_only, merge_collection
+from indexer.state.database import StateStore, collection_row, keep_only, merge_collection
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from indexer.engine.loader import load_embedder, load_reranker
 from indexer.engine.loader import resolve as resolve_model
 from indexer.search.query import QueryLimits, prepare
 from indexer.search.rerank import RerankBudget, Reranked, rerank_stage
-from indexer.state.store import CollectionRecord
+from indexer.state.database import CollectionRecord
 
 __all__ = [
     "CollectionRecord",

@@ -36,7 +36,7 @@ from indexer.collection.facade import (
     open_reader,
     open_writer,
 )
-from indexer.collection.models import ServedModels
+from indexer.collection.served_models import ServedModels
 from indexer.errors import ConfigError, IndexerError, InputError, NotFoundError
 from indexer.server.metrics import Metrics
 from indexer.server.worker import PRIORITY_EMBED, PRIORITY_RERANK, PRIORITY_SEARCH, ModelWorker, Overloaded

@@ -58,11 +58,11 @@ from indexer.plugin_api.collections import (
     rerank_stage,
     resolve_model,
 )
+from plugins.qdrant_attach.attached_store import AttachedStore, remember_api_key
 from plugins.qdrant_attach.compat import ModelProbe, VectorChoice, choose_vector, probe_model
 from plugins.qdrant_attach.connect import call, close_client, open_client
 from plugins.qdrant_attach.inspection import DEFAULT_SAMPLE, CollectionReport, inspect_collection
 from plugins.qdrant_attach.layout import Layout, with_overrides
-from plugins.qdrant_attach.store import AttachedStore, remember_api_key
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from indexer.plugin_api import (
     valid_collection_name,
 )
 from indexer.plugin_api.collections import list_collections
-from plugins.qdrant_attach.store import api_key_for
+from plugins.qdrant_attach.attached_store import api_key_for
 
 if TYPE_CHECKING:
     from indexer.plugin_api import Settings
