@@ -122,14 +122,23 @@ def decode_result(answer: Mapping[str, Any]) -> SearchResult:
 # -- requests --------------------------------------------------------------------------------------------------
 def request_json(request: SearchRequest) -> dict[str, Any]:
     """A request as the body of POST /search (without ``collection``); unset fields are left out."""
+    return request_body(**{name: getattr(request, name) for name in REQUEST_FIELDS})
+
+
+def request_body(**fields: Any) -> dict[str, Any]:
+    """The body of POST /search (without ``collection``) from a request's fields by name, without building a
+    :class:`SearchRequest` (the console script's fast path stays light); unset fields are left out."""
+    unknown = sorted(set(fields) - set(REQUEST_FIELDS))
+    if unknown:
+        raise InputError(f"unknown search fields {unknown}; a search takes {', '.join(REQUEST_FIELDS)}")
     body: dict[str, Any] = {}
     for name in REQUEST_FIELDS:
-        value = getattr(request, name)
+        value = fields.get(name)
         if name == "metadata":
-            value = dict(value)
+            value = dict(value or ())
         elif name == "file_types":
-            value = list(value)
-        if value not in (None, [], {}):
+            value = list(value or ())
+        if value is not None and value != [] and value != {}:
             body[name] = value
     return body
 
