@@ -39,6 +39,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports    # the house's rules: layers, no cycles, plugins through indexer.plugin_api (pyproject.toml)
+	$(BIN)/python tools/import_cycles.py    # no import circle at all, type-only imports included
 
 ci: lint test
 

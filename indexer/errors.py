@@ -45,6 +45,15 @@ class InputError(IndexerError, ValueError):
 class NotFoundError(InputError):
     """A named collection, model or indexed file does not exist (HTTP 404)."""
 
+    @classmethod
+    def collection(cls, name: str) -> NotFoundError:
+        """The one answer every front end gives for a collection that does not exist (HTTP 404, CLI exit 1, an
+        MCP tool error): the same words everywhere."""
+        return cls(
+            f"collection {name!r} does not exist; `indexer collections` (GET /collections) lists them, "
+            f"`indexer index PATH -c {name}` makes it"
+        )
+
 
 class SourceError(IndexerError):
     """A source file cannot be read. ``code`` ``binary`` means it is not text: skipped, not failed."""

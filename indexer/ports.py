@@ -156,6 +156,16 @@ class Source(Protocol):
         ...
 
 
+def source_claims(source: Source, path: str) -> bool:
+    """The source's answer to "is this path mine?": whether a change at ``path`` (an absolute path inside one of
+    its roots, which may no longer exist) may concern it. A watcher asks this for every file event, so a source
+    answers by name only, without touching the disk (the filesystem source: no hidden part, except its ignore
+    files). A source may define ``claims(path) -> bool``; the default for one that does not is True: every path
+    inside a root is synced, and :meth:`Source.ref_for` then decides."""
+    claims = getattr(source, "claims", None)
+    return True if claims is None else bool(claims(path))
+
+
 @runtime_checkable
 class FolderScan(Protocol):
     """Optional capability of a Source: what a scan would yield below one folder inside a root (per-path sync of a

@@ -200,6 +200,15 @@ class Hit:
     payload: Mapping[str, Any]
 
 
+def _json_value(value: Any) -> Any:
+    """A hit field as JSON data: tuples as lists, mappings as dicts."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
 @dataclass(frozen=True)
 class SearchHit:
     """A search result as the user sees it."""
@@ -218,20 +227,8 @@ class SearchHit:
     metadata: Mapping[str, Any] = field(default_factory=dict)  # author, title, subject, sender, date, ...
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "score": self.score,
-            "rerank_score": self.rerank_score,
-            "text": self.text,
-            "start_line": self.start_line,
-            "end_line": self.end_line,
-            "page": self.page,
-            "heading": list(self.heading),
-            "chunk_id": self.chunk_id,
-            "locator": self.locator,
-            "location": dict(self.location),
-            "metadata": dict(self.metadata),
-        }
+        """As JSON data: the shape :mod:`indexer.codec` reads back (one field each)."""
+        return {f.name: _json_value(getattr(self, f.name)) for f in fields(self)}
 
 
 # -- what the facade takes and gives back (every front end uses these) ----------------------------------------

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from indexer.cli.results import print_result
+from indexer.codec import request_body
 from indexer.core.location import data_dir_and_collection
 
 _NOT_HANDLED = None
@@ -74,14 +75,16 @@ def fast_search(args: list[str]) -> int | None:
 
     body = {
         "collection": where[1],
-        "query": opts.query,
-        "k": opts.k,
-        "candidates": opts.candidates,
-        "path_glob": opts.path,
-        "path_prefix": str(Path(opts.under).expanduser().resolve()) if opts.under else None,
-        "file_types": [t.lower().lstrip(".") for t in opts.type],
-        "rerank": opts.rerank,
-        "mode": opts.mode,
+        **request_body(
+            query=opts.query,
+            k=opts.k,
+            candidates=opts.candidates,
+            path_glob=opts.path,
+            path_prefix=str(Path(opts.under).expanduser().resolve()) if opts.under else None,
+            file_types=[t.lower().lstrip(".") for t in opts.type],
+            rerank=opts.rerank,
+            mode=opts.mode,
+        ),
     }
     answer = post_search(where[0], body)
     if answer is None or answer[0] != 200 or not isinstance(answer[1], dict):

@@ -22,12 +22,13 @@ from rich.table import Table
 from rich.text import Text
 
 from indexer.cli.options import STATE, CollectionOpt, JsonOpt, VerboseOpt, add_verbose_everywhere, set_verbose
+from indexer.codec import decode_result, request_json, result_json
 from indexer.collection.facade import Collection, list_collections, open_collection
 from indexer.core import registry
 from indexer.errors import IndexerError
 from indexer.names import printable, printable_data
 from indexer.settings import load_settings
-from indexer.types import IndexReport, SearchRequest
+from indexer.types import IndexReport, SearchRequest, SearchResult
 
 app = typer.Typer(help="Index local folders with llama.cpp embeddings and search them.", no_args_is_help=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -193,41 +194,28 @@ def search(
 ) -> None:
     """Search a collection (through `indexer serve` when one serves this data directory; else in-process)."""
     prefix = str(under.expanduser().resolve()) if under else None  # resolved here: the server's cwd is not ours
-    types = tuple(t.lower().lstrip(".") for t in file_type)
     try:
-        metadata = metadata_pairs(meta)
-        remote: dict[str, Any] = dict(
-            query=query, k=k, candidates=candidates, path_glob=path, path_prefix=prefix, rerank=rerank,
+        request = SearchRequest(
+            query,
+            k=k,
+            candidates=candidates,
+            path_glob=path,
+            path_prefix=prefix,
+            file_types=tuple(file_type),
+            rerank=rerank,
+            mode=mode,
             rerank_candidates=rerank_candidates,
+            metadata=metadata_pairs(meta),
         )
-        if mode is not None:
-            remote["mode"] = mode
-        if metadata:
-            remote["metadata"] = dict(metadata)
-        result = None if rerank_model or local else _remote_search(collection, file_types=list(types), **remote)
+        result = None if rerank_model or local else _remote_search(collection, request)
         if result is None:
             with _open(collection, rerank_model=rerank_model) as col:
-                result = col.search(
-                    SearchRequest(
-                        query,
-                        k=k,
-                        candidates=candidates,
-                        path_glob=path,
-                        path_prefix=prefix,
-                        file_types=tuple(file_type),
-                        rerank=rerank,
-                        mode=mode,
-                        rerank_candidates=rerank_candidates,
-                        metadata=metadata,
-                    )
-                )
+                result = col.search(request)
     except IndexerError as exc:
         raise _fail(exc) from exc
     from indexer.cli.results import print_result  # one printer for remote and in-process results
 
-    answer = {"hits": [h.to_dict() for h in result.hits], "rerank_note": result.rerank_note,
-              "timings_ms": result.timings_ms}
-    print_result(answer, as_json=as_json, verbose=_STATE["verbose"])
+    print_result(result_json(result), as_json=as_json, verbose=_STATE["verbose"])
 
 
 def metadata_pairs(items: list[str]) -> tuple[tuple[str, str], ...]:
@@ -242,13 +230,13 @@ def metadata_pairs(items: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _remote_search(collection: str | None, **body: Any) -> Any:
+def _remote_search(collection: str | None, request: SearchRequest) -> SearchResult | None:
     """The search answered by `indexer serve` when one serves this data directory, else None."""
-    from indexer.server.client import remote_search, result_from_json
+    from indexer.server.client import remote_search
 
     settings = load_settings(collection=collection)
-    answer = remote_search(settings.data_dir, {"collection": settings.collection, **body})
-    return None if answer is None else result_from_json(answer)
+    answer = remote_search(settings.data_dir, {"collection": settings.collection, **request_json(request)})
+    return None if answer is None else decode_result(answer)
 
 
 @app.command()

@@ -1,6 +1,7 @@
 """How ``indexer search`` prints a result: one printer for answers from a running server and in-process results.
 
-Standard library only: the console script's fast path (:mod:`indexer.cli.entry`) prints through it too."""
+Standard library and :mod:`indexer.codec` only: the console script's fast path (:mod:`indexer.cli.entry`) prints
+through it too."""
 
 from __future__ import annotations
 
@@ -9,23 +10,12 @@ import os
 import sys
 from typing import Any
 
+from indexer.codec import hit_fields
+
 
 def hit_dict(hit: dict[str, Any]) -> dict[str, Any]:
-    """A hit of a /search answer in the shape of ``SearchHit.to_dict()`` (what ``--json`` prints)."""
-    return {
-        "path": hit["path"],
-        "score": float(hit["score"]),
-        "rerank_score": None if hit.get("rerank_score") is None else float(hit["rerank_score"]),
-        "text": hit["text"],
-        "start_line": int(hit["start_line"]),
-        "end_line": int(hit["end_line"]),
-        "page": hit.get("page"),
-        "heading": list(hit.get("heading") or ()),
-        "chunk_id": str(hit.get("chunk_id", "")),
-        "locator": str(hit.get("locator") or ""),
-        "location": dict(hit.get("location") or {}),
-        "metadata": dict(hit.get("metadata") or {}),
-    }
+    """A hit of a /search answer in the shape of ``SearchHit.to_dict()`` (what ``--json`` prints): the codec's."""
+    return hit_fields(hit)
 
 
 def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> None:

@@ -17,10 +17,10 @@ from indexer.errors import NotFoundError, SourceError
 from indexer.types import SourceRef
 
 if TYPE_CHECKING:
-    from indexer.collection.facade import Collection
+    from indexer.collection.parts import CollectionParts
 
 
-def read_indexed_file(col: Collection, path: str) -> dict[str, Any]:
+def read_indexed_file(col: CollectionParts, path: str) -> dict[str, Any]:
     not_found = NotFoundError(f"{path!r} is not an indexed file of collection {col.name!r}")
     if not path or "\x00" in path or not os.path.isabs(path):
         raise NotFoundError(f"{path!r} is not an absolute path of an indexed file")

@@ -8,7 +8,7 @@ A server (and the watcher inside it) calls one :class:`~indexer.collection.facad
   context) for queries; it never shares one context without the lock.
 - **One writer.** Writes (index, sync, sync_paths, forget, drop) hold the collection's writer lock, a file lock
   that also excludes other processes; a second writer gets a clear error instead of waiting silently.
-- **State.** :class:`~indexer.state.store.StateStore` shares one SQLite connection between threads; its write
+- **State.** :class:`~indexer.state.database.StateStore` shares one SQLite connection between threads; its write
   transactions are serialized by a lock, reads run concurrently (SQLite WAL lets other processes read too).
 - **Stores** are safe for concurrent searches (FAISS behind a readers-writer discipline, Qdrant's client).
 """

@@ -35,7 +35,7 @@ from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore
-from indexer.state.store import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
+from indexer.state.database import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
 from indexer.types import BAD_NAME, Chunk, Document, IndexReport, Point, ScanProblem, SourceRef
 
 logger = logging.getLogger(__name__)

@@ -38,10 +38,10 @@ from typing import Any
 from indexer.core import registry
 from indexer.core.locks import collection_lock_path, lock_for
 from indexer.core.snapshots import copy_sqlite
-from indexer.errors import ConfigError, InputError, StateError
+from indexer.errors import ConfigError, InputError, NotFoundError, StateError
 from indexer.ports import StoreSnapshots
 from indexer.settings import Settings
-from indexer.state.store import StateStore, collection_row, keep_only, merge_collection
+from indexer.state.database import StateStore, collection_row, keep_only, merge_collection
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def _vectors(rec: dict[str, Any]) -> str:
 
 def _store_options(settings: Settings, rec: dict[str, Any]) -> dict[str, Any]:
     """The options the store plugin is built from: ours (``vectors``) removed, locations absolute."""
-    from indexer.collection.reindex import store_options
+    from indexer.collection.aliases import store_options
 
     return registry.absolute_options(store_options(rec["store_options"]), settings.data_dir)
 
@@ -105,7 +105,7 @@ def backup(settings: Settings, dest: str | Path) -> BackupReport:
         raise InputError(f"no state database in {settings.data_dir}; nothing to back up (check INDEXER_DATA_DIR)")
     rec, applied = collection_row(state_file, name)
     if rec is None:
-        raise InputError(f"collection {name!r} does not exist in {settings.data_dir}; `indexer collections` lists them")
+        raise NotFoundError.collection(name)
     store = _snapshots(rec["store"])
     options = _store_options(settings, rec)
 

@@ -1,6 +1,6 @@
 """``indexer migrate``: show and apply the state database's pending schema migrations.
 
-Opening a collection applies them too (``indexer.state.store``); this module lets an operator see what an upgrade
+Opening a collection applies them too (``indexer.state.database``); this module lets an operator see what an upgrade
 will do first (``--status``, ``--dry-run``: the database is opened read-only and nothing is written) and apply
 it at a moment of their choosing.
 """
@@ -73,7 +73,7 @@ def migrate(settings: Settings, dry_run: bool = False) -> MigrateReport:
         )
     if dry_run or not before.pending:
         return MigrateReport(**{**before.__dict__, "dry_run": dry_run})
-    from indexer.state.store import StateStore  # opening applies the pending migrations under SQLite's write lock
+    from indexer.state.database import StateStore  # opening applies the pending migrations under SQLite's write lock
 
     store = StateStore(state_path(settings))
     try:

@@ -19,6 +19,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from indexer.codec import result_json
 from indexer.core import registry
 from indexer.core.location import COLLECTION_NAME_RULE, COLLECTION_PATTERN, valid_collection_name
 from indexer.errors import (
@@ -141,8 +142,8 @@ def create_app(
     for factory in registry.load_all("indexer.routers").values():
         app.include_router(factory(svc))
     router = APIRouter(responses=ERRORS)  # our error shape, documented on our routes (plugins document theirs)
-    _add_routes(router, svc)
-    add_v1_routes(router, svc)
+    _add_routes(router)
+    add_v1_routes(router)
     app.router.routes.extend(router.routes)  # plain APIRoutes on the app (each carries ERRORS in its responses)
     if mcp_server is not None:
         _add_mcp_route(app, mcp_server, settings)
@@ -178,91 +179,116 @@ DOCS_ASSETS = "/static/docs"  # public (security.PUBLIC_PREFIXES)
 _DOCS_FILES = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css"}
 
 
-def _add_routes(app: APIRouter, svc: Service) -> None:
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def page() -> HTMLResponse:
-        html = resources.files("indexer.server").joinpath("static/index.html").read_text(encoding="utf-8")
-        return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+def _service(request: Request) -> Service:
+    """The app's service (``create_app`` puts it on ``app.state``)."""
+    svc: Service = request.app.state.service
+    return svc
 
-    @app.get("/docs", include_in_schema=False)
-    async def docs() -> HTMLResponse:
-        """Swagger UI over /openapi.json, from files in the package (no CDN: works offline)."""
-        from fastapi.openapi.docs import get_swagger_ui_html
 
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title="indexer: API",
-            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
-            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
-            swagger_favicon_url="data:,",
-        )
+async def page() -> HTMLResponse:
+    """The search page."""
+    html = resources.files("indexer.server").joinpath("static/index.html").read_text(encoding="utf-8")
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
-    @app.get(DOCS_ASSETS + "/{name}", include_in_schema=False)
-    async def docs_asset(name: str) -> Response:
-        media = _DOCS_FILES.get(name)
-        if media is None:
-            raise NotFoundError(f"no such file {name[:100]!r} of the API docs page")
-        data = resources.files("fastapi_offline").joinpath("static", name).read_bytes()
-        return Response(data, media_type=media, headers={"Cache-Control": "public, max-age=86400"})
 
-    @app.get("/healthz", tags=["health"])
-    async def healthz() -> dict[str, str]:
-        """The process answers (says nothing of models or stores: see /readyz)."""
-        return {"status": "ok"}
+async def docs() -> HTMLResponse:
+    """Swagger UI over /openapi.json, from files in the package (no CDN: works offline)."""
+    from fastapi.openapi.docs import get_swagger_ui_html
 
-    @app.get("/readyz", tags=["health"])
-    async def readyz() -> dict[str, str]:
-        """200 when the models are loaded and every open store answers; 503 otherwise."""
-        try:
-            await svc.check_ready()
-        except Overloaded:
-            raise
-        except IndexerError as exc:
-            raise _NotReady(str(exc)) from exc
-        return {"status": "ready"}
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json",
+        title="indexer: API",
+        swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+        swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+        swagger_favicon_url="data:,",
+    )
 
-    @app.post("/search", response_model=schemas.SearchOut, tags=["search"])
-    async def search(body: schemas.SearchBody) -> dict[str, Any]:
-        """Search a collection: embed the query, fetch candidates (filters applied), rerank, top k."""
-        result = await svc.search(body.collection, search_request(body))
-        return {"collection": body.collection, **result.to_dict()}
 
-    @app.get("/collections", tags=["status"])
-    async def collections() -> list[dict[str, Any]]:
-        """Collections in this data directory."""
-        return await svc.collections()
+async def docs_asset(name: str) -> Response:
+    media = _DOCS_FILES.get(name)
+    if media is None:
+        raise NotFoundError(f"no such file {name[:100]!r} of the API docs page")
+    data = resources.files("fastapi_offline").joinpath("static", name).read_bytes()
+    return Response(data, media_type=media, headers={"Cache-Control": "public, max-age=86400"})
 
-    @app.get("/status", tags=["status"])
-    async def status(
-        collection: str | None = Query(None, max_length=200, pattern=COLLECTION_PATTERN),
-    ) -> dict[str, Any]:
-        """Collections (counts, store, model, roots, freshness) and the server (queue, last errors)."""
-        return await svc.status(collection)
 
-    @app.get("/metrics", tags=["status"], response_class=Response)
-    async def metrics() -> Response:
-        """Prometheus text format."""
-        try:
-            await svc.status()  # refreshes the index-size gauges
-        except (Overloaded, IndexerError) as exc:
-            logger.debug("metrics: index sizes not refreshed: %s", exc)
-        return Response(svc.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
+async def healthz() -> dict[str, str]:
+    """The process answers (says nothing of models or stores: see /readyz)."""
+    return {"status": "ok"}
 
-    @app.get("/files", tags=["search"])
-    async def file_text(
-        path: str = Query(..., max_length=4096, description="absolute path of an indexed file"),
-        collection: str = Query("default", max_length=200, pattern=COLLECTION_PATTERN),
-    ) -> dict[str, Any]:
-        """The text of an indexed file (only files the collection indexed, inside its roots)."""
-        return await svc.file_text(collection, path)
 
-    @app.post("/collections/{name}/sync", response_model=schemas.SyncOut, tags=["admin"])
-    async def sync(name: str) -> dict[str, Any]:
-        """Re-sync every root of a collection (admin scope); searches keep being answered meanwhile."""
-        if not valid_collection_name(name):
-            raise InputError(f"{name[:200]!r} is not a collection name: {COLLECTION_NAME_RULE}")
-        report = await svc.sync(name)
-        return {"collection": name, "report": report.to_dict()}
+async def readyz(request: Request) -> dict[str, str]:
+    """200 when the models are loaded and every open store answers; 503 otherwise."""
+    try:
+        await _service(request).check_ready()
+    except Overloaded:
+        raise
+    except IndexerError as exc:
+        raise _NotReady(str(exc)) from exc
+    return {"status": "ready"}
+
+
+async def search(body: schemas.SearchBody, request: Request) -> dict[str, Any]:
+    """Search a collection: embed the query, fetch candidates (filters applied), rerank, top k."""
+    result = await _service(request).search(body.collection, search_request(body))
+    return result_json(result, body.collection)
+
+
+async def collections(request: Request) -> list[dict[str, Any]]:
+    """Collections in this data directory."""
+    return await _service(request).collections()
+
+
+async def status(
+    request: Request,
+    collection: str | None = Query(None, max_length=200, pattern=COLLECTION_PATTERN),
+) -> dict[str, Any]:
+    """Collections (counts, store, model, roots, freshness) and the server (queue, last errors)."""
+    return await _service(request).status(collection)
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus text format."""
+    svc = _service(request)
+    try:
+        await svc.status()  # refreshes the index-size gauges
+    except (Overloaded, IndexerError) as exc:
+        logger.debug("metrics: index sizes not refreshed: %s", exc)
+    return Response(svc.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
+
+
+async def file_text(
+    request: Request,
+    path: str = Query(..., max_length=4096, description="absolute path of an indexed file"),
+    collection: str = Query("default", max_length=200, pattern=COLLECTION_PATTERN),
+) -> dict[str, Any]:
+    """The text of an indexed file (only files the collection indexed, inside its roots)."""
+    return await _service(request).file_text(collection, path)
+
+
+async def sync(name: str, request: Request) -> dict[str, Any]:
+    """Re-sync every root of a collection (admin scope); searches keep being answered meanwhile."""
+    if not valid_collection_name(name):
+        raise InputError(f"{name[:200]!r} is not a collection name: {COLLECTION_NAME_RULE}")
+    report = await _service(request).sync(name)
+    return {"collection": name, "report": report.to_dict()}
+
+
+def _add_routes(router: APIRouter) -> None:
+    """Our routes, each a named function of this module."""
+    router.add_api_route("/", page, methods=["GET"], response_class=HTMLResponse, include_in_schema=False)
+    router.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False)
+    router.add_api_route(DOCS_ASSETS + "/{name}", docs_asset, methods=["GET"], include_in_schema=False)
+    router.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])
+    router.add_api_route("/readyz", readyz, methods=["GET"], tags=["health"])
+    router.add_api_route("/search", search, methods=["POST"], response_model=schemas.SearchOut, tags=["search"])
+    router.add_api_route("/collections", collections, methods=["GET"], tags=["status"])
+    router.add_api_route("/status", status, methods=["GET"], tags=["status"])
+    router.add_api_route("/metrics", metrics, methods=["GET"], tags=["status"], response_class=Response)
+    router.add_api_route("/files", file_text, methods=["GET"], tags=["search"])
+    router.add_api_route(
+        "/collections/{name}/sync", sync, methods=["POST"], response_model=schemas.SyncOut, tags=["admin"]
+    )
 
 
 class _NotReady(Exception):

@@ -106,35 +106,3 @@ def _dechunk(payload: bytes) -> bytes:
             return b"".join(out)
         out.append(rest[:size])
         rest = rest[size + 2 :]
-
-
-def result_from_json(answer: dict[str, Any]) -> Any:
-    """A SearchResult from a /search answer (so the CLI prints remote and local results the same way)."""
-    from indexer.types import SearchHit, SearchResult
-
-    hits = tuple(
-        SearchHit(
-            path=h["path"],
-            score=float(h["score"]),
-            rerank_score=None if h.get("rerank_score") is None else float(h["rerank_score"]),
-            text=h["text"],
-            start_line=int(h["start_line"]),
-            end_line=int(h["end_line"]),
-            page=h.get("page"),
-            heading=tuple(h.get("heading") or ()),
-            chunk_id=str(h.get("chunk_id", "")),
-            locator=str(h.get("locator") or ""),
-            location=dict(h.get("location") or {}),
-            metadata=dict(h.get("metadata") or {}),
-        )
-        for h in answer["hits"]
-    )
-    timings = {k: float(v) for k, v in answer.get("timings_ms", {}).items()}
-    return SearchResult(
-        hits,
-        bool(answer.get("reranked")),
-        str(answer.get("rerank_note", "")),
-        timings,
-        str(answer.get("mode", "dense")),
-        int(answer.get("rerank_count", 0)),
-    )

@@ -28,6 +28,7 @@ def build_mcp(svc: Service) -> Any:
         raise ImportError("the MCP server needs the 'mcp' package: pip install 'mcp>=2.3'") from exc
     from mcp.server.mcpserver.exceptions import ToolError
 
+    from indexer.codec import result_json
     from indexer.errors import IndexerError
     from indexer.server.service import search_request
 
@@ -70,7 +71,7 @@ def build_mcp(svc: Service) -> Any:
             result = await svc.search(body.collection, search_request(body))
         except (IndexerError, ValidationError) as exc:  # the message names the problem and the fix
             raise ToolError(str(exc)) from exc
-        return {"collection": collection, **result.to_dict()}
+        return result_json(result, collection)
 
     @server.tool()
     async def status(collection: str | None = None) -> dict[str, Any]:

@@ -2,13 +2,14 @@
 
 Threads (see docs/server.md):
 
-* the **model worker** (:class:`~indexer.server.worker.ModelWorker`) owns the query side: one ``Collection`` per
-  name (its query embedder, reranker and store handle) and the /v1 models. Every call that touches them runs
-  there, one at a time, searches first.
-* the **index thread** owns the write side: a second ``Collection`` per name with its *own* embedding context,
-  used by admin syncs and the watcher. A long indexing batch therefore never holds up a search; the two only
-  share the CPU. (Embedded Qdrant admits one client per folder, so for it the sync runs on the model worker,
-  after the searches queued before it.)
+* the **model worker** (:class:`~indexer.server.worker.ModelWorker`) owns the query side: one
+  :class:`~indexer.collection.reader.CollectionReader` per name (its query embedder, reranker and store handle)
+  and the /v1 models. Every call that touches them runs there, one at a time, searches first.
+* the **index thread** owns the write side: one :class:`~indexer.collection.writer.CollectionWriter` per name
+  with its *own* parts and so its own embedding context, used by admin syncs and the watcher. A long indexing
+  batch therefore never holds up a search; the two only share the CPU. (Embedded Qdrant admits one client per
+  folder: there the writer is the second face of the reader's parts, :func:`~indexer.collection.facade.open_writer`
+  decides; the parts serialize model calls, so a search may then wait for one embedding batch.)
 """
 
 from __future__ import annotations
@@ -27,8 +28,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from indexer.collection.facade import Collection, list_collections, open_collection
-from indexer.collection.models import ServedModels
+from indexer.codec import decode_request
+from indexer.collection.facade import (
+    CollectionReader,
+    CollectionWriter,
+    list_collections,
+    open_reader,
+    open_writer,
+)
+from indexer.collection.served_models import ServedModels
 from indexer.errors import ConfigError, IndexerError, InputError, NotFoundError
 from indexer.server.metrics import Metrics
 from indexer.server.worker import PRIORITY_EMBED, PRIORITY_RERANK, PRIORITY_SEARCH, ModelWorker, Overloaded
@@ -38,7 +46,7 @@ from indexer.types import IndexReport, SearchRequest, SearchResult
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-PRIORITY_INDEX = 3
+F = TypeVar("F", CollectionReader, CollectionWriter)
 
 
 class Service:
@@ -51,10 +59,10 @@ class Service:
         self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="indexer-index")
         # /status and /readyz: never queued behind model work (no model call runs there)
         self._status_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="indexer-status")
-        self._readers: dict[str, Collection] = {}  # searches: model worker; status: status thread (no models)
+        self._readers: dict[str, CollectionReader] = {}  # searches: model worker; status: status thread (no models)
         self._readers_lock = threading.Lock()
         self._repairs_asked: set[str] = set()  # status thread only
-        self._writers: dict[str, Collection] = {}  # index thread only
+        self._writers: dict[str, CollectionWriter] = {}  # index thread only
         self.models = ServedModels(settings, share=self._loaded_embedder)  # /v1/*: model worker thread only
         self.last_errors: deque[dict[str, Any]] = deque(maxlen=20)
         self.started_at = time.time()
@@ -62,6 +70,7 @@ class Service:
         self.ready_error: str | None = None
         self.watchers: dict[str, Any] = {}
         self.watch_discovery: Any = None  # indexer.server.watchers: starts watchers for collections made later
+        self.stop_watching: Callable[[], None] | None = None  # set by indexer.server.watchers.start_watchers
         self._embed_lock = threading.Lock()
         self._embed_pending: list[_EmbedRequest] = []
         self._flush_scheduled = False
@@ -88,9 +97,8 @@ class Service:
         self.models.embedder  # noqa: B018 - loads (or shares) the /v1 embedding model
 
     def close(self) -> None:
-        from indexer.server.watchers import stop_watchers
-
-        stop_watchers(self)
+        if self.stop_watching is not None:
+            self.stop_watching()
         self._status_pool.shutdown(wait=True)
         try:
             self.worker.call_sync(lambda: _close_all(self._readers, self.models), timeout=60)
@@ -141,8 +149,6 @@ class Service:
             st = self.reader(n).status()
             watcher = self.watchers.get(n)
             if watcher is not None:
-                from indexer.server.watchers import watch_status
-
                 st["watch"] = watch_status(watcher)
                 last = (st["watch"].get("freshness") or {}).get("last_ms")
                 if last is not None:
@@ -182,21 +188,14 @@ class Service:
         self._repairs_asked.add(name)
         watcher.request_rescan(f"collection {name}: {problem}")
 
-    def reader(self, name: str) -> Collection:
-        """The query-side collection ``name`` (opened once): public for routers. Model calls on it run on the
+    def reader(self, name: str) -> CollectionReader:
+        """The query side of collection ``name`` (opened once): public for routers. Model calls on it run on the
         model worker only; the status thread reads its state and store."""
         with self._readers_lock:
             col = self._readers.get(name)
             if col is None:
-                col = self._readers[name] = self._open_existing(name, "GET /collections lists them")
+                col = self._readers[name] = _existing(open_reader(name, self.settings))
             return col
-
-    def _open_existing(self, name: str, hint: str) -> Collection:
-        col = open_collection(name, settings=self.settings)
-        if col.record is None:
-            col.close()
-            raise NotFoundError(f"collection {name!r} does not exist; {hint}")
-        return col
 
     # -- file text for the search page (model worker: the state store is the query side's) --------------------
     async def file_text(self, collection: str, path: str) -> dict[str, Any]:
@@ -294,44 +293,39 @@ class Service:
     # -- the write side (index thread) -------------------------------------------------------------------------
     async def sync(self, collection: str) -> IndexReport:
         """Re-sync every root of ``collection`` (admin); searches go on meanwhile."""
-        in_process = await self.worker.run(lambda: self.reader(collection).single_process, PRIORITY_SEARCH)
-        if in_process:  # a single-process store: written through the readers' collection
-            report = await self.worker.run(lambda: self.reader(collection).sync(), PRIORITY_INDEX)
-        else:
-            report = await self.run_on_index_thread(lambda: self.writer(collection).sync())
+        report = await self.run_on_index_thread(lambda: self.writer(collection).sync())
         self.metrics.tokens_embedded.labels(source="index").inc(report.tokens_embedded)
         return report
 
     async def run_on_index_thread(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._index_pool, fn)
 
-    def writer(self, name: str) -> Collection:
-        """The write-side Collection of ``name``: opened on the index thread; used there (admin syncs) and by the
-        collection's watcher thread (the facade serializes model calls; the writer lock serializes writes)."""
+    def writer(self, name: str) -> CollectionWriter:
+        """The write side of collection ``name``: opened on the index thread; used there (admin syncs) and by the
+        collection's watcher thread (the parts serialize model calls; the writer lock serializes writes)."""
         col = self._writers.get(name)
         if col is None:
-            col = self._writers[name] = self._open_existing(name, "index it first (`indexer index PATH`)")
+            col = self._writers[name] = _existing(open_writer(name, self.settings, beside=self.reader(name).parts))
         return col
 
 
-def search_request(body: Any) -> SearchRequest:
-    """The facade's request from an HTTP or MCP body (the facade applies defaults and range checks).
+def _existing(face: F) -> F:
+    """``face`` (a reader or writer) of a collection that exists; else closed, and a NotFoundError."""
+    if face.record is None:
+        face.close()
+        raise NotFoundError.collection(face.name)
+    return face
 
-    A relative ``path_prefix`` is refused: it would be resolved against the server's working directory."""
-    if body.path_prefix and not os.path.isabs(os.path.expanduser(body.path_prefix)):
-        raise InputError(f"path_prefix {body.path_prefix!r} is relative; send an absolute folder or file path")
-    return SearchRequest(
-        query=body.query,
-        k=body.k,
-        candidates=body.candidates,
-        path_prefix=body.path_prefix,
-        path_glob=body.path_glob,
-        file_types=tuple(body.file_types),
-        rerank=body.rerank,
-        mode=body.mode,
-        rerank_candidates=body.rerank_candidates,
-        metadata=tuple((getattr(body, "metadata", None) or {}).items()),
-    )
+
+def search_request(body: Any) -> SearchRequest:
+    """The facade's request from an HTTP or MCP body: :func:`indexer.codec.decode_request`."""
+    return decode_request(body)
+
+
+def watch_status(watcher: Any) -> dict[str, Any]:
+    """What /status shows of a watcher."""
+    st: dict[str, Any] = watcher.status()
+    return {k: st.get(k) for k in ("state", "roots", "queued", "last_error", "freshness", "batches", "totals")}
 
 
 @dataclass
@@ -356,7 +350,7 @@ def _resolve(r: _EmbedRequest, value: Any, error: BaseException | None) -> None:
         r.loop.call_soon_threadsafe(settle)
 
 
-def _close_all(cols: dict[str, Collection], *models: Any) -> None:
+def _close_all(cols: dict[str, CollectionReader] | dict[str, CollectionWriter], *models: Any) -> None:
     for col in cols.values():
         try:
             col.close()

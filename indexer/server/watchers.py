@@ -1,9 +1,10 @@
 """The live-sync watcher (:class:`indexer.watch.watcher.Watcher`) inside the server: one per collection.
 
-Each watcher gets the collection's **write side** (``Service.writer``: its own ``Collection`` and so its own
-embedding context), so its batches never queue in front of searches on the model worker; the watcher runs its
-batches in its own thread. Embedded Qdrant admits one client per folder, so there the watcher shares the query
-side's ``Collection`` (the facade serializes model calls: a search may then wait for one embedding batch).
+Each watcher drives the collection's **writer** (``Service.writer``: a
+:class:`~indexer.collection.writer.CollectionWriter` with its own parts and so its own embedding context), so its
+batches never queue in front of searches on the model worker; the watcher runs its batches in its own thread.
+Embedded Qdrant admits one client per folder, so there the writer is the second face of the query side's parts
+(the parts serialize model calls: a search may then wait for one embedding batch).
 
 Collections created while the server runs (``indexer index PATH -c new`` from another shell) are found by a
 discovery thread every ``watch_discover_seconds`` and watched from then on. A watcher that cannot start (another
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from indexer.collection.facade import list_collections, single_process
+from indexer.collection.facade import list_collections
 from indexer.errors import IndexerError
 
 if TYPE_CHECKING:
@@ -50,18 +51,15 @@ class _Discovery:
             with self.lock:
                 if self.stopping.is_set() or rec.name in svc.watchers:
                     continue
-                self._start(rec.name, single_process(rec))
+                self._start(rec.name)
 
-    def _start(self, name: str, in_process: bool) -> None:
+    def _start(self, name: str) -> None:
         from indexer.watch.watcher import Watcher
 
         svc = self.svc
         try:
-            if in_process:  # a single-process store (embedded Qdrant): the readers' process is the one
-                col = svc.worker.call_sync(lambda n=name: svc.reader(n), timeout=300)  # type: ignore[misc]
-            else:
-                col = svc._index_pool.submit(svc.writer, name).result(timeout=300)
-            watcher = Watcher(col)
+            writer = svc._index_pool.submit(svc.writer, name).result(timeout=300)
+            watcher = Watcher(writer)
             watcher.start()
         except (IndexerError, OSError) as exc:
             if self.failed.get(name) != str(exc):
@@ -78,6 +76,7 @@ def start_watchers(svc: Service) -> None:
     """Start one watcher per collection of the data directory, and the discovery of collections made later."""
     discovery = _Discovery(svc, svc.settings.watch_discover_seconds)
     svc.watch_discovery = discovery
+    svc.stop_watching = lambda: stop_watchers(svc)
     discovery.start_new()
     discovery.thread.start()
 
@@ -95,9 +94,3 @@ def stop_watchers(svc: Service, timeout: float = 60.0) -> None:
         except Exception as exc:  # stopping is best effort; the next start recovers
             logger.warning("collection %s: stopping the watcher failed: %s", name, exc)
         svc.watchers.pop(name, None)
-
-
-def watch_status(watcher: Any) -> dict[str, Any]:
-    """What /status shows of a watcher."""
-    st: dict[str, Any] = watcher.status()
-    return {k: st.get(k) for k in ("state", "roots", "queued", "last_error", "freshness", "batches", "totals")}

@@ -1,4 +1,4 @@
-"""Live sync (a front end over the facade): watchdog events -> settled batches -> ``Collection.sync_paths``."""
+"""Live sync (a front end over the facade): watchdog events -> settled batches -> the writer's ``sync_paths``."""
 
 from indexer.watch.watcher import Watcher, WatchOptions, WatchTarget
 

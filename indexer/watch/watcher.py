@@ -3,11 +3,12 @@
 :class:`Watcher` is the embeddable part (``start()``/``stop()``; the HTTP service runs one per collection in a
 background thread); :func:`run_watch` is ``indexer watch`` in the foreground. How it works:
 
-- Observers first, then a reconciliation scan (``Collection.index``/``sync``), so nothing changed during the scan
+- Observers first, then a reconciliation scan (the writer's ``index``/``sync``), so nothing changed during the scan
   is missed; the same scan runs every ``watch_rescan_seconds`` (inotify drops events silently when its queue
   overflows, and network filesystems miss some).
 - Events become batches by the rules of :mod:`indexer.watch.batch` (at once, settled, grace for vanishing
-  files, folders by prefix, ignore-file edits). Each batch is one ``Collection.sync_paths`` call under the
+  files, folders by prefix, ignore-file edits), of the events the root's source claims. Each batch is one
+  ``sync_paths`` call of the collection's writer (:mod:`indexer.watch.target`: what a watcher drives) under the
   writer lock; the pipeline reuses cached vectors, so a rename re-embeds nothing.
 - inotify limits (ENOSPC: ``fs.inotify.max_user_watches``, EMFILE: ``fs.inotify.max_user_instances``) fall back
   to polling for that root with a warning; ``polling=True`` polls every root (NFS, SMB, some Docker mounts).
@@ -27,16 +28,15 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from indexer.core.locks import LifetimeLock
 from indexer.core.paths import within
-from indexer.errors import IndexerError, InputError, LockedError, StoreUnavailableError
+from indexer.errors import IndexerError, InputError
 from indexer.names import printable, printable_data
-from indexer.ports import Progress
+from indexer.ports import Source, source_claims
 from indexer.state.watch_files import (
     ERRORS_KEPT,
     STATUS_PATHS_SHOWN,
@@ -49,44 +49,29 @@ from indexer.state.watch_files import (
     write_json_atomic,
 )
 from indexer.types import IndexReport
-from indexer.watch.batch import IGNORE_FILE_NAMES, Batch, BatchTiming, ChangeBatcher, What
+from indexer.watch.batch import Batch, ChangeBatcher, What
 from indexer.watch.observers import INOTIFY_LIMITS, OVERFLOW, event_filter, make_handler, new_observer, watch_alive
+from indexer.watch.target import (
+    WatchError,
+    WatchOptions,
+    WatchTarget,
+    is_retryable,
+    options_from_settings,
+)
 
 if TYPE_CHECKING:
-    from indexer.settings import Settings
+    pass
 
 logger = logging.getLogger("indexer.watch")  # one logger name for live sync (docs/watch.md)
 
-# Errors after which the same batch is simply retried later (nothing is wrong with its paths).
-RETRYABLE: tuple[type[BaseException], ...] = (StoreUnavailableError, LockedError)
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 ATTEMPTS_PER_PATH = 3
 STATUS_EVERY = 0.25  # seconds between status writes while a batch or a scan runs
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """Errors after which the same batch is retried as is: the store is unreachable, another writer holds the
-    collection."""
-    return isinstance(exc, RETRYABLE)
-
-
-class WatchError(IndexerError):
-    """The watcher cannot start (another watcher runs, a root cannot be watched)."""
-
-
 class _Stopping(Exception):
     """Raised from the progress callback to end a reconciliation scan early when the watcher stops."""
-
-
-@dataclass(frozen=True)
-class WatchOptions:
-    """Watcher tunables; the defaults come from settings (``watch_*``)."""
-
-    polling: bool = False
-    poll_seconds: float = 1.0
-    rescan_seconds: float = 600.0
-    timing: BatchTiming = BatchTiming()
 
 
 class _StopCheck:
@@ -110,32 +95,6 @@ class _StopCheck:
             raise _Stopping()
         if self.tick is not None:
             self.tick()
-
-
-class _Roots(Protocol):
-    def roots(self, collection: str, /) -> list[str]: ...
-
-
-class WatchTarget(Protocol):
-    """What a :class:`Watcher` drives: a :class:`~indexer.collection.facade.Collection` (the HTTP service gives
-    it the collection its index thread writes with)."""
-
-    name: str
-    settings: Settings
-
-    @property
-    def state(self) -> _Roots: ...
-
-    @property
-    def record(self) -> object | None: ...
-
-    def index(self, paths: Sequence[str | Path], progress: Progress | None = None) -> IndexReport: ...
-
-    def sync(self, progress: Progress | None = None) -> IndexReport: ...
-
-    def sync_paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> IndexReport: ...
-
-    def search(self, request: Any, **options: Any) -> Any: ...
 
 
 class Watcher:
@@ -173,6 +132,7 @@ class Watcher:
         self._polling: Any = None
         self._handler: Any = None
         self._watches: dict[str, tuple[Any, Any]] = {}  # root -> (observer, its watch)
+        self._sources: dict[str, Source] = {}  # root -> its source (asked which paths are its own)
         self._lock: LifetimeLock | None = None
         self.roots: list[str] = []
         self.polled_roots: list[str] = []
@@ -458,17 +418,19 @@ class Watcher:
             self._status_tick()  # the worker is inside a batch: the queue it cannot report grows
 
     def _wanted(self, path: str) -> bool:
-        """Cheap pre-filter: inside a watched root, outside the data dir, no hidden part (except ignore files)."""
+        """Cheap pre-filter: inside a watched root, outside the data dir, and claimed by the root's source (which
+        says what is its own: :func:`indexer.ports.source_claims`)."""
         root = next((r for r in self.roots if within(path, r)), None)
         if root is None or within(path, str(self.data_dir)):
             return False
-        rel = os.path.relpath(path, root)
-        if rel == ".":
-            return True
-        parts = rel.split(os.sep)
-        if any(p.startswith(".") for p in parts[:-1]):
-            return False
-        return not parts[-1].startswith(".") or parts[-1] in IGNORE_FILE_NAMES
+        return source_claims(self._source(root), path)
+
+    def _source(self, root: str) -> Source:
+        """The source of ``root`` (opened once per root; observer threads share it: ``claims`` reads only names)."""
+        source = self._sources.get(root)
+        if source is None:
+            source = self._sources[root] = self.collection.source_for(root)
+        return source
 
     # -- the worker --------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -565,9 +527,9 @@ class Watcher:
         self._write_status()
 
     def _warm_up(self) -> None:
-        """One query through the model, so the first change after start does not pay for the first model call."""
+        """One embedding through the model, so the first change after start does not pay for the first model call."""
         try:
-            self.collection.search("warm up", k=1, rerank=False)
+            self.collection.warm_up()
         except Exception as exc:  # only an optimisation
             logger.debug("warm-up query failed: %s", exc)
 
@@ -761,11 +723,3 @@ class Watcher:
             self._status_timer = None
         if not self._stopped.is_set():
             self._write_status()
-
-
-def options_from_settings(settings: Settings) -> WatchOptions:
-    return WatchOptions(
-        polling=bool(getattr(settings, "watch_polling", False)),
-        poll_seconds=float(getattr(settings, "watch_poll_seconds", 1.0)),
-        rescan_seconds=float(getattr(settings, "watch_rescan_seconds", 600.0)),
-    )

@@ -1,5 +1,5 @@
 """FAISS vector store plugin (entry point ``indexer.stores: faiss``)."""
 
-from plugins.faiss.store import FaissStore
+from plugins.faiss.faiss_store import FaissStore
 
 __all__ = ["FaissStore"]

@@ -240,6 +240,19 @@ class FilesystemSource:
         reader = self.reader_for(path)
         return reader.kind if reader is not None else None
 
+    def claims(self, path: str) -> bool:
+        """Whether a change at ``path`` may concern this source (the port's "is this path mine?", by name only):
+        inside a root with no hidden part below it, except an ignore file (its edit changes what is taken)."""
+        root = next((r for r in self.roots if _is_relative_to(path, r)), None)
+        if root is None:
+            return False
+        parts = os.path.relpath(path, root).split(os.sep)
+        if parts == ["."]:
+            return True
+        if any(p.startswith(".") for p in parts[:-1]):
+            return False
+        return not parts[-1].startswith(".") or parts[-1] in IGNORE_FILES
+
     def accepts(self, path: str | os.PathLike[str]) -> bool:
         """Whether a scan would yield this path now (inside a root, not hidden, ignored or excluded, a
         regular file within the size cap with a reader or text content)."""

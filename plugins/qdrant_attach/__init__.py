@@ -26,7 +26,7 @@ _WHERE = {
     "SparseVector": "inspection",
     "MARKER": "layout",
     "Layout": "layout",
-    "AttachedStore": "store",
+    "AttachedStore": "attached_store",
 }
 __all__ = [
     "MARKER",
@@ -46,10 +46,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from plugins.qdrant_attach.api import AttachedCollection, AttachedHit, AttachedResult, as_filter, attach
+    from plugins.qdrant_attach.attached_store import AttachedStore
     from plugins.qdrant_attach.compat import ModelProbe, VectorChoice
     from plugins.qdrant_attach.inspection import CollectionReport, DenseVector, SparseVector
     from plugins.qdrant_attach.layout import MARKER, Layout
-    from plugins.qdrant_attach.store import AttachedStore
 
 
 def __getattr__(name: str) -> Any:

@@ -31,36 +31,38 @@ from qdrant_client import models as qm
 
 from indexer.plugin_api import (
     CollectionMismatchError,
-    CollectionRecord,
     ConfigError,
     Embedder,
     IndexReport,
     InputError,
     Progress,
-    QueryLimits,
-    RerankBudget,
     Reranker,
     SearchRequest,
     Settings,
     StoreError,
+    load_settings,
+    normalization_name,
+)
+from indexer.plugin_api.collections import (
+    CollectionRecord,
+    QueryLimits,
+    RerankBudget,
     add_record,
     forget_path,
     get_record,
     index_paths,
     load_embedder,
     load_reranker,
-    load_settings,
-    normalization_name,
     prepare,
     remove_record,
     rerank_stage,
     resolve_model,
 )
+from plugins.qdrant_attach.attached_store import AttachedStore, remember_api_key
 from plugins.qdrant_attach.compat import ModelProbe, VectorChoice, choose_vector, probe_model
 from plugins.qdrant_attach.connect import call, close_client, open_client
 from plugins.qdrant_attach.inspection import DEFAULT_SAMPLE, CollectionReport, inspect_collection
 from plugins.qdrant_attach.layout import Layout, with_overrides
-from plugins.qdrant_attach.store import AttachedStore, remember_api_key
 
 logger = logging.getLogger(__name__)
 

@@ -42,14 +42,14 @@ from indexer.plugin_api import (
     Settings,
     StoreError,
     StoreUnavailableError,
-    list_collections,
     valid_collection_name,
 )
+from indexer.plugin_api.collections import list_collections
 from plugins.qdrant_attach import qdrant_api
 from plugins.qdrant_attach.api import STORE_NAME, AttachedCollection, attach
+from plugins.qdrant_attach.attached_store import AttachedStore
 from plugins.qdrant_attach.layout import get_path, set_path
 from plugins.qdrant_attach.qdrant_api import attachment_names
-from plugins.qdrant_attach.store import AttachedStore
 
 logger = logging.getLogger(__name__)
 

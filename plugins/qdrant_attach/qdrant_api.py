@@ -17,7 +17,7 @@ import importlib.metadata
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from fastapi import APIRouter, Request
@@ -34,13 +34,31 @@ from indexer.plugin_api import (
     InputError,
     StoreError,
     StoreUnavailableError,
-    list_collections,
     valid_collection_name,
 )
-from plugins.qdrant_attach.store import api_key_for
+from indexer.plugin_api.collections import list_collections
+from plugins.qdrant_attach.attached_store import api_key_for
 
 if TYPE_CHECKING:
-    from plugins.qdrant_attach.http import QueryEndpoint
+    from indexer.plugin_api import Settings
+
+
+class QueryEndpoint(Protocol):
+    """What these routes ask of :class:`plugins.qdrant_attach.http.QueryEndpoint` (named here, so the two modules
+    do not import each other)."""
+
+    settings: Settings
+    answer_query: Any
+
+    def location(self, name: str) -> tuple[str | None, str | None, str | None]: ...
+
+    def target(self, name: str) -> str: ...
+
+    def collection_names(self) -> list[str]: ...
+
+    def embedded(self, name: str, local: Callable[[Any, str], Any]) -> Any: ...
+
+    def translate(self, exc: Exception, started: float) -> JSONResponse: ...
 
 Runner = Callable[[Callable[[], Any]], Awaitable[Any]]
 SERVED = ("get_collections", "collection_exists", "get_collection", "count", "scroll", "retrieve", "query_points")

@@ -11,7 +11,7 @@ from qdrant_client import models as qm
 
 from indexer.types import Point
 from plugins.qdrant import QdrantStore
-from plugins.qdrant.store import MIGRATE_SUFFIX
+from plugins.qdrant.client_store import MIGRATE_SUFFIX
 
 DIM = 8
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import plugins.qdrant.store as qdrant_store
+import plugins.qdrant.client_store as qdrant_store
 from indexer.errors import ConfigError, StoreError, StoreUnavailableError
 from indexer.types import Metric, Point
 from plugins.qdrant import QdrantStore

@@ -131,7 +131,7 @@ def test_json_errors_go_to_stdout_as_one_object(world):
     proc = indexer("search", "anything", "-c", "ghost", "--json", env=world.env)
     check_one_error(proc, ERROR, "ghost")
     error = json.loads(proc.stdout)["error"]
-    assert error["type"] == "InputError" and "ghost" in error["message"] and "\n" not in error["message"]
+    assert error["type"] == "NotFoundError" and "ghost" in error["message"] and "\n" not in error["message"]
 
 
 def test_bad_settings_name_the_field_the_value_and_the_allowed_values(world):

@@ -56,7 +56,7 @@ def test_installed_wheel_runs_outside_the_source_tree(wheel, tmp_path):
     code = (
         "import sys, indexer, indexer.cli.entry, indexer.cli.main, indexer.migrations, plugins.faiss;"
         "from indexer.core import registry as p;"
-        "from indexer.state.store import StateStore;"
+        "from indexer.state.database import StateStore;"
         f"assert indexer.__file__.startswith({str(target)!r}), indexer.__file__;"
         "assert sorted(p.available('indexer.stores')) == ['faiss', 'qdrant', 'qdrant_attach'];"
         "assert 'pdf' in p.available('indexer.readers');"

@@ -303,7 +303,7 @@ class FlakyStore:
 
 def test_store_unreachable_then_restored_loses_nothing(live):
     flaky = FlakyStore(live.col.store)
-    live.col._store = flaky  # the facade's lazily built store, replaced by the switchable wrapper
+    live.col.parts._store = flaky  # the parts' lazily built store, replaced by the switchable wrapper
     flaky.down = True
     (live.root / "comet.md").write_text("Halley's comet returns every 76 years.\n")
     (live.root / "astronomy" / "planets.txt").unlink()

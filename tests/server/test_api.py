@@ -177,7 +177,7 @@ def test_search_modes(served: ServerHandle) -> None:
 def test_sync_while_another_writer_holds_the_collection_is_409_with_retry_after(served: ServerHandle) -> None:
     from indexer.collection.facade import open_collection
 
-    with open_collection("default", settings=served.settings) as other, other._writer_lock(), served.client() as c:
+    with open_collection("default", settings=served.settings) as other, other.parts.writer_lock(), served.client() as c:
         locked = c.post("/collections/default/sync")
         search = c.post("/search", json={"query": "backup", "rerank": False})
     assert locked.status_code == 409, locked.text

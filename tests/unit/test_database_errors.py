@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from indexer.errors import StateError, StoreError
-from indexer.state.store import CollectionRecord, FileRecord, FileUpdate, StateStore
+from indexer.state.database import CollectionRecord, FileRecord, FileUpdate, StateStore
 from indexer.types import Point
 from plugins.faiss import FaissStore
 

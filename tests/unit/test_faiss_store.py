@@ -14,8 +14,8 @@ from indexer.core.vectors import ancestor_dirs
 from indexer.errors import ConfigError, StoreError
 from indexer.types import Filter, Metric, Point
 from plugins.faiss import FaissStore
+from plugins.faiss.faiss_store import CACHE, point_iid
 from plugins.faiss.index import HnswParams, VectorIndex
-from plugins.faiss.store import CACHE, point_iid
 
 DIM = 12
 

@@ -74,7 +74,7 @@ def test_one_collection_name_rule_for_settings_the_http_schema_and_the_stores(na
 
     from indexer.core.location import COLLECTION_PATTERN, valid_collection_name
     from indexer.server.schemas import SearchBody
-    from plugins.faiss.store import _NAME
+    from plugins.faiss.faiss_store import _NAME
 
     assert valid_collection_name(name) is ok
     assert (re.fullmatch(COLLECTION_PATTERN, name) is not None) is ok

@@ -14,7 +14,7 @@ import pytest
 from indexer import migrations
 from indexer.errors import StateError
 from indexer.migrations import MIGRATIONS, plan, run_script, split_statements, upgrade
-from indexer.state.store import StateStore
+from indexer.state.database import StateStore
 
 FIXTURE_STATE = Path(__file__).parents[1] / "fixtures" / "data-v0.1" / "data" / "state.sqlite"
 

@@ -14,7 +14,7 @@ import pytest
 from indexer.core.normalization import Normalization
 from indexer.errors import SourceError, StoreUnavailableError
 from indexer.index.pipeline import Pipeline, point_id
-from indexer.state.store import CollectionRecord, StateStore
+from indexer.state.database import CollectionRecord, StateStore
 from indexer.types import ROOT_UNAVAILABLE, Chunk, Document, Point, ScanProblem, SourceRef
 
 

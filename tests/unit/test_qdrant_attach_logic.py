@@ -153,7 +153,7 @@ def test_default_name_is_a_valid_collection_name():
 
 
 def test_document_locator_and_metadata_travel_into_a_foreign_layout_and_back():
-    from plugins.qdrant_attach.store import _metadata, _ours_terms
+    from plugins.qdrant_attach.attached_store import _metadata, _ours_terms
 
     layout = Layout("langchain", "page_content", "metadata", "metadata.source")
     ours = {
@@ -179,7 +179,7 @@ def test_document_locator_and_metadata_travel_into_a_foreign_layout_and_back():
     ],
 )
 def test_a_nested_source_field_is_written_where_it_is_read(base, source_field):
-    from plugins.qdrant_attach.store import _metadata
+    from plugins.qdrant_attach.attached_store import _metadata
 
     layout = with_overrides(base, source_field=source_field)
     payload = layout.build("id-1", "some text", _metadata(layout, {"path": "/n/a.md", "start_line": 3}), "qdrant.x")

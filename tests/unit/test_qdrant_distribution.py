@@ -8,7 +8,7 @@ import pytest
 
 from indexer.errors import ConfigError
 from indexer.settings import load_settings
-from plugins.qdrant.store import QdrantStore, qdrant_distribution
+from plugins.qdrant.client_store import QdrantStore, qdrant_distribution
 
 
 def test_settings_from_the_environment_reach_the_store(monkeypatch):

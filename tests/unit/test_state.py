@@ -6,7 +6,7 @@ import pytest
 from indexer.core.normalization import Normalization
 from indexer.errors import StateError
 from indexer.migrations import MIGRATIONS
-from indexer.state.store import ChunkRecord, CollectionRecord, FileRecord, FileUpdate, StateStore
+from indexer.state.database import ChunkRecord, CollectionRecord, FileRecord, FileUpdate, StateStore
 
 
 def _rec(name="c"):
@@ -26,7 +26,7 @@ def test_a_failing_migration_leaves_no_record_and_no_partial_schema(tmp_path, mo
         db.execute("CREATE TABLE half_done (x)")
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("indexer.state.store.MIGRATIONS", [*MIGRATIONS, m9999_broken])
+    monkeypatch.setattr("indexer.state.database.MIGRATIONS", [*MIGRATIONS, m9999_broken])
     with pytest.raises(RuntimeError):
         StateStore(tmp_path / "s.sqlite")
     con = sqlite3.connect(tmp_path / "s.sqlite")

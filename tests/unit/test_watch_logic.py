@@ -72,6 +72,12 @@ class FakeCollection:
         report.failed = [(p, "unreadable (test)") for p in paths if p.endswith(".bad")]
         return report
 
+    def source_for(self, root: str) -> Any:
+        """The filesystem source the watcher asks which paths are its own (hidden ones are not)."""
+        from plugins.filesystem.source import FilesystemSource
+
+        return FilesystemSource([root], readers=[])
+
     def all_synced(self) -> set[str]:
         with self.lock:
             return {p for batch in self.synced for p in batch}

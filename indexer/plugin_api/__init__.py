@@ -1,4 +1,9 @@
-"""The plugin API: the one module a plugin imports (built-in plugins included; import-linter holds them to it).
+"""The plugin API: the one package a plugin imports (built-in plugins included; import-linter holds them to it).
+
+Two doors: :mod:`indexer.plugin_api.vocabulary` (what every plugin speaks: readers, sources, stores) and
+:mod:`indexer.plugin_api.collections` (for a plugin that drives collections of its own kind). Every name of
+both is importable from ``indexer.plugin_api`` itself (docs/api.md lists them); the second door's names load
+the facade on first use only, so a reader or store plugin never pays for it.
 
 A plugin is a reader, a source, a store, a CLI command group or an HTTP router, registered through an entry
 point (docs/plugins.md). Everything it may rely on is named here, and nothing else of indexer is promised:
@@ -18,7 +23,8 @@ point (docs/plugins.md). Everything it may rely on is named here, and nothing el
   :func:`normalization_name`.
 
 A plugin that brings collections of its own kind (the Qdrant attach plugin: a CLI group, an HTTP router and a
-Python API over foreign Qdrant collections) also gets what keeps it on the one query path:
+Python API over foreign Qdrant collections) also gets, through :mod:`indexer.plugin_api.collections`, what keeps
+it on the one query path:
 
 - :func:`prepare` with :class:`SearchRequest` and :class:`QueryLimits` (every default, cap and check of a query),
   :func:`rerank_stage` (the one rerank stage);
@@ -29,69 +35,103 @@ Python API over foreign Qdrant collections) also gets what keeps it on the one q
 
 An HTTP router's factory is called with the server's service: ``service.settings``, ``service.worker.run(fn)``
 (runs ``fn`` on the thread that owns the models) and ``service.reader(name)`` (its query-side collection) are
-its public API.
+its public API (``service.reader(name)`` is the collection's :class:`~indexer.collection.reader.CollectionReader`).
 """
 
-from indexer.collection.facade import (
-    add_record,
-    forget_path,
-    get_record,
-    index_paths,
-    list_collections,
-    remove_record,
-)
-from indexer.core.location import COLLECTION_NAME_RULE, valid_collection_name
-from indexer.core.locks import lock_for
-from indexer.core.normalization import Normalization, choose_normalization, normalization_name
-from indexer.core.registry import load_readers
-from indexer.core.snapshots import copy_folder, copy_sqlite, count_rows, restore_folder
-from indexer.core.sqlite_errors import database_error
-from indexer.core.vectors import ancestor_dirs, canonical_id, prepare_vector
-from indexer.engine.loader import load_embedder, load_reranker
-from indexer.engine.loader import resolve as resolve_model
-from indexer.errors import (
+from typing import TYPE_CHECKING, Any
+
+from indexer.plugin_api.vocabulary import (
+    BAD_NAME,
+    COLLECTION_NAME_RULE,
+    ROOT_UNAVAILABLE,
     CollectionMismatchError,
     ConfigError,
+    Document,
+    Embedder,
+    Filter,
+    FolderScan,
+    Hit,
     IndexerError,
+    IndexReport,
     InputError,
     LockedError,
-    SourceError,
-    StoreError,
-    StoreUnavailableError,
-)
-from indexer.names import encodable, printable
-from indexer.ports import (
-    Embedder,
-    FolderScan,
+    Metric,
+    Normalization,
+    OutlineNode,
+    Point,
     Progress,
     Reader,
     Reranker,
-    Source,
-    SourceFactory,
-    StoreFactory,
-    StoreSnapshots,
-    VectorStore,
-)
-from indexer.search import lexical
-from indexer.search.query import QueryLimits, prepare
-from indexer.search.rerank import RerankBudget, Reranked, rerank_stage
-from indexer.settings import Settings, load_settings
-from indexer.state.store import CollectionRecord
-from indexer.types import (
-    BAD_NAME,
-    ROOT_UNAVAILABLE,
-    Document,
-    Filter,
-    Hit,
-    IndexReport,
-    Metric,
-    OutlineNode,
-    Point,
     ScanProblem,
     SearchRequest,
     Section,
+    Settings,
+    Source,
+    SourceError,
+    SourceFactory,
     SourceRef,
+    StoreError,
+    StoreFactory,
+    StoreSnapshots,
+    StoreUnavailableError,
+    VectorStore,
+    ancestor_dirs,
+    canonical_id,
+    choose_normalization,
+    copy_folder,
+    copy_sqlite,
+    count_rows,
+    database_error,
+    encodable,
+    lexical,
+    load_readers,
+    load_settings,
+    lock_for,
+    normalization_name,
+    prepare_vector,
+    printable,
+    restore_folder,
+    valid_collection_name,
 )
+
+if TYPE_CHECKING:
+    from indexer.plugin_api.collections import (
+        CollectionRecord,
+        QueryLimits,
+        RerankBudget,
+        Reranked,
+        add_record,
+        forget_path,
+        get_record,
+        index_paths,
+        list_collections,
+        load_embedder,
+        load_reranker,
+        prepare,
+        remove_record,
+        rerank_stage,
+        resolve_model,
+    )
+
+_DOOR = frozenset(
+    {
+        "CollectionRecord", "QueryLimits", "RerankBudget", "Reranked", "add_record", "forget_path", "get_record",
+        "index_paths", "list_collections", "load_embedder", "load_reranker", "prepare", "remove_record",
+        "rerank_stage", "resolve_model",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :mod:`indexer.plugin_api.collections`, imported on first use (PEP 562)."""
+    if name not in _DOOR:
+        raise AttributeError(f"module 'indexer.plugin_api' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module("indexer.plugin_api.collections"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BAD_NAME",

@@ -1,0 +1,170 @@
+"""The one codec for a search request and a search hit as JSON data: the CLI (its printer and its client of a
+running server), the HTTP schemas, the server's /search and MCP all go through it. A field added to a request
+or a hit (filters, snippets, image hits) is added to :class:`indexer.types.SearchRequest` /
+:class:`indexer.types.SearchHit` and to the tables here; ``tests/unit/test_codec.py`` holds the HTTP schema and
+the MCP answer to the same names.
+
+Standard library only at import: the console script's fast path (:mod:`indexer.cli.entry`) prints through it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from indexer.errors import InputError
+
+if TYPE_CHECKING:
+    from indexer.types import SearchHit, SearchRequest, SearchResult
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _text_or_empty(value: Any) -> str:
+    return str(value or "")
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value or ())
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return dict(value or {})
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+# name -> how a JSON value becomes the hit's (a missing optional field is None before the conversion)
+HIT_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "path": str,
+    "score": float,
+    "rerank_score": _optional_float,
+    "text": str,
+    "start_line": int,
+    "end_line": int,
+    "page": _as_is,
+    "heading": _list,
+    "chunk_id": _text_or_empty,
+    "locator": _text_or_empty,
+    "location": _mapping,
+    "metadata": _mapping,
+}
+_REQUIRED_HIT_FIELDS = ("path", "score", "text", "start_line", "end_line")
+
+# the fields of a search request a body may carry (the HTTP body and MCP add ``collection``)
+REQUEST_FIELDS = (
+    "query", "k", "candidates", "path_prefix", "path_glob", "file_types", "rerank", "mode", "rerank_candidates",
+    "metadata",
+)
+
+RESULT_FIELDS = ("hits", "reranked", "rerank_count", "rerank_note", "mode", "timings_ms", "warning")
+
+
+# -- hits ------------------------------------------------------------------------------------------------------
+def hit_json(hit: SearchHit) -> dict[str, Any]:
+    """A hit as JSON data (``SearchHit.to_dict``; what ``--json``, /search and MCP give)."""
+    return {name: convert(getattr(hit, name)) for name, convert in HIT_FIELDS.items()}
+
+
+def hit_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A hit of a /search answer as JSON data of the same shape as :func:`hit_json` (types checked)."""
+    out = {}
+    for name, convert in HIT_FIELDS.items():
+        value = data[name] if name in _REQUIRED_HIT_FIELDS else data.get(name)
+        out[name] = convert(value)
+    return out
+
+
+def decode_hit(data: Mapping[str, Any]) -> SearchHit:
+    """The :class:`SearchHit` a /search answer's hit describes."""
+    from indexer.types import SearchHit
+
+    fields = hit_fields(data)
+    fields["heading"] = tuple(fields["heading"])
+    return SearchHit(**fields)
+
+
+# -- results ---------------------------------------------------------------------------------------------------
+def result_json(result: SearchResult, collection: str | None = None) -> dict[str, Any]:
+    """A result as JSON data; with ``collection`` first, as /search and MCP answer."""
+    body: dict[str, Any] = {
+        "hits": [hit_json(h) for h in result.hits],
+        "reranked": result.reranked,
+        "rerank_count": result.rerank_count,
+        "rerank_note": result.rerank_note,
+        "mode": result.mode,
+        "timings_ms": result.timings_ms,
+        "warning": result.warning,
+    }
+    return body if collection is None else {"collection": collection, **body}
+
+
+def decode_result(answer: Mapping[str, Any]) -> SearchResult:
+    """A :class:`SearchResult` from a /search answer (so the CLI prints remote and local results the same way)."""
+    from indexer.types import SearchResult
+
+    return SearchResult(
+        tuple(decode_hit(h) for h in answer["hits"]),
+        bool(answer.get("reranked")),
+        str(answer.get("rerank_note", "")),
+        {k: float(v) for k, v in answer.get("timings_ms", {}).items()},
+        str(answer.get("mode", "dense")),
+        int(answer.get("rerank_count", 0)),
+        answer.get("warning"),
+    )
+
+
+# -- requests --------------------------------------------------------------------------------------------------
+def request_json(request: SearchRequest) -> dict[str, Any]:
+    """A request as the body of POST /search (without ``collection``); unset fields are left out."""
+    return request_body(**{name: getattr(request, name) for name in REQUEST_FIELDS})
+
+
+def request_body(**fields: Any) -> dict[str, Any]:
+    """The body of POST /search (without ``collection``) from a request's fields by name, without building a
+    :class:`SearchRequest` (the console script's fast path stays light); unset fields are left out."""
+    unknown = sorted(set(fields) - set(REQUEST_FIELDS))
+    if unknown:
+        raise InputError(f"unknown search fields {unknown}; a search takes {', '.join(REQUEST_FIELDS)}")
+    body: dict[str, Any] = {}
+    for name in REQUEST_FIELDS:
+        value = fields.get(name)
+        if name == "metadata":
+            value = dict(value or ())
+        elif name == "file_types":
+            value = list(value or ())
+        if value is not None and value != [] and value != {}:
+            body[name] = value
+    return body
+
+
+def decode_request(body: Any) -> SearchRequest:
+    """The facade's request from an HTTP or MCP body (an object with the request's fields as attributes, or a
+    mapping); the facade applies defaults and range checks. A relative ``path_prefix`` is refused: it would be
+    resolved against the server's working directory."""
+    from indexer.types import SearchRequest
+
+    get = body.get if isinstance(body, Mapping) else lambda name, default=None: getattr(body, name, default)
+    query = get("query")
+    if not isinstance(query, str):
+        raise InputError("a search needs a query: the text to look for")
+    prefix = get("path_prefix")
+    if prefix and not os.path.isabs(os.path.expanduser(prefix)):
+        raise InputError(f"path_prefix {prefix!r} is relative; send an absolute folder or file path")
+    return SearchRequest(
+        query=query,
+        k=get("k"),
+        candidates=get("candidates"),
+        path_prefix=prefix,
+        path_glob=get("path_glob"),
+        file_types=tuple(get("file_types") or ()),
+        rerank=get("rerank"),
+        mode=get("mode"),
+        rerank_candidates=get("rerank_candidates"),
+        metadata=tuple((get("metadata") or {}).items()),
+    )

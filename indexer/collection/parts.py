@@ -1,0 +1,395 @@
+"""The parts of one collection, shared by its reader and its writer.
+
+:class:`CollectionParts` holds the collection's record and builds its parts lazily: the vector store (aliased to
+the store collection holding its vectors after a reindex), the embedder (its identity checked against the
+record), the reranker, the prompts and the chunk size the collection was made with. It also owns the checks both
+faces need (explicit settings against the record, the store's collection meta), the repair marker, and following
+a reindex switch made by another process (:meth:`CollectionParts.follow`).
+
+A reader (:mod:`indexer.collection.reader`) and a writer (:mod:`indexer.collection.writer`) each drive one parts
+object; a single-process store (embedded Qdrant) gives both faces the same one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from indexer.collection import job
+from indexer.collection.aliases import store_options, wrap_store
+from indexer.collection.identity import same_vectors
+from indexer.core import registry
+from indexer.core.locks import collection_lock_path, writer_lock
+from indexer.core.normalization import choose_normalization, normalization_name
+from indexer.core.threads import SerialEmbedder, SerialReranker
+from indexer.engine import loader
+from indexer.errors import CollectionMismatchError, ConfigError, NotFoundError, StoreError
+from indexer.index.chunking import META_CHUNK_TOKENS
+from indexer.index.prompts import Prompts, with_prompt
+from indexer.index.prompts import recorded as recorded_prompts
+from indexer.index.prompts import resolve as resolve_prompts
+from indexer.models.profiles import profile_for
+from indexer.ports import Embedder, Reranker, Source, VectorStore
+from indexer.settings import Settings
+from indexer.state.database import CollectionRecord, StateStore
+from indexer.types import Metric
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class CollectionParts:
+    """One named collection's record and lazily built parts. Thread-safe to share (the parts lock)."""
+
+    def __init__(self, settings: Settings, state: StateStore, record: CollectionRecord | None) -> None:
+        self.settings = settings
+        self.name = settings.collection
+        self.state = state
+        self.record = record
+        self._store: VectorStore | None = None
+        self._embedder: Embedder | None = None
+        self._reranker: Reranker | None = None
+        self._prompts: Prompts | None = None
+        self._chunk_tokens: int | None = None
+        # Parts are built lazily; the lock makes that safe when threads share the collection (see docs/architecture.md).
+        self._parts_lock = threading.RLock()
+        self.agreement_seen: tuple[float, str | None] | None = None  # (when, problem) of the last agreement check
+
+    def close(self) -> None:
+        for part in (self._store, self._embedder, self._reranker):
+            closer = getattr(part, "close", None)
+            if closer is not None:
+                closer()
+        self._store = self._embedder = self._reranker = None
+        self.state.close()
+
+    # -- parts, built lazily ---------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        with self._parts_lock:
+            if self._embedder is None:
+                path = self.record.model_path if self.record else str(loader.resolve(self.settings.embed_model))
+                if not Path(path).exists():
+                    raise ConfigError(
+                        f"the embedding model of collection {self.name!r} is missing: {path}; restore it or run "
+                        "`indexer models build`"
+                    )
+                embedder = loader.load_embedder(self.settings, path)
+                if self.record is not None and embedder.model_id != self.record.model_id:
+                    if same_vectors(self.record, self.state, self.store, embedder):  # same weights: keeps the vectors
+                        embedder.model_id = self.record.model_id
+                        self._embedder = SerialEmbedder(embedder)
+                        return self._embedder
+                    closer = getattr(embedder, "close", None)
+                    if closer is not None:
+                        closer()
+                    raise CollectionMismatchError(
+                        f"the model file {path} is now {embedder.model_id!r}, but collection {self.name!r} was "
+                        f"embedded with {self.record.model_id!r} (the file was rebuilt or replaced). Its vectors "
+                        "cannot be mixed with the new model's: restore the original file, re-embed without downtime "
+                        f"(`indexer reindex -c {self.name} --model {path}`), or drop and re-index "
+                        f"(`indexer drop {self.name} --yes`, then `indexer index`)."
+                    )
+                self._embedder = SerialEmbedder(embedder)
+            return self._embedder
+
+    @property
+    def reranker(self) -> Reranker | None:
+        with self._parts_lock:
+            if self._reranker is None and self.settings.rerank_model:
+                reranker = loader.load_reranker(self.settings)
+                self._reranker = SerialReranker(reranker) if reranker is not None else None
+            return self._reranker
+
+    @property
+    def store(self) -> VectorStore:
+        with self._parts_lock:
+            if self._store is None:
+                rec = self.record
+                kind = rec.store if rec else self.settings.store
+                options = rec.store_options if rec else self.new_store_options()
+                metric = Metric(rec.metric if rec else self.settings.metric)
+                opts = store_options(self.absolute(options))
+                store = registry.open_store(kind, opts, metric, self.settings)
+                self._store = wrap_store(store, rec)
+            return self._store
+
+    def drop_store(self) -> None:
+        """Close the store and forget it (the next use opens it again)."""
+        with self._parts_lock:
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+    def new_store_options(self) -> dict[str, Any]:
+        """Options recorded for a new collection: the store plugin's defaults with the ``store_options`` setting
+        over them (:func:`indexer.core.registry.new_store_options`), a ``path`` in the data directory relative."""
+        return registry.relative_options(registry.new_store_options(self.settings, self.name), self.settings.data_dir)
+
+    def absolute(self, options: dict[str, Any]) -> dict[str, Any]:
+        return registry.absolute_options(options, self.settings.data_dir)
+
+    @property
+    def single_process(self) -> bool:
+        """Only one process at a time may open this collection's store (embedded Qdrant): ask the store plugin."""
+        rec = self.record
+        if rec is None:
+            return registry.single_process(self.settings.store, registry.new_store_options(self.settings, self.name))
+        return registry.single_process(rec.store, rec.store_options)
+
+    def store_location(self, rec: CollectionRecord) -> str:
+        opts = self.absolute(rec.store_options)
+        return str(opts.get("path") or opts.get("url") or rec.store)
+
+    def source_for(self, root: str) -> Source:
+        return registry.open_source(self.settings, [root])
+
+    # -- creation and checks ---------------------------------------------------------------------------
+    def require_record(self) -> CollectionRecord:
+        if self.record is None:
+            raise NotFoundError.collection(self.name)
+        return self.record
+
+    def ensure_created(self) -> CollectionRecord:
+        """The collection's record, creating the collection (state and store) when it is new. Called by writers
+        only: a store collection that went missing is re-created here and refilled by the sync (repair)."""
+        if self.record is not None:
+            self.check_store_meta(self.record, create_missing=True)
+            return self.record
+        emb = self.embedder
+        normalization = choose_normalization(emb.similarity, self.settings.metric)
+        rec = CollectionRecord(
+            name=self.name,
+            store=self.settings.store,
+            store_options=self.new_store_options(),
+            metric=self.settings.metric,
+            model_id=emb.model_id,
+            model_path=str(loader.resolve(self.settings.embed_model)),
+            normalization=normalization,
+            dimensions=emb.dimensions,
+        )
+        existing = self.store.collection_meta(self.name)
+        if existing is not None:
+            self.record = rec
+            self.check_store_meta(rec)  # adopting a collection left by an earlier state db must match
+        else:
+            prompts = self._new_prompts()
+            meta = {**rec.identity_meta(), **prompts.meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens())}
+            self.store.ensure_collection(self.name, rec.dimensions, meta)
+        self.state.create_collection(rec)
+        self.record = rec
+        return rec
+
+    def check_store_meta(self, rec: CollectionRecord, *, create_missing: bool = False) -> None:
+        """The store's collection must exist and carry the recorded model, normalization and metric.
+
+        A missing store collection is re-created only for a writer (``create_missing``), which then refills it;
+        a reader gets a StoreError naming the repair, never a silently empty result."""
+        meta = self.store.collection_meta(self.name)
+        if meta is None:
+            if create_missing:
+                logger.warning("the %s store of collection %r is missing; re-creating and refilling it", rec.store,
+                               self.name)
+                self.mark_repairing()
+                meta = {**rec.identity_meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens())}
+                self.store.ensure_collection(self.name, rec.dimensions, meta)
+                return
+            raise StoreError(
+                f"the {rec.store} store of collection {self.name!r} is missing ({self.store_location(rec)}); "
+                f"run `indexer index -c {self.name}` to rebuild it from the cached vectors and the files"
+            )
+        want = rec.identity_meta()
+        diffs = [f"{k}: store has {meta.get(k)!r}, expected {v!r}" for k, v in want.items() if meta.get(k) != v]
+        if diffs:
+            raise CollectionMismatchError(
+                f"collection {self.name!r} in the {rec.store} store was written with other settings ("
+                + "; ".join(diffs)
+                + "). Index into a new collection (--collection NEW) or drop this one (`indexer drop "
+                + f"{self.name}`) and re-index."
+            )
+
+    def check_settings(self) -> None:
+        """Refuse explicit settings that disagree with what the collection was built with."""
+        rec = self.record
+        if rec is None:
+            return
+        given = self.settings.model_fields_set
+        problems = []
+        if "metric" in given and self.settings.metric != rec.metric:
+            problems.append(f"metric {rec.metric!r} (asked: {self.settings.metric!r})")
+        if "store" in given and self.settings.store != rec.store:
+            problems.append(f"store {rec.store!r} (asked: {self.settings.store!r})")
+        if "embed_model" in given and not loader.names_recorded_file(self.settings.embed_model, rec.model_path):
+            asked = str(loader.resolve(self.settings.embed_model))
+            if os.path.realpath(asked) != os.path.realpath(rec.model_path) and not job.explains(
+                rec, self.settings.data_dir, asked
+            ):
+                problems.append(f"model {rec.model_path!r} (asked: {asked!r})")
+        if problems:
+            raise CollectionMismatchError(
+                f"collection {self.name!r} was built with "
+                + ", ".join(problems)
+                + f"; its normalization is {normalization_name(rec.normalization)}. To change its model without "
+                + f"downtime run `indexer reindex -c {self.name} --model NEW`. Vectors of different models or "
+                "metrics cannot be mixed: index into a new collection (--collection NEW), or drop this one "
+                f"(`indexer drop {self.name}`) and re-index."
+            )
+
+    # -- the repair marker -------------------------------------------------------------------------------
+    def repair_marker(self) -> Path:
+        """Present while a repair (store re-created, lost points re-written) is under way, in any process:
+        readiness then says so, however close the counts. A sync that completes removes it."""
+        return self.settings.data_dir / "repair" / f"{self.name}.repairing"
+
+    def mark_repairing(self) -> None:
+        marker = self.repair_marker()
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
+    def repaired(self) -> None:
+        self.repair_marker().unlink(missing_ok=True)
+
+    @contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """The collection's writer lock (a file lock: across processes too)."""
+        with writer_lock(collection_lock_path(self.settings.data_dir, self.name), f"collection {self.name!r}"):
+            yield
+
+    # -- prompts and chunk size, as the collection was made ------------------------------------------------
+    def _new_prompts(self) -> Prompts:
+        """Prompts for a new collection: settings, else the model's GGUF metadata, else the catalogue's."""
+        from indexer.models import CATALOGUE
+
+        entry = CATALOGUE.get(self.settings.embed_model)
+        metadata = self._model_metadata()
+        profile = profile_for(metadata)
+        return resolve_prompts(
+            query_setting=self.settings.query_prompt,
+            document_setting=self.settings.document_prompt,
+            gguf_metadata=metadata,
+            catalogue_query=entry.query_prompt if entry else "",
+            catalogue_document=entry.document_prompt if entry else "",
+            profile_query=profile.query_prompt if profile else "",
+            profile_document=profile.document_prompt if profile else "",
+        )
+
+    def _model_metadata(self) -> dict[str, str]:
+        engine = getattr(getattr(self.embedder, "inner", self.embedder), "engine", None)
+        return dict(getattr(engine, "metadata", None) or {})
+
+    def _new_chunk_tokens(self) -> int:
+        """Tokens per chunk for a new collection: the setting, else the model's catalogue value, else its limit."""
+        from indexer.models import CATALOGUE
+
+        limit = int(self.embedder.max_tokens)
+        if self.settings.chunk_tokens is not None:
+            if self.settings.chunk_tokens > limit:
+                raise ConfigError(
+                    f"chunk_tokens {self.settings.chunk_tokens} exceeds the model's limit of {limit} tokens; "
+                    f"set chunk_tokens to at most {limit}"
+                )
+            return self.settings.chunk_tokens
+        entry = CATALOGUE.get(self.settings.embed_model)
+        if entry is not None and entry.chunk_tokens:
+            return min(entry.chunk_tokens, limit)
+        profile = profile_for(self._model_metadata())
+        return min(profile.chunk_tokens, limit) if profile is not None and profile.chunk_tokens else limit
+
+    def recorded_chunk_tokens(self) -> int | None:
+        recorded = (self.store.collection_meta(self.name) or {}).get(META_CHUNK_TOKENS)
+        return int(recorded) if recorded else None
+
+    @property
+    def chunk_tokens(self) -> int:
+        """Tokens per chunk, as recorded when the collection was made (collections made before the size was
+        recorded were chunked at the model's limit). A differing ``chunk_tokens`` setting is logged, not used:
+        files chunked two ways would rank unevenly; index into a new collection to use another size."""
+        if self._chunk_tokens is None:
+            recorded = self.recorded_chunk_tokens()
+            value = recorded if recorded is not None else int(self.embedder.max_tokens)
+            asked = self.settings.chunk_tokens
+            if asked is not None and asked != value:
+                logger.warning(
+                    "collection %s is chunked at %d tokens; chunk_tokens=%d applies to new collections "
+                    "(index into a new one with --collection NEW to use it)", self.name, value, asked
+                )
+            self._chunk_tokens = value
+        return self._chunk_tokens
+
+    @property
+    def prompts(self) -> Prompts:
+        """The prompts the collection was created with; explicit settings that differ are a mismatch."""
+        if self._prompts is None:
+            meta = self.store.collection_meta(self.name) or {}
+            prompts = recorded_prompts(meta)
+            asked = {"query_prompt": prompts.query, "document_prompt": prompts.document}
+            diffs = [
+                f"{name} {recorded!r} (asked: {getattr(self.settings, name)!r})"
+                for name, recorded in asked.items()
+                if name in self.settings.model_fields_set and (getattr(self.settings, name) or "") != recorded
+            ]
+            if diffs:
+                raise CollectionMismatchError(
+                    f"collection {self.name!r} was embedded with " + ", ".join(diffs) + "; queries must use the "
+                    "prompts its documents were embedded with: index into a new collection (--collection NEW), "
+                    f"or drop this one (`indexer drop {self.name}`) and re-index."
+                )
+            self._prompts = prompts
+        return self._prompts
+
+    @property
+    def document_embedder(self) -> Embedder:
+        """The embedder with the collection's document prompt (what chunks are counted and embedded with)."""
+        return with_prompt(self.embedder, self.prompts.document)
+
+    def forget_made(self) -> None:
+        """The collection was dropped: no record, and nothing remembered of how it was made."""
+        self.record = None
+        self._prompts = None
+        self._chunk_tokens = None
+
+    # -- following a reindex switch ------------------------------------------------------------------------
+    def reload(self, record: CollectionRecord | None) -> VectorStore | None:
+        """Take ``record`` (a reindex switched the vectors) and drop the parts built for the old one; returns the
+        old store for the caller to close. The old model is not closed: another thread may still be embedding
+        with it (it is freed with its last reference). A search racing this fails with a StoreError and is
+        retried on the new parts (:meth:`following`)."""
+        with self._parts_lock:
+            old_store, self._store, self._embedder = self._store, None, None
+            self.record = record
+        return old_store
+
+    def follow(self) -> bool:
+        """Reload model and store when the state's record changed (a reindex switched); True when it did."""
+        current = self.state.get_collection(self.name)
+        if current is not None and self.record is not None:
+            if replace(current, created_at=self.record.created_at) == self.record:  # a fresh record has no stamp yet
+                return False
+        elif current == self.record:
+            return False
+        logger.info("collection %s changed under this process (reindex switch); reloading", self.name)
+        old_store = self.reload(current)
+        closer = getattr(old_store, "close", None)
+        if closer is not None:
+            try:
+                closer()
+            except Exception as exc:  # a stale part must not fail the query that replaces it
+                logger.warning("closing the replaced store of %s: %s", self.name, exc)
+        return True
+
+    def following(self, run: Callable[[], T]) -> T:
+        """``run`` (a search) on the current vectors; retried once if a switch happened under it."""
+        self.follow()
+        try:
+            return run()
+        except StoreError:
+            if not self.follow():
+                raise
+            return run()

@@ -1,0 +1,194 @@
+"""The read face of a collection: search, status, the text of an indexed file, the lexical hint.
+
+A :class:`CollectionReader` drives one :class:`~indexer.collection.parts.CollectionParts`; it never writes the
+state or the store (a missing store collection is a StoreError naming the repair, never an empty result). The
+server's query side holds one per collection (``Service.reader``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from indexer.collection import health as agreement_checks
+from indexer.collection import job
+from indexer.collection.parts import CollectionParts
+from indexer.core.normalization import normalization_name
+from indexer.errors import StoreError
+from indexer.index.prompts import with_prompt
+from indexer.ports import Embedder, Reranker, VectorStore
+from indexer.search.fusion import FusionConfig
+from indexer.search.lexical import LexicalSearch
+from indexer.search.query import QueryLimits, SearchRequest, SearchResult, prepare, run_search
+from indexer.search.rerank import RerankBudget
+from indexer.settings import Settings
+from indexer.state.database import CollectionRecord, StateStore
+
+logger = logging.getLogger(__name__)
+
+
+class CollectionReader:
+    """Searches and reads one collection. ``owns_parts``: closing the reader closes its parts."""
+
+    def __init__(self, parts: CollectionParts, *, owns_parts: bool = True) -> None:
+        self.parts = parts
+        self._owns_parts = owns_parts
+        self._rerank_budget = RerankBudget(parts.settings.rerank_budget_ms)  # paced by this collection's searches
+
+    # -- what the parts hold ------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.parts.name
+
+    @property
+    def settings(self) -> Settings:
+        return self.parts.settings
+
+    @property
+    def state(self) -> StateStore:
+        return self.parts.state
+
+    @property
+    def record(self) -> CollectionRecord | None:
+        return self.parts.record
+
+    @property
+    def store(self) -> VectorStore:
+        return self.parts.store
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.parts.embedder
+
+    @property
+    def reranker(self) -> Reranker | None:
+        return self.parts.reranker
+
+    @property
+    def single_process(self) -> bool:
+        return self.parts.single_process
+
+    def close(self) -> None:
+        if self._owns_parts:
+            self.parts.close()
+
+    # -- searching ---------------------------------------------------------------------------------------
+    def search(self, request: SearchRequest | str, **options: Any) -> SearchResult:
+        """Run one search. ``request`` is a :class:`SearchRequest`, or the query text with the request's fields
+        as keyword options. Defaults (``top_k``, ``candidates``, mode, rerank) and caps come from the settings;
+        anything out of range is an InputError naming the valid range. Follows a model switch made by
+        `indexer reindex` in another process (one SELECT per query)."""
+        return self.parts.following(lambda: self._search(request, **options))
+
+    def _search(self, request: SearchRequest | str, **options: Any) -> SearchResult:
+        parts = self.parts
+        rec = parts.require_record()
+        if isinstance(request, str):
+            request = SearchRequest.from_options(request, **options)
+        elif options:
+            request = replace(request, **options)
+        req = prepare(request, self.query_limits())
+        parts.check_settings()
+        parts.check_store_meta(rec)
+        if request.mode is None and req.mode != "dense" and not self.lexical_ready():
+            # The default needs a lexical index this collection does not have: made by an older version (the next
+            # `indexer index` builds it), or in a store that keeps none (an attached collection: never will).
+            logger.warning("collection %r: %s; searching dense only", self.name, self.lexical_hint())
+            req = replace(req, mode="dense")
+        rerank_wanted = req.rerank is not False
+        result = run_search(
+            req,
+            collection=self.name,
+            store=parts.store,
+            embedder=with_prompt(parts.embedder, parts.prompts.query),
+            normalization=rec.normalization,
+            reranker=parts.reranker if rerank_wanted else None,
+            reranker_configured=bool(parts.settings.rerank_model),
+            fusion=self.fusion_config(),
+            budget=self._rerank_budget,
+        )
+        warning = agreement_checks.search_warning(parts)
+        return replace(result, warning=warning) if warning else result
+
+    def query_limits(self) -> QueryLimits:
+        return QueryLimits.from_settings(self.parts.settings)
+
+    def fusion_config(self) -> FusionConfig:
+        return FusionConfig.of(self.parts.settings.fusion, self.parts.settings.fusion_dense_weight)
+
+    # -- the lexical index ----------------------------------------------------------------------------------
+    def lexical_hint(self) -> str:
+        """Why this collection has no lexical index, and whether anything builds one."""
+        rec = self.parts.require_record()
+        if not isinstance(self.parts.store, LexicalSearch):
+            return (
+                f"its {rec.store} store keeps no lexical index (the default search mode needs one), and indexing "
+                "does not add one; ask for mode 'dense', or set search_mode = \"dense\""
+            )
+        return f"it has no lexical index yet (made by an older version); `indexer index -c {self.name}` builds it"
+
+    def lexical_ready(self) -> bool:
+        store = self.parts.store
+        if not isinstance(store, LexicalSearch):
+            return False
+        try:
+            return store.has_lexical(self.name)
+        except StoreError:  # the store's collection is missing: status reports that through health
+            return False
+
+    # -- reading ------------------------------------------------------------------------------------------
+    def indexed_file(self, path: str) -> dict[str, Any]:
+        """The text of ``path`` as the indexing reader extracted it, if it is an indexed file of this collection
+        inside one of its roots (anything else is a NotFoundError): the rule of :mod:`indexer.collection.files`."""
+        from indexer.collection.files import read_indexed_file
+
+        return read_indexed_file(self.parts, path)
+
+    def health(self) -> dict[str, Any]:
+        """Whether the store holds exactly the points the state says (:func:`indexer.collection.health.health`)."""
+        return agreement_checks.health(self.parts)
+
+    def agreement(self) -> str | None:
+        """None when state and store agree, else the problem (:func:`indexer.collection.health.agreement`)."""
+        return agreement_checks.agreement(self.parts)
+
+    def status(self) -> dict[str, Any]:
+        parts = self.parts
+        rec = parts.require_record()
+        counts = parts.state.counts(self.name)
+        health = self.health()
+        lexical = self.lexical_ready()
+        return {
+            "collection": self.name,
+            "files": counts["files"],
+            "failed_files": counts["failed"],
+            "chunks": counts["chunks"],
+            "tokens": counts["tokens"],
+            "points": health["store_points"],
+            "store": rec.store,
+            "store_options": rec.store_options,
+            "store_location": parts.store_location(rec),
+            "metric": rec.metric,
+            "model": rec.model_id,
+            "model_path": rec.model_path,
+            "dimensions": rec.dimensions,
+            "normalization": normalization_name(rec.normalization),
+            "roots": parts.state.roots(self.name),
+            "reranker": parts.settings.rerank_model,
+            "search_mode": parts.settings.search_mode,
+            "lexical_index": lexical,
+            "lexical_note": None if lexical else self.lexical_hint(),
+            "prompts": {"query": parts.prompts.query, "document": parts.prompts.document},
+            "chunk_tokens": parts.recorded_chunk_tokens() or "the model's limit",
+            "watcher": _watcher_status(parts.settings, self.name),
+            "health": health,
+            "failures": [{"path": p, "reason": r} for p, r in parts.state.failures(self.name)],
+            "reindex": job.progress(parts.settings.data_dir, self.name, parts.state),
+        }
+
+
+def _watcher_status(settings: Settings, name: str) -> dict[str, Any] | None:
+    from indexer.state.watch_files import read_status
+
+    return read_status(settings.data_dir, name)

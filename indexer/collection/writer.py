@@ -1,0 +1,292 @@
+"""The write face of a collection: index, sync, sync paths, forget and drop, each under the writer lock.
+
+A :class:`CollectionWriter` drives one :class:`~indexer.collection.parts.CollectionParts`. Writers repair (docs/
+architecture.md, "Agreement between state and store"): they re-create a missing store collection, re-write
+files whose points were lost and delete points no committed chunk owns. It is what a watcher drives (the
+:class:`~indexer.watch.watcher.WatchTarget` protocol) and what the server's index thread holds per collection.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from indexer.collection import reindex
+from indexer.collection.parts import CollectionParts
+from indexer.core.paths import within
+from indexer.errors import InputError, NotFoundError
+from indexer.index.chunking import chunker_for
+from indexer.index.pipeline import IndexReport, Pipeline, Progress
+from indexer.index.prompts import prompted_model_id
+from indexer.names import encodable, printable
+from indexer.ports import Chunker, Source
+from indexer.search.lexical import LexicalSearch
+from indexer.settings import Settings
+from indexer.state.database import CollectionRecord, StateStore
+from indexer.types import Chunk, Document
+
+logger = logging.getLogger(__name__)
+
+
+class CollectionWriter:
+    """Writes one collection. ``owns_parts``: closing the writer closes its parts (not when it shares them with
+    a reader: a single-process store)."""
+
+    def __init__(self, parts: CollectionParts, *, owns_parts: bool = True) -> None:
+        self.parts = parts
+        self._owns_parts = owns_parts
+
+    @property
+    def name(self) -> str:
+        return self.parts.name
+
+    @property
+    def settings(self) -> Settings:
+        return self.parts.settings
+
+    @property
+    def state(self) -> StateStore:
+        return self.parts.state
+
+    @property
+    def record(self) -> CollectionRecord | None:
+        return self.parts.record
+
+    def close(self) -> None:
+        if self._owns_parts:
+            self.parts.close()
+
+    def source_for(self, root: str) -> Source:
+        """The source of ``root`` (the configured source plugin; it says which paths are its own)."""
+        return self.parts.source_for(root)
+
+    def warm_up(self) -> None:
+        """Load the embedding model and embed one text, so the first change does not pay for the first call."""
+        rec = self.parts.require_record()
+        self.parts.document_embedder.embed_batch(["warm up"], rec.normalization)
+
+    # -- operations ----------------------------------------------------------------------------------------
+    def index(self, paths: Sequence[str | Path], progress: Progress | None = None) -> IndexReport:
+        """Add ``paths`` as roots (if new) and sync them. Files under other roots are untouched."""
+        self.parts.check_settings()
+        roots = [_resolve_root(p) for p in paths]
+        return self._sync_roots(lambda: [self._attach_root(root) for root in roots], progress)
+
+    def sync(self, progress: Progress | None = None) -> IndexReport:
+        """Re-sync every root of the collection (a root that vanished keeps its points and is reported)."""
+        self.parts.require_record()
+        self.parts.check_settings()
+        return self._sync_roots(lambda: self.parts.state.roots(self.name), progress)
+
+    def sync_paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> IndexReport:
+        """Bring exactly ``paths`` (files or folders: created, changed, deleted or moved) in line with the disk.
+
+        The watcher calls this per batch of events. Paths outside the collection's roots are ignored; a missing
+        folder removes every file under it; an existing folder is rescanned (ignore-file edits, moves in).
+        Unchanged chunk texts reuse their cached vectors, so a rename re-embeds nothing."""
+        parts = self.parts
+        parts.require_record()
+        parts.check_settings()
+        report = IndexReport()
+        started = time.perf_counter()
+        with parts.writer_lock():
+            pipeline = self._pipeline(parts.ensure_created(), progress)
+            pipeline.recover()
+            # the repair a full sync does: files whose points the store lost (e.g. its files were deleted, and
+            # ensure_created re-made it empty) are re-written with this batch, from the vector cache
+            lost = self._mark_lost_points()
+            for root, group in _group_by_root([*paths, *lost], parts.state.roots(self.name)).items():
+                pipeline.sync_paths(parts.source_for(root), root, group, report)
+            if lost:
+                report.points_deleted += self._remove_orphans()
+            parts.repaired()
+        parts.agreement_seen = None
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def forget(self, path: str | Path) -> IndexReport:
+        """Remove a root and every point of its files."""
+        parts = self.parts
+        root = str(Path(path).expanduser().resolve())
+        if parts.record is None or root not in parts.state.roots(self.name):
+            known = ", ".join(parts.state.roots(self.name)) or "none"
+            raise InputError(f"{root} is not a root of collection {self.name!r} (roots: {known})")
+        report = IndexReport()
+        with parts.writer_lock():
+            pipeline = self._pipeline(parts.record, None)
+            pipeline.recover()
+            files = [p for p in parts.state.files(self.name) if within(p, root)]
+            pipeline.remove_files(files, report)
+            parts.state.remove_root(self.name, root)
+        return report
+
+    def drop(self) -> None:
+        """Delete the collection: its points, its state and (for embedded stores) its files."""
+        parts = self.parts
+        if parts.record is None:
+            raise NotFoundError.collection(self.name)
+        with parts.writer_lock():
+            reindex.abort(parts)
+            parts.store.drop(self.name)
+            path = parts.absolute(parts.record.store_options).get("path")
+            parts.drop_store()
+            if (
+                path
+                and Path(path).is_dir()
+                and within(str(Path(path).resolve()), str(Path(parts.settings.data_dir).resolve()))
+            ):
+                shutil.rmtree(path, ignore_errors=True)
+            parts.state.drop_collection(self.name)
+            parts.repaired()
+            parts.forget_made()
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    def _sync_roots(self, roots: Callable[[], list[str]], progress: Progress | None) -> IndexReport:
+        """Under the writer lock: create (or repair) the collection, sync each root, remove points no file owns,
+        refill points the store lost, and drop unused cached vectors."""
+        parts = self.parts
+        report = IndexReport()
+        with parts.writer_lock():
+            pipeline = self._pipeline(parts.ensure_created(), progress)
+            pipeline.recover()
+            self._ensure_lexical()
+            self._mark_lost_points()
+            for root in roots():
+                pipeline.sync(parts.source_for(root), root, report)
+            report.points_deleted += self._remove_orphans()
+            parts.state.gc_vector_cache(pipeline.model_key)
+            parts.repaired()
+        parts.agreement_seen = None
+        return report
+
+    def _mark_lost_points(self) -> list[str]:
+        """Files whose points the store lost are re-read on this sync (their vectors come from the cache); returns
+        their paths. The full id comparison runs only when the counts disagree (``health()`` always compares)."""
+        parts, name = self.parts, self.name
+        expected = parts.state.count_points(name)
+        if expected == 0 or parts.store.count(name) == expected:
+            return []
+        lost = parts.state.point_ids(name) - parts.store.list_ids(name)
+        if not lost:
+            return []
+        paths = parts.state.paths_of_points(name, lost)
+        logger.warning("the store lost %d points of %d files; re-writing them", len(lost), len(paths))
+        parts.mark_repairing()
+        parts.state.invalidate_files(name, paths)
+        return paths
+
+    def _remove_orphans(self) -> int:
+        """Delete points the store holds but no committed chunk owns (e.g. left behind by a lost state file)."""
+        parts, name = self.parts, self.name
+        if parts.store.count(name) == parts.state.count_points(name):
+            return 0  # lost points were re-written above, so equal counts mean equal sets
+        orphans = parts.store.list_ids(name) - parts.state.point_ids(name)
+        if orphans:
+            logger.warning("deleting %d points of collection %r that no indexed file owns", len(orphans), name)
+            parts.store.delete(name, sorted(orphans))
+        return len(orphans)
+
+    def _ensure_lexical(self) -> None:
+        """Give a collection made before lexical search its lexical index (from the stored texts, no re-embedding)."""
+        store = self.parts.store
+        if isinstance(store, LexicalSearch) and store.ensure_lexical(self.name):
+            logger.info("built the lexical index of collection %r", self.name)
+
+    def _pipeline(self, rec: CollectionRecord, progress: Progress | None) -> Pipeline:
+        """The pipeline for this collection. The model is loaded on the first chunk or embedding, so a run that
+        finds nothing changed never pays for it."""
+        parts = self.parts
+        return Pipeline(
+            collection=self.name,
+            state=parts.state,
+            store=parts.store,
+            embedder=_LazyEmbedder(parts, rec),
+            chunker=_LazyChunker(parts),
+            normalization=rec.normalization,
+            batch_chunks=parts.settings.embed_batch_chunks,
+            progress=progress,
+        )
+
+    def _attach_root(self, root: str) -> str:
+        """Record ``root``; a path inside an existing root syncs that root, one containing roots absorbs them."""
+        state = self.parts.state
+        roots = state.roots(self.name)
+        for existing in roots:
+            if within(root, existing):
+                return existing
+        for existing in roots:
+            if within(existing, root):
+                state.remove_root(self.name, existing)
+        state.add_root(self.name, root)
+        return root
+
+
+def _resolve_root(path: str | Path) -> str:
+    p = Path(path).expanduser()
+    shown = printable(str(p))
+    if not p.exists():
+        raise InputError(f"{shown} does not exist; pass an existing folder")
+    if not p.is_dir():
+        raise InputError(f"{shown} is a file; pass the folder that contains it (roots are folders)")
+    resolved = str(p.resolve())
+    if not encodable(resolved):
+        raise InputError(
+            f"{printable(resolved)} is not valid UTF-8 and cannot be a root (names are stored as UTF-8); rename it, "
+            "or add its parent folder (the name is then reported and skipped)"
+        )
+    return resolved
+
+
+class _LazyEmbedder:
+    """The collection's embedder, loaded on first use; identity and size come from the collection's record."""
+
+    def __init__(self, parts: CollectionParts, rec: CollectionRecord) -> None:
+        self._parts = parts
+        self.model_id = prompted_model_id(rec.model_id, parts.prompts.document)
+        self.dimensions = rec.dimensions
+
+    @property
+    def similarity(self) -> str:
+        return self._parts.embedder.similarity
+
+    @property
+    def max_tokens(self) -> int:
+        return self._parts.embedder.max_tokens
+
+    def count_tokens(self, text: str) -> int:
+        return self._parts.document_embedder.count_tokens(text)
+
+    def embed_batch(self, texts: Sequence[str], normalize: Any) -> Any:
+        return self._parts.document_embedder.embed_batch(texts, normalize)
+
+
+class _LazyChunker:
+    """A TokenChunker on the collection's embedder, built on the first document."""
+
+    def __init__(self, parts: CollectionParts) -> None:
+        self._parts = parts
+        self._chunker: Chunker | None = None
+
+    def chunk(self, doc: Document) -> Iterator[Chunk]:
+        if self._chunker is None:
+            parts = self._parts
+            self._chunker = chunker_for(parts.document_embedder, parts.chunk_tokens, parts.settings.chunk_overlap)
+        return self._chunker.chunk(doc)
+
+
+def _group_by_root(paths: Iterable[str | Path], roots: Sequence[str]) -> dict[str, list[str]]:
+    """Absolute, resolved paths grouped by the (innermost) root that holds them; others are dropped."""
+    out: dict[str, list[str]] = {}
+    for raw in paths:
+        path = os.path.realpath(os.path.abspath(os.path.expanduser(os.fspath(raw))))
+        owners = [r for r in roots if within(path, r)]
+        if owners:
+            out.setdefault(max(owners, key=len), []).append(path)
+        else:
+            logger.debug("ignoring %s: outside every root", path)
+    return out

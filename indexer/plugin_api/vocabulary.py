@@ -1,0 +1,105 @@
+"""What every plugin speaks (a reader, a source, a store, a CLI group, a router): the frozen values of
+:mod:`indexer.types`, the ports of :mod:`indexer.ports`, the error tree, the typed :class:`Settings`, and the
+helpers a store or a source needs. Import these from ``indexer.plugin_api`` (docs/plugins.md)."""
+
+from indexer.core.location import COLLECTION_NAME_RULE, valid_collection_name
+from indexer.core.locks import lock_for
+from indexer.core.normalization import Normalization, choose_normalization, normalization_name
+from indexer.core.registry import load_readers
+from indexer.core.snapshots import copy_folder, copy_sqlite, count_rows, restore_folder
+from indexer.core.sqlite_errors import database_error
+from indexer.core.vectors import ancestor_dirs, canonical_id, prepare_vector
+from indexer.errors import (
+    CollectionMismatchError,
+    ConfigError,
+    IndexerError,
+    InputError,
+    LockedError,
+    SourceError,
+    StoreError,
+    StoreUnavailableError,
+)
+from indexer.names import encodable, printable
+from indexer.ports import (
+    Embedder,
+    FolderScan,
+    Progress,
+    Reader,
+    Reranker,
+    Source,
+    SourceFactory,
+    StoreFactory,
+    StoreSnapshots,
+    VectorStore,
+)
+from indexer.search import lexical
+from indexer.settings import Settings, load_settings
+from indexer.types import (
+    BAD_NAME,
+    ROOT_UNAVAILABLE,
+    Document,
+    Filter,
+    Hit,
+    IndexReport,
+    Metric,
+    OutlineNode,
+    Point,
+    ScanProblem,
+    SearchRequest,
+    Section,
+    SourceRef,
+)
+
+__all__ = [
+    "BAD_NAME",
+    "COLLECTION_NAME_RULE",
+    "ROOT_UNAVAILABLE",
+    "CollectionMismatchError",
+    "ConfigError",
+    "Document",
+    "Embedder",
+    "Filter",
+    "FolderScan",
+    "Hit",
+    "IndexReport",
+    "IndexerError",
+    "InputError",
+    "LockedError",
+    "Metric",
+    "Normalization",
+    "OutlineNode",
+    "Point",
+    "Progress",
+    "Reader",
+    "Reranker",
+    "ScanProblem",
+    "SearchRequest",
+    "Section",
+    "Settings",
+    "Source",
+    "SourceError",
+    "SourceFactory",
+    "SourceRef",
+    "StoreError",
+    "StoreFactory",
+    "StoreSnapshots",
+    "StoreUnavailableError",
+    "VectorStore",
+    "ancestor_dirs",
+    "canonical_id",
+    "choose_normalization",
+    "copy_folder",
+    "copy_sqlite",
+    "count_rows",
+    "database_error",
+    "encodable",
+    "lexical",
+    "load_readers",
+    "load_settings",
+    "lock_for",
+    "normalization_name",
+    "prepare_vector",
+    "printable",
+    "restore_folder",
+    "valid_collection_name",
+]
