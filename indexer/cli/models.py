@@ -13,10 +13,10 @@ import typer
 
 from indexer.errors import IndexerError
 from indexer.models import native
+from indexer.models.cache import default_quant, ensure_model, is_current, list_models, model_path, models_dir
 from indexer.models.catalogue import DEFAULT_EMBED_MODEL
 from indexer.models.convert import QUANTS
 from indexer.models.local import build_from_folder, find_local, list_local
-from indexer.models.store import default_quant, ensure_model, is_current, list_models, model_path, models_dir
 
 app = typer.Typer(help="Build, locate and list embedding/rerank models (built offline from the package index).",
                   no_args_is_help=True)

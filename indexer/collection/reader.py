@@ -17,6 +17,7 @@ from indexer.collection.parts import CollectionParts
 from indexer.core.normalization import normalization_name
 from indexer.errors import StoreError
 from indexer.index.prompts import with_prompt
+from indexer.models import native
 from indexer.ports import Embedder, Reranker, VectorStore
 from indexer.search.fusion import FusionConfig
 from indexer.search.lexical import LexicalSearch
@@ -172,6 +173,7 @@ class CollectionReader:
             "metric": rec.metric,
             "model": rec.model_id,
             "model_path": rec.model_path,
+            "weights": native.weights_status(rec.model_path),
             "dimensions": rec.dimensions,
             "normalization": normalization_name(rec.normalization),
             "roots": parts.state.roots(self.name),

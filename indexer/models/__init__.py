@@ -7,10 +7,7 @@ with numpy and ``gguf`` (no torch), cached under :func:`models_dir`.
 
 from __future__ import annotations
 
-from indexer.models.catalogue import CATALOGUE, DEFAULT_EMBED_MODEL, CatalogueEntry
-from indexer.models.convert import QUANTS, convert_checkpoint
-from indexer.models.resolve import resolve_model
-from indexer.models.store import (
+from indexer.models.cache import (
     ModelStatus,
     default_quant,
     ensure_model,
@@ -19,6 +16,9 @@ from indexer.models.store import (
     models_dir,
     names_catalogue_file,
 )
+from indexer.models.catalogue import CATALOGUE, DEFAULT_EMBED_MODEL, CatalogueEntry
+from indexer.models.convert import QUANTS, convert_checkpoint
+from indexer.models.resolve import resolve_model
 
 __all__ = [
     "CATALOGUE",

@@ -30,7 +30,7 @@ class LocalModel:
 
 
 def _models_dir() -> Path:
-    from indexer.models.store import models_dir
+    from indexer.models.cache import models_dir
 
     return models_dir()
 
@@ -58,7 +58,7 @@ def weights_sha256(src: Path) -> str:
 
 def build_from_folder(src: str | Path, name: str | None = None, quant: str | None = None) -> Path:
     """Convert the checkpoint folder ``src`` into the model cache; returns the GGUF path (rebuilt each time)."""
-    from indexer.models.store import default_quant
+    from indexer.models.cache import default_quant
 
     folder = Path(src).expanduser()
     if not folder.is_dir():
@@ -74,7 +74,7 @@ def build_from_folder(src: str | Path, name: str | None = None, quant: str | Non
 
 def find_local(name: str, quant: str | None = None) -> Path | None:
     """The built file of folder model ``name`` (at ``quant``; else the CPU's default, else any), or None."""
-    from indexer.models.store import default_quant
+    from indexer.models.cache import default_quant
 
     if name in CATALOGUE or not _NAME.match(name):
         return None

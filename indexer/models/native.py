@@ -523,6 +523,18 @@ def check_model_file(path: str | os.PathLike[str]) -> None:
     )
 
 
+def weights_status(path: str | os.PathLike[str]) -> dict[str, object]:
+    """What ``indexer status`` says of a collection's model file: its weight types, whether they run here, and
+    this machine's measured default (the probe's line)."""
+    try:
+        kinds = sorted(weight_types(path))
+    except ModelError as exc:
+        return {"weight_types": [], "runs_here": None, "error": str(exc)}
+    result = probe()
+    return {"weight_types": kinds, "runs_here": all(result.runs(k) for k in kinds),
+            "machine_default": result.chosen, "probe": result.summary(), "cpu": result.key.get("cpu", "")}
+
+
 def chosen_quant() -> str:
     """The measured default weight type of this machine (see :func:`choose`)."""
     return probe().chosen

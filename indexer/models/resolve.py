@@ -7,9 +7,9 @@ from pathlib import Path
 
 from indexer.errors import ModelError, ModelUnavailableError
 from indexer.models import fetch
+from indexer.models.cache import ensure_model, models_dir
 from indexer.models.catalogue import CATALOGUE
 from indexer.models.local import find_local
-from indexer.models.store import ensure_model, models_dir
 
 logger = logging.getLogger(__name__)
 

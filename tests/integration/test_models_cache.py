@@ -28,9 +28,9 @@ from indexer.models import (
     resolve_model,
 )
 from indexer.models import fetch as fetch_mod
+from indexer.models.cache import converter_version, default_quant
 from indexer.models.catalogue import CATALOGUE
 from indexer.models.convert import CONVERTER_VERSION, KEY_CONVERTER_VERSION
-from indexer.models.store import converter_version, default_quant
 from tests.conftest import USER_MODELS_DIR, models_dir_for_tests
 
 ENTRY = CATALOGUE[DEFAULT_EMBED_MODEL]

@@ -180,3 +180,24 @@ def test_the_installed_llama_cpp_passes_the_build_check() -> None:
                          check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "fixed tile configuration" in run.stdout or "not compiled in" in run.stdout
+
+
+def test_status_shows_the_weight_type_and_the_machines_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               embed_model_path: Path) -> None:
+    import indexer
+
+    monkeypatch.setenv("INDEXER_DATA_DIR", str(tmp_path / "data"))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Glaciers\n\nGlaciers carve valleys over thousands of years.\n")
+    with indexer.open_collection("w", embed_model=str(embed_model_path)) as col:
+        col.index([docs])
+        weights = col.status()["weights"]
+    result = native.probe()
+    assert weights["weight_types"] == sorted(native.weight_types(embed_model_path))
+    assert weights["runs_here"] is True and weights["machine_default"] == result.chosen
+    assert weights["probe"] == result.summary() and weights["cpu"] == result.key["cpu"]
+    shown = subprocess.run([sys.executable, "-m", "indexer", "status", "-c", "w", "--json"], capture_output=True,
+                           text=True, timeout=120, check=False, env={**os.environ})
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["weights"]["machine_default"] == result.chosen

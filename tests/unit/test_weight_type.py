@@ -4,8 +4,8 @@ file of another weight type."""
 
 from __future__ import annotations
 
+from indexer.models.cache import default_quant, model_path, names_catalogue_file
 from indexer.models.native import MIN_COSINE, TypeVerdict, choose
-from indexer.models.store import default_quant, model_path, names_catalogue_file
 
 
 def _v(quant: str, tps: float | None, runs: bool = True, cos: float = 0.99999) -> TypeVerdict:
