@@ -245,9 +245,12 @@ def _cached_or_probe(key: dict[str, str], digest: str, refresh: bool) -> Probe:
     folder = probe_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ModelError(f"cannot create {folder} for the native probe: {exc}; make the models folder "
-                         "writable or point INDEXER_MODELS_DIR at a writable folder") from exc
+        (folder / ".writable").touch()
+    except OSError as exc:  # a read-only models folder: probe anyway, in a temporary folder, uncached
+        logger.warning("cannot write the native probe's cache in %s (%s): probing without a cache; point "
+                       "INDEXER_MODELS_DIR at a writable folder to keep the verdict", folder, exc)
+        with tempfile.TemporaryDirectory(prefix="indexer-probe-") as tmp:
+            return run_probe(key, Path(tmp))
     path = folder / f"probe-{digest}.json"
     message = f"another process has been probing llama.cpp in {folder} for over 2 minutes; wait or stop it"
     with lock_for(folder / "probe.lock").hold(timeout=120.0, message=message, error=ModelError):
@@ -256,9 +259,9 @@ def _cached_or_probe(key: dict[str, str], digest: str, refresh: bool) -> Probe:
             if cached is not None:
                 return cached
         result = run_probe(key, folder)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(result.to_json(), indent=1))
-        os.replace(tmp, path)
+        staged = path.with_name(f".{path.name}.{os.getpid()}.staged")
+        staged.write_text(json.dumps(result.to_json(), indent=1))
+        os.replace(staged, path)
     for verdict in result.excluded:
         logger.warning("llama.cpp on this machine cannot run %s weights: %s; %s is never used here",
                        verdict.quant, verdict.reason, verdict.quant)

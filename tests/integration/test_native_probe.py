@@ -201,3 +201,18 @@ def test_status_shows_the_weight_type_and_the_machines_choice(tmp_path: Path, mo
                            text=True, timeout=120, check=False, env={**os.environ})
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["weights"]["machine_default"] == result.chosen
+
+
+def test_an_unwritable_models_folder_still_gets_a_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe runs in a temporary folder when the models folder cannot be written (a file stands in its way:
+    root ignores permission bits); nothing is cached there, and models still open."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("INDEXER_MODELS_DIR", str(blocker / "models"))
+    native.forget_memo()
+    try:
+        result = native.probe()
+        assert result.runs("f16") and result.chosen in {"f16", "bf16", "q8_0"}
+        assert blocker.read_text() == "x"
+    finally:
+        native.forget_memo()
