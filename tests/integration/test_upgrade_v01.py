@@ -72,9 +72,12 @@ def test_v01_collection_searches_and_syncs_without_re_embedding(upgraded, collec
         assert again.files_indexed == 0 and again.files_unchanged + again.files_touched == 3
 
 
-def test_another_model_is_still_refused_after_the_upgrade(upgraded, embed_model_alt_path):
+def test_another_model_is_still_refused_after_the_upgrade(upgraded, q8_runs):
+    from indexer.models import ensure_model
+
+    other = ensure_model(quant="q8_0" if q8_runs else "bf16")  # weights whose vectors differ from the fixture's f16
     db = sqlite3.connect(upgraded / "data" / "state.sqlite")
-    db.execute("UPDATE collections SET model_path=?", (str(embed_model_alt_path),))  # other weights (q8_0)
+    db.execute("UPDATE collections SET model_path=?", (str(other),))
     db.commit()
     db.close()
     with open_collection() as col, pytest.raises(CollectionMismatchError, match="indexer reindex"):
