@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import TEST_RERANKER
+
 MODELS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "models"
 SCORES: dict[str, Any] = json.loads((MODELS_DIR / "test-reranker-scores.json").read_text(encoding="utf-8"))
 PAIRS: list[dict[str, Any]] = SCORES["pairs"]
@@ -47,7 +49,9 @@ def reranker(reranker_model_path: Path) -> Iterator[Any]:
         llm.close()
 
 
-def test_fixture_matches_committed_sha256(reranker_model_path: Path) -> None:
+def test_fixture_matches_committed_sha256() -> None:
+    """The committed file (the q8_0 one, also where the tests use its f16 twin) is the one SHA256SUMS names."""
+    reranker_model_path = TEST_RERANKER
     sums = {}
     for line in (MODELS_DIR / "SHA256SUMS").read_text(encoding="utf-8").splitlines():
         digest, name = line.split(maxsplit=1)
