@@ -9,7 +9,8 @@
 * ``embed_multimodal`` (documented, no example, needs a projector GGUF) is held by a strict xfail that
   belongs to issue 33, the multimodal issue.
 
-The examples are copied verbatim below: the tests may not read ``../shared`` (a fresh clone has none).
+The examples are copied verbatim below: the tests may not read the shared folder beside the repository
+(a fresh clone has none).
 """
 
 from __future__ import annotations
