@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from indexer.collection.parts import CollectionParts
+from indexer.collection.parts import CollectionParts, PartsView
 from indexer.collection.reader import CollectionReader
 from indexer.collection.records import (
     add_record,
@@ -25,7 +25,7 @@ from indexer.collection.records import (
 )
 from indexer.collection.writer import CollectionWriter
 from indexer.index.pipeline import IndexReport, Progress
-from indexer.ports import Embedder, Reranker, Source, VectorStore
+from indexer.ports import Source
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult
 from indexer.settings import Settings, load_settings
 from indexer.state.database import CollectionRecord, StateStore
@@ -37,16 +37,13 @@ __all__ = [
 ]
 
 
-class Collection:
+class Collection(PartsView):
     """One named collection. Use ``open_collection``; close it (or use ``with``) when done."""
 
     def __init__(self, settings: Settings, state: StateStore, record: CollectionRecord | None) -> None:
         self.parts = CollectionParts(settings, state, record)
         self.reader = CollectionReader(self.parts, owns_parts=False)
         self.writer = CollectionWriter(self.parts, owns_parts=False)
-        self.settings = settings
-        self.name = settings.collection
-        self.state = state
 
     def __enter__(self) -> Collection:
         return self
@@ -58,21 +55,9 @@ class Collection:
         self.parts.close()
 
     # -- the parts -----------------------------------------------------------------------------------------
-    @property
-    def record(self) -> CollectionRecord | None:
-        return self.parts.record
 
-    @property
-    def store(self) -> VectorStore:
-        return self.parts.store
 
-    @property
-    def embedder(self) -> Embedder:
-        return self.parts.embedder
 
-    @property
-    def reranker(self) -> Reranker | None:
-        return self.parts.reranker
 
     @property
     def chunk_tokens(self) -> int:

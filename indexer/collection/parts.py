@@ -393,3 +393,38 @@ class CollectionParts:
             if not self.follow():
                 raise
             return run()
+
+
+class PartsView:
+    """What a face over :class:`CollectionParts` (the reader, the writer, the ``Collection`` composition) shows
+    of them: written once here instead of in each face."""
+
+    parts: CollectionParts
+
+    @property
+    def name(self) -> str:
+        return self.parts.name
+
+    @property
+    def settings(self) -> Settings:
+        return self.parts.settings
+
+    @property
+    def state(self) -> StateStore:
+        return self.parts.state
+
+    @property
+    def record(self) -> CollectionRecord | None:
+        return self.parts.record
+
+    @property
+    def store(self) -> VectorStore:
+        return self.parts.store
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.parts.embedder
+
+    @property
+    def reranker(self) -> Reranker | None:
+        return self.parts.reranker

@@ -13,23 +13,21 @@ from typing import Any
 
 from indexer.collection import health as agreement_checks
 from indexer.collection import job
-from indexer.collection.parts import CollectionParts
+from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.normalization import normalization_name
 from indexer.errors import StoreError
 from indexer.index.prompts import with_prompt
 from indexer.models import native
-from indexer.ports import Embedder, Reranker, VectorStore
 from indexer.search.fusion import FusionConfig
 from indexer.search.lexical import LexicalSearch
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult, prepare, run_search
 from indexer.search.rerank import RerankBudget
 from indexer.settings import Settings
-from indexer.state.database import CollectionRecord, StateStore
 
 logger = logging.getLogger(__name__)
 
 
-class CollectionReader:
+class CollectionReader(PartsView):
     """Searches and reads one collection. ``owns_parts``: closing the reader closes its parts."""
 
     def __init__(self, parts: CollectionParts, *, owns_parts: bool = True) -> None:
@@ -38,33 +36,12 @@ class CollectionReader:
         self._rerank_budget = RerankBudget(parts.settings.rerank_budget_ms)  # paced by this collection's searches
 
     # -- what the parts hold ------------------------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self.parts.name
 
-    @property
-    def settings(self) -> Settings:
-        return self.parts.settings
 
-    @property
-    def state(self) -> StateStore:
-        return self.parts.state
 
-    @property
-    def record(self) -> CollectionRecord | None:
-        return self.parts.record
 
-    @property
-    def store(self) -> VectorStore:
-        return self.parts.store
 
-    @property
-    def embedder(self) -> Embedder:
-        return self.parts.embedder
 
-    @property
-    def reranker(self) -> Reranker | None:
-        return self.parts.reranker
 
     @property
     def single_process(self) -> bool:

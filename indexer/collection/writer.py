@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from indexer.collection import reindex
-from indexer.collection.parts import CollectionParts
+from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import within
 from indexer.errors import InputError, NotFoundError
 from indexer.index.chunking import chunker_for
@@ -26,14 +26,13 @@ from indexer.index.prompts import prompted_model_id
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, Source
 from indexer.search.lexical import LexicalSearch
-from indexer.settings import Settings
-from indexer.state.database import CollectionRecord, StateStore
+from indexer.state.database import CollectionRecord
 from indexer.types import Chunk, Document
 
 logger = logging.getLogger(__name__)
 
 
-class CollectionWriter:
+class CollectionWriter(PartsView):
     """Writes one collection. ``owns_parts``: closing the writer closes its parts (not when it shares them with
     a reader: a single-process store)."""
 
@@ -41,21 +40,9 @@ class CollectionWriter:
         self.parts = parts
         self._owns_parts = owns_parts
 
-    @property
-    def name(self) -> str:
-        return self.parts.name
 
-    @property
-    def settings(self) -> Settings:
-        return self.parts.settings
 
-    @property
-    def state(self) -> StateStore:
-        return self.parts.state
 
-    @property
-    def record(self) -> CollectionRecord | None:
-        return self.parts.record
 
     def close(self) -> None:
         if self._owns_parts:
