@@ -59,10 +59,12 @@ _REQUIRED_HIT_FIELDS = ("path", "score", "text", "start_line", "end_line")
 # the fields of a search request a body may carry (the HTTP body and MCP add ``collection``)
 REQUEST_FIELDS = (
     "query", "k", "candidates", "path_prefix", "path_glob", "file_types", "rerank", "mode", "rerank_candidates",
-    "metadata",
+    "metadata", "where", "facets",
 )
 
-RESULT_FIELDS = ("hits", "reranked", "rerank_count", "rerank_note", "mode", "timings_ms", "warning")
+RESULT_FIELDS = (
+    "hits", "reranked", "rerank_count", "rerank_note", "mode", "timings_ms", "warning", "matched", "facets",
+)
 
 
 # -- hits ------------------------------------------------------------------------------------------------------
@@ -100,6 +102,8 @@ def result_json(result: SearchResult, collection: str | None = None) -> dict[str
         "mode": result.mode,
         "timings_ms": result.timings_ms,
         "warning": result.warning,
+        "matched": result.matched,
+        "facets": {k: [list(x) for x in v] for k, v in result.facets.items()},
     }
     return body if collection is None else {"collection": collection, **body}
 
@@ -116,6 +120,8 @@ def decode_result(answer: Mapping[str, Any]) -> SearchResult:
         str(answer.get("mode", "dense")),
         int(answer.get("rerank_count", 0)),
         answer.get("warning"),
+        answer.get("matched"),
+        {str(k): [(str(v), int(n)) for v, n in vals] for k, vals in (answer.get("facets") or {}).items()},
     )
 
 
@@ -136,8 +142,10 @@ def request_body(**fields: Any) -> dict[str, Any]:
         value = fields.get(name)
         if name == "metadata":
             value = dict(value or ())
-        elif name == "file_types":
+        elif name in ("file_types", "facets"):
             value = list(value or ())
+        elif name == "where":  # clause strings, or parsed clauses as the text they were written as
+            value = [getattr(c, "text", c) for c in (value or ())]
         if value is not None and value != [] and value != {}:
             body[name] = value
     return body
@@ -167,4 +175,14 @@ def decode_request(body: Any) -> SearchRequest:
         mode=get("mode"),
         rerank_candidates=get("rerank_candidates"),
         metadata=tuple((get("metadata") or {}).items()),
+        where=_clauses(get("where")),
+        facets=tuple(get("facets") or ()),
     )
+
+
+def _clauses(value: Any) -> tuple[Any, ...]:
+    """A body's ``where``: one clause (text or object) or a list of them; checked by the facade."""
+    if value is None:
+        return ()
+    items = (value,) if isinstance(value, (str, Mapping)) or hasattr(value, "model_dump") else tuple(value)
+    return tuple(v.model_dump(by_alias=True) if hasattr(v, "model_dump") else v for v in items)

@@ -86,6 +86,14 @@ class VectorStore(Protocol):
 
 
 @runtime_checkable
+class PayloadScan(Protocol):
+    """A store that can list every point's payload: how a collection made before metadata filters gets its
+    filterable fields (indexer.state.fields) without re-embedding."""
+
+    def payloads(self, collection: str) -> Iterator[tuple[str, dict[str, Any]]]: ...
+
+
+@runtime_checkable
 class StoreFactory(Protocol):
     """What an ``indexer.stores`` entry point names (usually the VectorStore class, with two classmethods).
 

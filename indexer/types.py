@@ -185,10 +185,39 @@ class Point:
 
 @dataclass(frozen=True)
 class Filter:
-    """Restrictions a store applies natively at search time."""
+    """Restrictions a store applies natively at search time.
+
+    ``ids``, when set, is the exact selection of point ids the other clauses of the request matched (computed
+    from the state database: :mod:`indexer.state.fields`); a store searches only among them, and among the
+    points that also match ``path_prefix`` and ``file_types``. An empty selection matches nothing.
+    """
 
     path_prefix: str | None = None  # absolute directory or file path
     file_types: tuple[str, ...] = ()  # reader kinds or extensions without dot, e.g. ("md", "py")
+    ids: frozenset[str] | None = None
+
+    def is_empty(self) -> bool:
+        return self.path_prefix is None and not self.file_types and self.ids is None
+
+
+FILTER_OPS = ("=", "==", "!=", "<", "<=", ">", ">=", "^=", "~", "in")
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One condition of the filter language (indexer.search.filters parses and checks it).
+
+    ``field`` is ``path``, ``type``, ``modified``, ``size`` or a metadata / location name (sender, date, sheet,
+    ...); ``op`` one of :data:`FILTER_OPS`; ``values`` the operand(s) as typed by the parser: text, or numbers
+    (``modified`` in ns since the epoch, ``size`` in bytes, metadata dates in seconds since the epoch) and, for a
+    period such as ``2025-03``, its start and end. ``negate`` turns the condition around (``not ...``).
+    """
+
+    field: str
+    op: str
+    values: tuple[Any, ...]
+    negate: bool = False
+    text: str = ""  # the clause as the user wrote it, for messages
 
 
 @dataclass(frozen=True)
@@ -282,6 +311,10 @@ class SearchRequest:
     # Metadata every hit must have, e.g. (("sender", "ada@example.org"),): a case-insensitive substring of the
     # hit's metadata or location value of that name (author, title, subject, sender, date, sheet, slide, ...).
     metadata: tuple[tuple[str, str], ...] = ()
+    # Conditions in the filter language, all of which a hit must meet: clause strings such as
+    # "modified>=2025-01-01", "sender in ada@x.org,linus@y.org", "not type=pdf", or parsed Clauses.
+    where: tuple[Any, ...] = ()
+    facets: tuple[str, ...] = ()  # fields whose values to count among the filter's matches (e.g. "type")
 
     @classmethod
     def from_options(cls, query: str, **options: Any) -> SearchRequest:
@@ -303,9 +336,13 @@ class SearchResult:
     mode: str = "dense"
     rerank_count: int = 0  # candidates the rerank stage scored
     warning: str | None = None  # e.g. the store and the state disagree: the hits may be incomplete
+    matched: int | None = None  # chunks the filter matched (None: no filter beyond path and type)
+    facets: Mapping[str, Any] = field(default_factory=dict)  # field -> [[value, count], ...] under the filter
 
     def to_dict(self) -> dict[str, object]:
         return {
+            "matched": self.matched,
+            "facets": {k: [list(x) for x in v] for k, v in self.facets.items()},
             "hits": [h.to_dict() for h in self.hits],
             "reranked": self.reranked,
             "rerank_count": self.rerank_count,

@@ -145,7 +145,34 @@ def m0002_relative_store_paths(db: sqlite3.Connection) -> None:
             )
 
 
-MIGRATIONS: list[Migration] = [m0001_initial, m0002_relative_store_paths]
+def m0003_filter_fields(db: sqlite3.Connection) -> None:
+    """The filterable metadata and location values of every chunk (indexer.state.fields), outside the point ids.
+
+    Collections that exist already are listed in ``fields_backfill``: their next `indexer index` records their
+    fields from the store's payloads (no re-embedding); until then, a filter on a metadata field names that step.
+    """
+    run_script(
+        db,
+        """
+        CREATE TABLE chunk_fields (
+            collection TEXT NOT NULL,
+            point_id TEXT NOT NULL,
+            name TEXT NOT NULL,            -- lower case: sender, date, sheet, ...
+            value TEXT NOT NULL,           -- as the reader wrote it (capped)
+            folded TEXT NOT NULL,          -- lower case, for any-case matching
+            num REAL,                      -- a number, or a date in seconds since the epoch; NULL for text
+            kind TEXT NOT NULL,            -- text | number | date
+            PRIMARY KEY (collection, point_id, name)
+        );
+        CREATE INDEX chunk_fields_text ON chunk_fields(collection, name, folded);
+        CREATE INDEX chunk_fields_num ON chunk_fields(collection, name, num);
+        CREATE TABLE fields_backfill (collection TEXT PRIMARY KEY);
+        INSERT INTO fields_backfill SELECT DISTINCT collection FROM chunks;
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [m0001_initial, m0002_relative_store_paths, m0003_filter_fields]
 
 
 # -- the runner ----------------------------------------------------------------------------------------------

@@ -189,6 +189,14 @@ def search(
         [], "--meta", metavar="NAME=VALUE",
         help="Metadata each hit must have (substring, any case), e.g. --meta sender=ada --meta author=Lovelace.",
     ),
+    where: list[str] = typer.Option(
+        [], "--where", "-w", metavar="CLAUSE",
+        help="Filter clause(s), all must hold: 'modified>=2025-01-01', 'sender in ada,linus', 'not type=pdf', "
+        "'size<1M', 'path~docs/*.md' (docs/search.md; `indexer fields` lists the fields).",
+    ),
+    facet: list[str] = typer.Option(
+        [], "--facet", metavar="FIELD", help="Count the filter's matches per value of FIELD (type, folder, sender...)."
+    ),
     as_json: bool = JsonOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
@@ -206,6 +214,8 @@ def search(
             mode=mode,
             rerank_candidates=rerank_candidates,
             metadata=metadata_pairs(meta),
+            where=where_clauses(where),
+            facets=tuple(facet),
         )
         result = None if rerank_model or local else _remote_search(collection, request)
         if result is None:
@@ -228,6 +238,23 @@ def metadata_pairs(items: list[str]) -> tuple[tuple[str, str], ...]:
             raise typer.BadParameter(hint, param_hint="--meta")
         pairs.append((name.strip(), value.strip()))
     return tuple(pairs)
+
+
+def where_clauses(items: list[str]) -> tuple[str, ...]:
+    """``--where`` clauses, checked here (a usage error names the clause and the form) with folders of
+    ``path^=`` resolved against this directory (a server's working directory is not ours)."""
+    from indexer.search import filters
+
+    out = []
+    for item in items:
+        try:
+            clause = filters.parse_clause(item)
+        except IndexerError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--where") from None
+        if clause.field == "path" and clause.op == "^=":
+            item = f"{'not ' if clause.negate else ''}path^={clause.values[0]}"
+        out.append(item)
+    return tuple(out)
 
 
 def _remote_search(collection: str | None, request: SearchRequest) -> SearchResult | None:
@@ -258,6 +285,25 @@ def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verb
     for key, value in info.items():
         table.add_row(key, ", ".join(value) if isinstance(value, list) else str(value))
     out.print(table)
+
+
+@app.command()
+def fields(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verbose: bool = VerboseOpt) -> None:
+    """List the fields a search can filter on (--where), with their kind, chunk counts and commonest values."""
+    try:
+        with _open(collection) as col:
+            found = col.fields()
+    except IndexerError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        out.print_json(json.dumps(printable_data(found)))
+        return
+    for f in found:
+        examples = ", ".join(f"{v} ({n})" for v, n in f["examples"])
+        line = f"{f['field']:<16} {f['kind']:<7} {f['chunks']:>8} chunks"
+        out.print(f"{line}  {examples}" if examples else line, highlight=False, markup=False)
+        if f.get("note"):
+            err.print(f"  {f['note']}", highlight=False, markup=False)
 
 
 @app.command()

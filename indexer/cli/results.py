@@ -21,8 +21,10 @@ def hit_dict(hit: dict[str, Any]) -> dict[str, Any]:
 def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> None:
     """Print a search result as ``indexer search`` does (the CLI prints in-process results through this too)."""
     hits = [hit_dict(h) for h in answer["hits"]]
-    if as_json:
-        print(json.dumps(hits, indent=2, ensure_ascii=False))
+    facets = answer.get("facets") or {}
+    if as_json:  # the hits; with facets asked for, an object holding them beside the hits
+        out: Any = {"hits": hits, "matched": answer.get("matched"), "facets": facets} if facets else hits
+        print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         bold, plain = ("\033[1m", "\033[0m") if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else ("", "")
         for i, hit in enumerate(hits, 1):
@@ -35,6 +37,14 @@ def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> Non
             print(f"{bold}{i}. {where}{plain}  score={hit['score']:.3f}{rs}")
             snippet = " ".join(hit["text"].split())
             print(f"   {snippet[:240]}{'…' if len(snippet) > 240 else ''}")
+        for name, values in facets.items():
+            print(f"{name}: " + ", ".join(f"{v} ({n})" for v, n in values) if values else f"{name}: (none)")
+        matched = answer.get("matched")
+        if matched == 0:
+            print("no indexed chunk matches the filter; `indexer fields` lists the fields and their values",
+                  file=sys.stderr)
+        elif matched is not None and verbose:
+            print(f"the filter matched {matched} chunks", file=sys.stderr)
         note = str(answer.get("rerank_note", ""))
         if note:
             print(note, file=sys.stderr)

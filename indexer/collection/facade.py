@@ -84,6 +84,10 @@ class Collection(PartsView):
     def status(self) -> dict[str, Any]:
         return self.reader.status()
 
+    def fields(self) -> list[dict[str, Any]]:
+        """The fields a search can filter on, with example values and counts (:meth:`CollectionReader.fields`)."""
+        return self.reader.fields()
+
     def health(self) -> dict[str, Any]:
         """Whether the store holds exactly the points the state says: counts, missing and orphaned points."""
         return self.reader.health()

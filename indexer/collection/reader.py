@@ -20,9 +20,10 @@ from indexer.index.prompts import with_prompt
 from indexer.models import native
 from indexer.search.fusion import FusionConfig
 from indexer.search.lexical import LexicalSearch
-from indexer.search.query import QueryLimits, SearchRequest, SearchResult, prepare, run_search
+from indexer.search.query import QueryLimits, SearchRequest, SearchResult, Selection, prepare, run_search
 from indexer.search.rerank import RerankBudget
 from indexer.settings import Settings
+from indexer.state.fields import compile_where
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +86,31 @@ class CollectionReader(PartsView):
             reranker_configured=bool(parts.settings.rerank_model),
             fusion=self.fusion_config(),
             budget=self._rerank_budget,
+            select=self.select,
         )
         warning = agreement_checks.search_warning(parts)
         return replace(result, warning=warning) if warning else result
+
+    def select(self, req: SearchRequest) -> Selection:
+        """The exact evaluation of a prepared request's filter clauses and facets in the state database: the
+        matching point ids (the store searches among them only), their count and the facet counts."""
+        fields = self.parts.state.fields
+        kinds = fields.check(self.name, req.where, req.facets)
+        where = compile_where(self.name, req.where, req.path_prefix, req.file_types, kinds)
+        ids = frozenset(fields.select(where)) if req.where else None
+        facets = fields.facets(self.name, where, req.facets) if req.facets else {}
+        return Selection(ids, None if ids is None else len(ids), facets)
+
+    def fields(self) -> list[dict[str, Any]]:
+        """The fields this collection can be filtered on: name, kind (text, number, date, path), the chunks that
+        have it and its commonest values with their counts (`indexer fields`, GET /fields, the MCP tool)."""
+        self.parts.require_record()
+        fields = self.parts.state.fields
+        out = fields.summary(self.name)
+        if not fields.complete(self.name):
+            out.append({"field": "(metadata)", "kind": "pending", "chunks": 0, "examples": [],
+                        "note": f"indexed before metadata filters; `indexer index -c {self.name}` records them"})
+        return out
 
     def query_limits(self) -> QueryLimits:
         return QueryLimits.from_settings(self.parts.settings)

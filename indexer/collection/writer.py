@@ -24,7 +24,7 @@ from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.prompts import prompted_model_id
 from indexer.names import encodable, printable
-from indexer.ports import Chunker, Source
+from indexer.ports import Chunker, PayloadScan, Source
 from indexer.search.lexical import LexicalSearch
 from indexer.state.database import CollectionRecord
 from indexer.types import Chunk, Document
@@ -142,6 +142,7 @@ class CollectionWriter(PartsView):
             pipeline = self._pipeline(parts.ensure_created(), progress)
             pipeline.recover()
             self._ensure_lexical()
+            self._ensure_fields()
             self._mark_lost_points()
             for root in roots():
                 pipeline.sync(parts.source_for(root), root, report)
@@ -183,6 +184,17 @@ class CollectionWriter(PartsView):
         store = self.parts.store
         if isinstance(store, LexicalSearch) and store.ensure_lexical(self.name):
             logger.info("built the lexical index of collection %r", self.name)
+
+    def _ensure_fields(self) -> None:
+        """Record the filterable fields of a collection indexed before metadata filters, from its stored payloads
+        (no re-embedding; indexer.state.fields)."""
+        parts, fields = self.parts, self.parts.state.fields
+        if fields.complete(self.name):
+            return
+        store = parts.store
+        payloads = store.payloads(self.name) if isinstance(store, PayloadScan) else iter(())
+        n = fields.backfill(self.name, payloads)
+        logger.info("recorded %d filterable field values of collection %r", n, self.name)
 
     def _pipeline(self, rec: CollectionRecord, progress: Progress | None) -> Pipeline:
         """The pipeline for this collection. The model is loaded on the first chunk or embedding, so a run that

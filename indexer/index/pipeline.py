@@ -297,7 +297,10 @@ class Pipeline:
                 payload = _payload(prepared, chunk)
                 pid = point_id(prepared.ref.path, chunk.index, chunk.content_hash, _fingerprint(payload))
                 points.append(Point(pid, vectors[chunk.content_hash], payload))
-                records.append(ChunkRecord(pid, chunk.path, chunk.index, chunk.content_hash, chunk.n_tokens))
+                records.append(ChunkRecord(
+                    pid, chunk.path, chunk.index, chunk.content_hash, chunk.n_tokens,
+                    (*chunk.metadata, *chunk.location),
+                ))
             file_rec = FileRecord(
                 prepared.ref.path,
                 prepared.ref.root,

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import fnmatch
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from indexer.core.normalization import Normalization
 from indexer.errors import InputError
 from indexer.ports import Embedder, Reranker, VectorStore
+from indexer.search import filters
 from indexer.search.fusion import MODES, FusionConfig, retrieve
 from indexer.search.rerank import RerankBudget, rerank_stage
 from indexer.types import MAX_QUERY_CHARS, Filter, Hit, SearchHit, SearchRequest, SearchResult
@@ -22,9 +22,24 @@ if TYPE_CHECKING:
 
 
 __all__ = [
-    "MODES", "QueryLimits", "SearchRequest", "SearchResult", "check_query_length", "check_text", "prepare",
-    "run_search",
+    "MODES", "QueryLimits", "SearchRequest", "SearchResult", "Selection", "check_query_length", "check_text",
+    "prepare", "run_search",
 ]
+
+MAX_FACETS = 8
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the state database says of a request's filter: the exact point ids it matches (None: no clause
+    beyond path and type, the store filters natively), their number, and the facet counts asked for."""
+
+    ids: frozenset[str] | None = None
+    matched: int | None = None
+    facets: Mapping[str, list[tuple[str, int]]] = field(default_factory=dict)
+
+
+Selector = Callable[[SearchRequest], Selection]
 
 
 @dataclass(frozen=True)
@@ -72,18 +87,43 @@ def prepare(req: SearchRequest, limits: QueryLimits) -> SearchRequest:
     if fixed is not None:
         fixed = _int_in_range("rerank_candidates", fixed, limits.max_candidates, "max_candidates")
     glob = req.path_glob.strip() if req.path_glob else None
+    where = _where(req.where) + filters.legacy_clauses(glob, _metadata_filter(req.metadata))
+    if len(where) > filters.MAX_CLAUSES:
+        raise InputError(f"the filter has {len(where)} clauses; the limit is {filters.MAX_CLAUSES}")
     return SearchRequest(
         query=query,
         k=k,
         candidates=max(candidates, k),
         path_prefix=_resolve_prefix(req.path_prefix),
-        path_glob=glob or None,
+        path_glob=None,  # now the clause path~GLOB in ``where``
         file_types=_file_types(req.file_types),
         rerank=req.rerank,
         mode=mode,
         rerank_candidates=fixed,
-        metadata=_metadata_filter(req.metadata),
+        metadata=(),  # now NAME=VALUE clauses in ``where``
+        where=where,
+        facets=_facets(req.facets),
     )
+
+
+def _where(items: object) -> tuple[object, ...]:
+    if isinstance(items, (str, Mapping)):
+        items = [items]
+    if not isinstance(items, (list, tuple)):
+        raise InputError(f"the filter must be a list of clauses, not {type(items).__name__}")
+    return filters.parse(items)
+
+
+def _facets(names: object) -> tuple[str, ...]:
+    items = [names] if isinstance(names, str) else list(names or ())  # type: ignore[call-overload]
+    if len(items) > MAX_FACETS:
+        raise InputError(f"{len(items)} facets asked for; the limit is {MAX_FACETS}")
+    out = []
+    for name in items:
+        if not isinstance(name, str) or not name.strip():
+            raise InputError(f"facet {name!r} is not a field name; e.g. type, folder, modified, sender")
+        out.append(name.strip().lower())
+    return tuple(dict.fromkeys(out))
 
 
 def _metadata_filter(items: object) -> tuple[tuple[str, str], ...]:
@@ -98,19 +138,6 @@ def _metadata_filter(items: object) -> tuple[tuple[str, str], ...]:
             raise InputError(f"metadata filter {pair!r} needs a name and a value, e.g. sender=ada@example.org")
         out.append((name, value))
     return tuple(out)
-
-
-def _metadata_match(hit: Hit, wanted: tuple[tuple[str, str], ...]) -> bool:
-    """Every wanted (name, value): a case-insensitive substring of the hit's metadata or location value."""
-    meta = hit.payload.get("metadata") or {}
-    location = hit.payload.get("location") or {}
-    if not isinstance(meta, Mapping) or not isinstance(location, Mapping):
-        return False
-    for name, value in wanted:
-        got = meta.get(name, location.get(name))
-        if got is None or value.lower() not in str(got).lower():
-            return False
-    return True
 
 
 def check_query_length(query: str) -> None:
@@ -171,35 +198,45 @@ def run_search(
     reranker_configured: bool | None = None,
     fusion: FusionConfig | None = None,
     budget: RerankBudget | None = None,
+    select: Selector | None = None,
 ) -> SearchResult:
     """Run one search. ``reranker`` may be None when the caller skipped loading it because the query asked for no
-    rerank; ``reranker_configured`` then says whether one exists (for the note in the result)."""
+    rerank; ``reranker_configured`` then says whether one exists (for the note in the result). ``select``
+    evaluates the request's filter clauses exactly (the collection's state database); the store then searches
+    among the matching points only, so a filter never loses a match to a limited candidate list."""
     if req.k is None or req.candidates is None:
         raise ValueError("run_search needs a prepared request (indexer.search.query.prepare fills in k and candidates)")
     k, candidates = req.k, req.candidates
     mode = req.mode or "dense"
     configured = reranker is not None if reranker_configured is None else reranker_configured
     t0 = time.perf_counter()
+    timings: dict[str, float] = {}
     if mode != "lexical" and embedder.count_tokens(req.query) > embedder.max_tokens:
         raise InputError(f"the query is longer than the model's {embedder.max_tokens} tokens; shorten it")
 
     where = Filter(req.path_prefix, req.file_types) if (req.path_prefix or req.file_types) else None
-    # A glob is applied after the store search; fetch more so k matching hits survive it.
-    limit = candidates * (4 if req.path_glob else 1) * (8 if req.metadata else 1)
-    hits, timings = retrieve(
-        store,
-        collection,
-        mode,
-        req.query,
-        lambda: embedder.embed_batch([req.query], normalization)[0],
-        limit,
-        where,
-        fusion or FusionConfig(),
-    )
-    if req.path_glob:
-        hits = [h for h in hits if _glob_match(h, req.path_glob)][:candidates]
-    if req.metadata:  # after the store search, like the glob (stores filter natively on path and type only)
-        hits = [h for h in hits if _metadata_match(h, req.metadata)][:candidates]
+    selection = Selection()
+    if req.where or req.facets:
+        if select is None:
+            raise InputError("this search path cannot evaluate filter clauses or facets; use path and type filters")
+        selection = select(req)
+        timings["filter"] = (time.perf_counter() - t0) * 1000
+    if selection.ids is not None:
+        where = Filter(req.path_prefix, req.file_types, ids=selection.ids)
+    if where is not None and where.ids is not None and not where.ids:
+        hits: list[Hit] = []
+    else:
+        hits, found = retrieve(
+            store,
+            collection,
+            mode,
+            req.query,
+            lambda: embedder.embed_batch([req.query], normalization)[0],
+            candidates,
+            where,
+            fusion or FusionConfig(),
+        )
+        timings.update(found)
     t2 = time.perf_counter()
     timings["search"] = (t2 - t0) * 1000
 
@@ -211,13 +248,10 @@ def run_search(
     if stage.ran:
         timings["rerank"] = stage.ms
     timings["total"] = (time.perf_counter() - t0) * 1000
-    return SearchResult(tuple(out), stage.ran, stage.note, timings, mode, stage.count)
-
-
-def _glob_match(hit: Hit, pattern: str) -> bool:
-    path = str(hit.payload.get("path", ""))
-    rel = str(hit.payload.get("rel_path", ""))
-    return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(rel, pattern)
+    return SearchResult(
+        tuple(out), stage.ran, stage.note, timings, mode, stage.count, matched=selection.matched,
+        facets=dict(selection.facets),
+    )
 
 
 def _to_hit(hit: Hit, rerank_score: float | None) -> SearchHit:

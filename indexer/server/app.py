@@ -247,6 +247,14 @@ async def status(
     return await _service(request).status(collection)
 
 
+async def fields(
+    request: Request,
+    collection: str = Query("default", max_length=200, pattern=COLLECTION_PATTERN),
+) -> dict[str, Any]:
+    """The fields a search can filter on (`where`), with kinds, counts and example values."""
+    return await _service(request).fields(collection)
+
+
 async def metrics(request: Request) -> Response:
     """Prometheus text format."""
     svc = _service(request)
@@ -284,6 +292,7 @@ def _add_routes(router: APIRouter) -> None:
     router.add_api_route("/search", search, methods=["POST"], response_model=schemas.SearchOut, tags=["search"])
     router.add_api_route("/collections", collections, methods=["GET"], tags=["status"])
     router.add_api_route("/status", status, methods=["GET"], tags=["status"])
+    router.add_api_route("/fields", fields, methods=["GET"], tags=["search"])
     router.add_api_route("/metrics", metrics, methods=["GET"], tags=["status"], response_class=Response)
     router.add_api_route("/files", file_text, methods=["GET"], tags=["search"])
     router.add_api_route(

@@ -44,12 +44,15 @@ def build_mcp(svc: Service) -> Any:
         path_glob: str | None = None,
         file_types: list[str] | None = None,
         metadata: dict[str, str] | None = None,
+        where: list[str] | None = None,
     ) -> dict[str, Any]:
         """Search local documents. Returns hits best first: path, start_line, end_line, page, heading, locator
         (where in the file: 'slide 3: Results', 'Sales!A2:D9', a message, a notebook cell), location, metadata,
         text, score (vector) and rerank_score. `path_prefix` keeps files under an absolute folder, `path_glob`
         matches paths like '*.md', `file_types` extensions like ['md', 'py'], `metadata` pairs each hit must have
-        (substring, any case) like {'sender': 'ada', 'author': 'Lovelace'}; `rerank` turns the reranker on or off."""
+        (substring, any case) like {'sender': 'ada', 'author': 'Lovelace'}; `where` filter clauses like
+        ['modified>=2025-01-01', 'sender in ada@x.org,linus@y.org', 'not type=pdf', 'size<1M'] (the `fields` tool
+        lists what a collection can be filtered on); `rerank` turns the reranker on or off."""
         from pydantic import ValidationError
 
         from indexer.server.schemas import SearchBody
@@ -67,11 +70,21 @@ def build_mcp(svc: Service) -> Any:
                 path_glob=path_glob,
                 file_types=file_types or [],
                 metadata=metadata or {},
+                where=list(where or []),
             )
             result = await svc.search(body.collection, search_request(body))
         except (IndexerError, ValidationError) as exc:  # the message names the problem and the fix
             raise ToolError(str(exc)) from exc
         return result_json(result, collection)
+
+    @server.tool()
+    async def fields(collection: str = "default") -> dict[str, Any]:
+        """The fields a search's `where` can filter on (path, type, modified, size and the collection's metadata
+        such as sender or date), with their kind, how many chunks have them and their commonest values."""
+        try:
+            return await svc.fields(collection)
+        except IndexerError as exc:
+            raise ToolError(str(exc)) from exc
 
     @server.tool()
     async def status(collection: str | None = None) -> dict[str, Any]:

@@ -19,6 +19,13 @@ class _Strict(BaseModel):
 
 
 # -- /search ---------------------------------------------------------------------------------------------------
+class FilterClause(_Strict):
+    field: str = Field(..., min_length=1, max_length=200, description="path, type, modified, size or a metadata name")
+    op: Literal["=", "==", "!=", "<", "<=", ">", ">=", "^=", "~", "in"] = "="
+    value: str | float | list[str | float] = Field(..., description="the operand; a list for 'in'")
+    not_: bool = Field(False, alias="not", description="negate the clause")
+
+
 class SearchBody(_Strict):
     query: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for")
     collection: str = Field("default", min_length=1, max_length=200, pattern=COLLECTION_PATTERN)
@@ -35,6 +42,17 @@ class SearchBody(_Strict):
     metadata: dict[str, str] = Field(
         default_factory=dict, max_length=16,
         description="metadata each hit must have (case-insensitive substring), e.g. {'sender': 'ada@example.org'}",
+    )
+    where: list[str | FilterClause] = Field(
+        default_factory=list, max_length=32,
+        description=(
+            "filter clauses, all of which a hit must meet: 'modified>=2025-01-01', 'sender in ada@x.org,linus@y.org',"
+            " 'not type=pdf', 'size<1M', 'path~docs/*.md' (docs/search.md), or objects {field, op, value, not}"
+        ),
+    )
+    facets: list[str] = Field(
+        default_factory=list, max_length=8,
+        description="fields whose values to count among the filter's matches, e.g. ['type', 'folder', 'sender']",
     )
 
 
@@ -63,6 +81,10 @@ class SearchOut(BaseModel):
     timings_ms: dict[str, float]
     warning: str | None = Field(
         None, description="set when the hits may be incomplete (the store and the state disagree; being repaired)"
+    )
+    matched: int | None = Field(None, description="chunks the filter clauses matched (null: no such clause)")
+    facets: dict[str, list[tuple[str, int]]] = Field(
+        default_factory=dict, description="for each facet asked for: [value, matching chunks], commonest first"
     )
 
 

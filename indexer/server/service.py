@@ -120,6 +120,11 @@ class Service:
             self.metrics.rerank_pairs.labels(source="search").inc(result.rerank_count)
         return result
 
+    async def fields(self, collection: str) -> dict[str, Any]:
+        """The filterable fields of a collection (state reads only: the status thread)."""
+        found = await self.run_on_status_thread(lambda: self.reader(collection).fields())
+        return {"collection": collection, "fields": found}
+
     async def run_on_status_thread(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` (state and store reads, no model call) on the status thread: never behind model work."""
         return await asyncio.get_running_loop().run_in_executor(self._status_pool, fn)

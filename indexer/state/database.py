@@ -23,6 +23,7 @@ from indexer.core.normalization import Normalization, normalization_name
 from indexer.core.sqlite_errors import database_error, translating
 from indexer.errors import StateError
 from indexer.migrations import MIGRATIONS, NewerStateError, plan, upgrade
+from indexer.state.fields import FieldIndex, field_rows, register
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class ChunkRecord:
     chunk_index: int
     content_hash: str
     n_tokens: int
+    fields: tuple[tuple[str, Any], ...] = ()  # metadata and location values, filterable (indexer.state.fields)
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class StateStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            register(self._db)
         except sqlite3.DatabaseError as exc:
             raise database_error(exc, self.path, what=STATE_DB, rebuild=STATE_REBUILD, error=StateError) from exc
 
@@ -122,6 +125,11 @@ class StateStore:
 
     def _tx(self) -> _Transaction:
         return _Transaction(self._db, self._lock)
+
+    @property
+    def fields(self) -> FieldIndex:
+        """Filter evaluation, facets and the field list of this database (indexer.state.fields)."""
+        return FieldIndex(self._db, self._lock)
 
     # -- collections -----------------------------------------------------------------------------------
     def get_collection(self, name: str) -> CollectionRecord | None:
@@ -158,7 +166,7 @@ class StateStore:
 
     def drop_collection(self, name: str) -> None:
         with self._tx() as db:
-            for table in ("pending", "chunks", "files", "roots", "collections"):
+            for table in ("pending", "chunk_fields", "fields_backfill", "chunks", "files", "roots", "collections"):
                 column = "name" if table == "collections" else "collection"
                 db.execute(f"DELETE FROM {table} WHERE {column}=?", (name,))
 
@@ -323,6 +331,7 @@ class StateStore:
         now = time.time_ns()
         with self._tx() as db:
             for path in removed:
+                _delete_fields(db, collection, path)
                 db.execute("DELETE FROM chunks WHERE collection=? AND path=?", (collection, path))
                 db.execute("DELETE FROM files WHERE collection=? AND path=?", (collection, path))
                 db.execute("DELETE FROM pending WHERE collection=? AND path=?", (collection, path))
@@ -334,10 +343,15 @@ class StateStore:
                 )
                 if f.status != "indexed":
                     continue  # a failed file keeps its previous chunks (and points) until it reads again
+                _delete_fields(db, collection, f.path)
                 db.execute("DELETE FROM chunks WHERE collection=? AND path=?", (collection, f.path))
                 db.executemany(
                     "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?, ?)",
                     [(collection, c.point_id, c.path, c.chunk_index, c.content_hash, c.n_tokens) for c in up.chunks],
+                )
+                db.executemany(
+                    "INSERT OR REPLACE INTO chunk_fields VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(collection, *row) for c in up.chunks for row in field_rows(c.point_id, c.fields)],
                 )
                 db.execute("DELETE FROM pending WHERE collection=? AND path=?", (collection, f.path))
 
@@ -377,6 +391,14 @@ class StateStore:
 # starting with "prefix/" ("0" sorts right after "/") and siblings such as "prefix-old" (sorting before "/"),
 # which the last test drops. Takes the parameters of ``_under``.
 _UNDER = "path>=? AND path<? AND (path=? OR path>=?)"
+
+
+def _delete_fields(db: sqlite3.Connection, collection: str, path: str) -> None:
+    db.execute(
+        "DELETE FROM chunk_fields WHERE collection=? AND point_id IN "
+        "(SELECT point_id FROM chunks WHERE collection=? AND path=?)",
+        (collection, collection, path),
+    )
 
 
 def _under(path: str) -> tuple[str, str, str, str]:
@@ -445,7 +467,8 @@ def attached_transaction(path: Path, other: Path, alias: str) -> Iterator[sqlite
 
 
 # -- one collection's rows between state databases (reindex switch, backup, restore) ------------------------------
-_COLLECTION_TABLES = ("collections", "roots", "files", "chunks", "pending")  # all but the shared vector cache
+# all but the shared vector cache
+_COLLECTION_TABLES = ("collections", "roots", "files", "chunks", "pending", "chunk_fields", "fields_backfill")
 
 
 def _key_column(table: str) -> str:
@@ -499,7 +522,7 @@ def switch_collection(path: Path, shadow: Path, rec: CollectionRecord) -> None:
                 rec.name,
             ),
         )
-        for table in ("chunks", "files", "pending"):
+        for table in ("chunks", "files", "pending", "chunk_fields", "fields_backfill"):
             db.execute(f"DELETE FROM main.{table} WHERE collection=?", (rec.name,))
             db.execute(f"INSERT INTO main.{table} SELECT * FROM shadow.{table} WHERE collection=?", (rec.name,))
         db.execute("INSERT OR IGNORE INTO main.vector_cache SELECT * FROM shadow.vector_cache")

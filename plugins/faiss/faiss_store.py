@@ -26,7 +26,7 @@ import re
 import shutil
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -438,13 +438,14 @@ class FaissStore:
             try:
                 with coll.sidecar.read():
                     index = self._sync(coll)
-                    allowed = None
-                    if where is not None and (where.path_prefix is not None or where.file_types):
-                        allowed = coll.sidecar.matching(where.path_prefix, where.file_types)
+                    allowed = _allowed(coll.sidecar, where)
                     if index.structure == "ivf" and allowed is not None and len(allowed) <= self.auto.exact_below:
                         raw, iids = _exact(coll.sidecar.vectors_of(allowed, coll.dim), query, limit, index.ip)
                     else:
                         raw, iids = self._search_index(index, query, limit, allowed)
+                        if allowed is not None and len(iids) < min(limit, len(allowed)):
+                            # An approximate structure found fewer than the filter matches: search them exactly.
+                            raw, iids = _exact(coll.sidecar.vectors_of(allowed, coll.dim), query, limit, index.ip)
                     found = coll.sidecar.fetch(iids.tolist())
             except sqlite3.Error as exc:
                 raise sidecar_error(exc, coll.sidecar.path, "search") from exc
@@ -524,6 +525,7 @@ class FaissStore:
                         where.path_prefix if where else None,
                         where.file_types if where else (),
                         lexical.TITLE_WEIGHT,
+                        None if where is None or where.ids is None else _iids(where.ids),
                     )
             except sqlite3.Error as exc:
                 raise sidecar_error(exc, coll.sidecar.path, "lexical search") from exc
@@ -537,6 +539,18 @@ class FaissStore:
                     return coll.sidecar.count()
             except sqlite3.Error as exc:
                 raise sidecar_error(exc, coll.sidecar.path, "count") from exc
+
+    def payloads(self, collection: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(id, payload) of every point (indexer.ports.PayloadScan)."""
+        with self._lock:
+            coll = self._require(collection)
+            try:
+                with coll.sidecar.read():
+                    rows = coll.sidecar.conn.execute("SELECT uuid, payload FROM points").fetchall()
+            except sqlite3.Error as exc:
+                raise sidecar_error(exc, coll.sidecar.path, "reading payloads") from exc
+        for uid, payload in rows:
+            yield uid, json.loads(payload)
 
     def list_ids(self, collection: str) -> set[str]:
         with self._lock:
@@ -583,6 +597,24 @@ class FaissStore:
                 for lock in self._writers.values():
                     lock.close()
                 self._writers.clear()
+
+
+def _iids(ids: frozenset[str]) -> np.ndarray:
+    return np.fromiter((point_iid(canonical_id(i)) for i in ids), dtype=np.int64, count=len(ids))
+
+
+def _allowed(sidecar: Sidecar, where: Filter | None) -> np.ndarray | None:
+    """The FAISS ids a filter allows (None: all): the path and type match from the sidecar, intersected with the
+    exact id selection of the other clauses."""
+    if where is None:
+        return None
+    allowed = None
+    if where.path_prefix is not None or where.file_types:
+        allowed = sidecar.matching(where.path_prefix, where.file_types)
+    if where.ids is not None:
+        chosen = _iids(where.ids)
+        allowed = chosen if allowed is None else np.intersect1d(allowed, chosen, assume_unique=True)
+    return allowed
 
 
 def _exact(found: tuple[np.ndarray, np.ndarray], query: np.ndarray, k: int, ip: bool) -> tuple[np.ndarray, np.ndarray]:

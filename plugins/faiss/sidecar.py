@@ -188,10 +188,15 @@ class Sidecar:
             self.conn.execute(f"DELETE FROM lexical WHERE rowid IN ({marks})", part)
 
     def search_lexical(
-        self, match: str, limit: int, path_prefix: str | None, file_types: Sequence[str], title_weight: float
+        self, match: str, limit: int, path_prefix: str | None, file_types: Sequence[str], title_weight: float,
+        iids: np.ndarray | None = None,
     ) -> list[tuple[str, str, float]]:
-        """(uuid, payload JSON, BM25 score, higher is better) of the best ``limit`` points matching ``match``."""
+        """(uuid, payload JSON, BM25 score, higher is better) of the best ``limit`` points matching ``match``,
+        among ``iids`` when given (the exact selection of a filter's other clauses)."""
         where, args = _filter_sql(path_prefix, file_types)
+        if iids is not None:
+            where += " AND p.iid IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(iids.tolist()))
         sql = (
             "SELECT p.uuid, p.payload, -bm25(lexical, ?, 1.0) AS score FROM lexical "
             "JOIN points p ON p.iid = lexical.rowid "

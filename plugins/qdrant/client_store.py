@@ -513,6 +513,12 @@ class QdrantStore:
             if offset is None:
                 return
 
+    def payloads(self, collection: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(id, payload) of every point (indexer.ports.PayloadScan)."""
+        for page in self._pages(collection, LIST_PAGE, with_payload=True, with_vectors=False):
+            for r in page:
+                yield str(r.id), dict(r.payload or {})
+
     def count(self, collection: str) -> int:
         self._shape(collection)
         return int(self._call("count points", lambda: self.client.count(collection, exact=True)).count)
@@ -552,6 +558,8 @@ def _filter(where: Filter | None) -> qm.Filter | None:
         )
     if where.file_types:
         must.append(qm.FieldCondition(key="file_type", match=qm.MatchAny(any=list(where.file_types))))
+    if where.ids is not None:  # the exact selection of the filter's other clauses (indexer.state.fields)
+        must.append(qm.HasIdCondition(has_id=sorted(where.ids)))
     return qm.Filter(must=must) if must else None
 
 

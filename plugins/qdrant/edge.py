@@ -345,6 +345,12 @@ class EdgeStore:
             if offset is None:
                 return
 
+    def payloads(self, collection: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(id, payload) of every point (indexer.ports.PayloadScan)."""
+        for page in self._pages(collection, with_payload=True, with_vector=False):
+            for r in page:
+                yield str(r.id), dict(r.payload or {})
+
     def count(self, collection: str) -> int:
         with self._lock:
             shard = self._require(collection)
@@ -497,6 +503,8 @@ def _filter(where: Filter | None) -> Any:
                                       qe.FieldCondition("dirs", match=qe.MatchValue(prefix))]))
     if where.file_types:
         must.append(qe.FieldCondition("file_type", match=qe.MatchAny(list(where.file_types))))
+    if where.ids is not None:  # the exact selection of the filter's other clauses (indexer.state.fields)
+        must.append(qe.HasIdCondition(set(where.ids)))
     return qe.Filter(must=must) if must else None
 
 

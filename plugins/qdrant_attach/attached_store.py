@@ -247,22 +247,34 @@ class AttachedStore:
         self._check()
         dims = int(self.meta.get("dimensions", 0)) or len(np.asarray(vector).reshape(-1))
         query = prepare_vector(vector, dims, self.metric, "query vector", f"Qdrant collection {self.collection!r}")
-        fetch = limit * 4 if where is not None else limit
-        response = call(
-            self.where,
-            "search",
-            lambda: self.client.query_points(
-                self.collection, query=query.tolist(), using=self.vector or None, limit=fetch, with_payload=True
-            ),
-        )
+        # The exact id selection of a filter's clauses runs in Qdrant; path and type are checked here, in our
+        # terms, widening the search until ``limit`` hits match or the collection is exhausted (never fewer
+        # hits than match: the true top-k of the matching points).
+        flt = None if where is None or where.ids is None else qm.Filter(
+            must=[qm.HasIdCondition(has_id=sorted(where.ids))])
+        local = where is not None and (where.path_prefix is not None or bool(where.file_types))
+        fetch = limit * 4 if local else limit
+        while True:
+            response = call(
+                self.where,
+                "search",
+                partial(self.client.query_points, self.collection, query=query.tolist(), using=self.vector or None,
+                        limit=fetch, with_payload=True, query_filter=flt),
+            )
+            hits = self._hits(response.points, where if local else None)
+            if len(hits) >= limit or len(response.points) < fetch:
+                return hits[:limit]
+            fetch *= 4
+
+    def _hits(self, points: Sequence[Any], where: Filter | None) -> list[Hit]:
         negate = self.metric in (Metric.EUCLID, Metric.MANHATTAN)
         hits = []
-        for p in response.points:
+        for p in points:
             payload = _ours_terms(self.layout, dict(p.payload or {}))
             if where is not None and not _matches(payload, where):
                 continue
             hits.append(Hit(id=str(p.id), score=-float(p.score) if negate else float(p.score), payload=payload))
-        return hits[:limit]
+        return hits
 
     def count(self, collection: str) -> int:
         self._own(collection)

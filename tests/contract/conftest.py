@@ -63,9 +63,6 @@ ATTACH_DIFFERS = {
     "test_reopen_after_close_keeps_everything": "meta is the attachment's, not what ensure_collection was given",
     "test_missing_collection_and_bad_ids": "one attachment is one collection: any name maps to it",
     "test_hits_carry_the_payload": "payloads are mapped into the foreign layout; 'dirs' does not come back",
-    "test_filters_return_the_true_top_k_of_matching_points": (
-        "BUG: filters in Python after a limited search (store._matches): a filtered search misses matching points"
-    ),
 }
 
 

@@ -1,0 +1,366 @@
+"""The filterable fields of every chunk, in the state database: the exact evaluator of the filter language.
+
+Each indexed chunk has its file's ``path``, ``type``, ``modified`` and ``size`` (the ``chunks`` and ``files``
+tables) and its metadata and location values (``chunk_fields``: one row per name, the value as written, folded to
+lower case, and as a number when it reads as one: numbers as numbers, dates as seconds since the epoch).
+:class:`FieldIndex` turns clauses (:mod:`indexer.search.filters`) into SQL over those tables and answers:
+
+* :meth:`~FieldIndex.select` -- the exact point ids a filter matches (the store then searches among them only);
+* :meth:`~FieldIndex.facets` -- counts per value of a field among the matches;
+* :meth:`~FieldIndex.summary` -- the fields a collection has, with counts and example values (`indexer fields`).
+
+None of these fields is part of a point's id or payload fingerprint: a ``touch`` changes ``modified`` here only.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+from indexer.errors import InputError, StateError
+from indexer.types import Clause
+
+MAX_VALUE_CHARS = 512  # longer metadata values are kept (and matched) up to this many characters
+FACET_VALUES = 20  # values per facet, most frequent first
+BUILTIN = ("path", "type", "modified", "size")
+FACETABLE_BUILTIN = ("type", "folder", "modified")
+
+
+# -- writing ---------------------------------------------------------------------------------------------------
+def field_rows(point_id: str, values: Iterable[tuple[str, Any]]) -> list[tuple[str, str, str, str, float | None, str]]:
+    """(point_id, name, value, folded, num, kind) rows for one chunk's metadata and location values."""
+    rows: list[tuple[str, str, str, str, float | None, str]] = []
+    seen = set()
+    for name, value in values:
+        key = str(name).strip().lower()
+        if not key or key in seen or key in BUILTIN or value is None or isinstance(value, (dict, list, tuple)):
+            continue
+        seen.add(key)
+        text = str(value)[:MAX_VALUE_CHARS]
+        num, kind = typed(value)
+        rows.append((point_id, key, text, text.lower(), num, kind))
+    return rows
+
+
+def typed(value: Any) -> tuple[float | None, str]:
+    """(number, kind) of a metadata value: numbers as numbers, dates (ISO 8601 or e-mail) as epoch seconds."""
+    if isinstance(value, bool):
+        return None, "text"
+    if isinstance(value, (int, float)):
+        return float(value), "number"
+    text = str(value).strip()
+    if not text or len(text) > 64:
+        return None, "text"
+    try:
+        return float(text), "number"
+    except ValueError:
+        pass
+    moment = _date(text)
+    return (moment, "date") if moment is not None else (None, "text")
+
+
+def _date(text: str) -> float | None:
+    if text[:1].isdigit() and len(text) >= 10 and text[4:5] == "-":
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    if "," in text or ":" in text:
+        try:
+            moment = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    return None
+
+
+# -- the SQL of a filter -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Where:
+    """A filter as SQL over ``chunks c JOIN files f``: the condition and its arguments."""
+
+    sql: str
+    args: tuple[Any, ...]
+
+
+def compile_where(
+    collection: str,
+    clauses: Sequence[Clause],
+    path_prefix: str | None = None,
+    file_types: Sequence[str] = (),
+    kinds: Mapping[str, str] | None = None,
+) -> Where:
+    """The SQL of a filter; ``kinds`` (metadata name -> text, number or date: :meth:`FieldIndex.kinds`) decides
+    whether a range operand such as ``2025`` is a number or a year."""
+    parts = ["c.collection = ?"]
+    args: list[Any] = [collection]
+    if path_prefix is not None:
+        parts.append(_under("c.path", args, path_prefix))
+    if file_types:
+        parts.append(f"idx_type(c.path, f.kind) IN ({','.join('?' * len(file_types))})")
+        args += list(file_types)
+    for clause in clauses:
+        sql = _clause(clause, args, kinds or {})
+        parts.append(f"NOT ({sql})" if clause.negate else f"({sql})")
+    return Where(" AND ".join(parts), tuple(args))
+
+
+def _under(column: str, args: list[Any], folder: str) -> str:
+    prefix = folder.rstrip("/") or "/"
+    under = prefix if prefix.endswith("/") else prefix + "/"
+    args += [prefix, under, under[:-1] + chr(ord("/") + 1)]
+    return f"({column} = ? OR ({column} >= ? AND {column} < ?))"
+
+
+def _clause(c: Clause, args: list[Any], kinds: Mapping[str, str]) -> str:
+    if c.field == "path":
+        return _path(c, args)
+    if c.field == "type":
+        ops = {"=": "=", "==": "="}
+        if c.op == "in":
+            args += list(c.values)
+            return f"idx_type(c.path, f.kind) IN ({','.join('?' * len(c.values))})"
+        args.append(c.values[0])
+        return f"idx_type(c.path, f.kind) {'!=' if c.op == '!=' else ops[c.op]} ?"
+    if c.field in ("modified", "size"):
+        column = "f.mtime_ns" if c.field == "modified" else "f.size"
+        return _range(column, c, args)
+    return _metadata(c, args, kinds.get(c.field, "text"))
+
+
+def _path(c: Clause, args: list[Any]) -> str:
+    if c.op == "^=":
+        conds = []
+        for v in c.values:
+            if v.startswith("/"):
+                conds.append(_under("c.path", args, v))
+            else:  # a root-relative prefix
+                args.append(v)
+                conds.append("idx_rel_prefix(c.path, f.root, ?)")
+        return " OR ".join(conds)
+    if c.op == "~":
+        args.append(c.values[0])
+        return "idx_glob(c.path, f.root, ?)"
+    if c.op == "in":
+        args += list(c.values)
+        return f"c.path IN ({','.join('?' * len(c.values))})"
+    args.append(c.values[0] if c.op != "=" else c.values[0].lower())
+    return {"=": "instr(lower(c.path), ?) > 0", "==": "c.path = ?", "!=": "c.path != ?"}[c.op]
+
+
+def _range(column: str, c: Clause, args: list[Any]) -> str:
+    start, end = c.values[0], c.values[1]
+    if c.op in ("=", "=="):
+        args += [start, end] if start != end else [start]
+        return f"{column} >= ? AND {column} < ?" if start != end else f"{column} = ?"
+    if c.op == "!=":
+        args += [start, end] if start != end else [start]
+        return f"NOT ({column} >= ? AND {column} < ?)" if start != end else f"{column} != ?"
+    bound = {"<": start, ">=": start, "<=": end, ">": end}[c.op]
+    if start == end:  # a number: the bound is the number itself
+        args.append(start)
+        return f"{column} {c.op} ?"
+    args.append(bound)
+    return f"{column} {'<' if c.op in ('<', '<=') else '>='} ?"
+
+
+def _metadata(c: Clause, args: list[Any], kind: str) -> str:
+    head = "c.point_id IN (SELECT m.point_id FROM chunk_fields m WHERE m.collection = c.collection AND m.name = ? AND "
+    args.append(c.field)
+    if c.op in ("<", "<=", ">", ">="):
+        number, start, end = c.values
+        if start is None or (kind == "number" and number is not None):
+            start = end = number  # a number: the bound is the number itself
+        return head + _range("m.num", Clause(c.field, c.op, (start, end)), args) + ")"
+    if c.op == "in":
+        args += list(c.values)
+        return head + f"m.folded IN ({','.join('?' * len(c.values))}))"
+    if c.op == "~":
+        args.append(c.values[0])
+        return head + "idx_fnmatch(m.folded, ?))"
+    if c.op == "^=":
+        args += [len(c.values[0]), c.values[0]]
+        return head + "substr(m.folded, 1, ?) = ?)"
+    args.append(c.values[0])
+    if c.op == "!=":
+        return head.replace("c.point_id IN", "c.point_id NOT IN") + "m.folded = ?)"
+    return head + ("instr(m.folded, ?) > 0)" if c.op == "=" else "m.folded = ?)")
+
+
+# -- the functions the SQL calls -----------------------------------------------------------------------------------
+def file_type(path: str, kind: str | None) -> str:
+    """A chunk's ``type``: its file's extension, else its reader kind (as in the store's payload)."""
+    return Path(path).suffix.lower().lstrip(".") or (kind or "")
+
+
+def _glob(path: str, root: str, pattern: str) -> bool:
+    rel = os.path.relpath(path, root) if root and path.startswith(root) else path
+    return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(rel, pattern)
+
+
+def _rel_prefix(path: str, root: str, prefix: str) -> bool:
+    rel = os.path.relpath(path, root) if root and path.startswith(root) else path
+    return rel.lower().startswith(prefix.lower())
+
+
+def folder(path: str, root: str) -> str:
+    """A chunk's ``folder`` facet: the root's name and the first folder below it (``notes/work``)."""
+    base = os.path.basename(root.rstrip("/")) or root
+    rel = os.path.relpath(os.path.dirname(path), root) if root and path.startswith(root) else ""
+    first = "" if rel in ("", ".") else rel.split(os.sep, 1)[0]
+    return f"{base}/{first}" if first else base
+
+
+def month(mtime_ns: int) -> str:
+    return datetime.fromtimestamp(mtime_ns / 1e9, tz=timezone.utc).strftime("%Y-%m")
+
+
+def register(db: sqlite3.Connection) -> None:
+    """The Python functions the filter SQL uses, on one connection."""
+    db.create_function("idx_type", 2, file_type, deterministic=True)
+    db.create_function("idx_glob", 3, _glob, deterministic=True)
+    db.create_function("idx_rel_prefix", 3, _rel_prefix, deterministic=True)
+    db.create_function("idx_fnmatch", 2, lambda v, p: fnmatch.fnmatchcase(v or "", p), deterministic=True)
+    db.create_function("idx_folder", 2, folder, deterministic=True)
+    db.create_function("idx_month", 1, month, deterministic=True)
+
+
+# -- reading ---------------------------------------------------------------------------------------------------
+class FieldIndex:
+    """Filter evaluation, facets and the field list over one state database connection."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+        self._db = db
+        self._lock = lock
+
+    def complete(self, collection: str) -> bool:
+        """False while a collection indexed before metadata filters existed waits for its fields (the next
+        `indexer index` adds them from the store's payloads, without re-embedding)."""
+        row = self._db.execute("SELECT 1 FROM fields_backfill WHERE collection=?", (collection,)).fetchone()
+        return row is None
+
+    def check(self, collection: str, clauses: Sequence[Clause], facets: Sequence[str] = ()) -> dict[str, str]:
+        """Every field named exists in the collection (or is built in); an InputError names the unknown one and
+        lists the fields there are. Returns the kinds of the metadata fields named (:meth:`kinds`)."""
+        wanted = [c.field for c in clauses if c.field not in BUILTIN] + [
+            f for f in facets if f not in FACETABLE_BUILTIN
+        ]
+        if not wanted:
+            return {}
+        if not self.complete(collection):
+            raise StateError(
+                f"collection {collection!r} was indexed before metadata filters; run `indexer index -c {collection}` "
+                "once to record its fields (no re-embedding), then filter on them"
+            )
+        known = {r[0] for r in self._db.execute(
+            "SELECT DISTINCT name FROM chunk_fields WHERE collection=?", (collection,))}
+        for name in wanted:
+            if name not in known:
+                have = ", ".join([*BUILTIN, *sorted(known)][:40])
+                raise InputError(
+                    f"collection {collection!r} has no field {name!r}; filterable fields: {have} "
+                    "(`indexer fields` lists them with example values)"
+                )
+        return self.kinds(collection, wanted)
+
+    def kinds(self, collection: str, names: Sequence[str]) -> dict[str, str]:
+        """The kind of each metadata field: date or number when most of its values read as one, else text."""
+        out = {}
+        for name in dict.fromkeys(names):
+            n, numbers, dates = self._db.execute(
+                "SELECT COUNT(*), SUM(kind='number'), SUM(kind='date') FROM chunk_fields WHERE collection=? AND name=?",
+                (collection, name)).fetchone()
+            out[name] = _kind(n, numbers or 0, dates or 0)
+        return out
+
+    def select(self, where: Where) -> list[str]:
+        sql = f"SELECT c.point_id FROM chunks c JOIN files f ON f.collection = c.collection AND f.path = c.path " \
+              f"WHERE {where.sql}"
+        with self._lock:
+            return [r[0] for r in self._db.execute(sql, where.args)]
+
+    def facets(self, collection: str, where: Where, names: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+        out: dict[str, list[tuple[str, int]]] = {}
+        base = f"FROM chunks c JOIN files f ON f.collection = c.collection AND f.path = c.path WHERE {where.sql}"
+        for name in names:
+            if name in FACETABLE_BUILTIN:
+                expr = {"type": "idx_type(c.path, f.kind)", "folder": "idx_folder(c.path, f.root)",
+                        "modified": "idx_month(f.mtime_ns)"}[name]
+                sql = f"SELECT {expr} AS v, COUNT(*) AS n {base} GROUP BY v ORDER BY n DESC, v LIMIT {FACET_VALUES}"
+                args: tuple[Any, ...] = where.args
+            else:
+                sql = (f"SELECT MIN(m.value) AS v, COUNT(*) AS n FROM chunk_fields m WHERE m.collection = ? AND "
+                       f"m.name = ? AND m.point_id IN (SELECT c.point_id {base}) GROUP BY m.folded "
+                       f"ORDER BY n DESC, v LIMIT {FACET_VALUES}")
+                args = (collection, name, *where.args)
+            with self._lock:
+                out[name] = [(str(v), int(n)) for v, n in self._db.execute(sql, args)]
+        return out
+
+    def summary(self, collection: str, examples: int = 3) -> list[dict[str, Any]]:
+        """The collection's filterable fields: name, kind, chunks that have it, and the commonest values."""
+        with self._lock:
+            count = self._db.execute("SELECT COUNT(*) FROM chunks WHERE collection=?", (collection,))
+            chunks = int(count.fetchone()[0])
+            out: list[dict[str, Any]] = [
+                {"field": "path", "kind": "path", "chunks": chunks, "examples": []},
+                {"field": "type", "kind": "text", "chunks": chunks, "examples": []},
+                {"field": "modified", "kind": "date", "chunks": chunks, "examples": []},
+                {"field": "size", "kind": "number", "chunks": chunks, "examples": []},
+            ]
+            rows = self._db.execute(
+                "SELECT name, COUNT(*), SUM(kind='number'), SUM(kind='date') FROM chunk_fields WHERE collection=? "
+                "GROUP BY name ORDER BY COUNT(*) DESC, name", (collection,)).fetchall()
+            for name, n, numbers, dates in rows:
+                kind = _kind(n, numbers, dates)
+                top = self._db.execute(
+                    "SELECT MIN(value), COUNT(*) AS k FROM chunk_fields WHERE collection=? AND name=? GROUP BY folded "
+                    "ORDER BY k DESC LIMIT ?", (collection, name, examples)).fetchall()
+                out.append({"field": name, "kind": kind, "chunks": int(n),
+                            "examples": [[str(v), int(k)] for v, k in top]})
+        where = compile_where(collection, ())
+        facets = self.facets(collection, where, ("type",))
+        out[1]["examples"] = [list(x) for x in facets["type"][:examples]]
+        return out
+
+    # -- the backfill of collections indexed before these fields ------------------------------------------------
+    def backfill(self, collection: str, payloads: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
+        """Record the fields of ``collection``'s chunks from their stored payloads; returns the rows written."""
+        known = {r[0] for r in self._db.execute("SELECT point_id FROM chunks WHERE collection=?", (collection,))}
+        rows: list[tuple[Any, ...]] = []
+        for pid, payload in payloads:
+            if pid in known:
+                rows += [(collection, *r) for r in field_rows(pid, chunk_values(payload))]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM chunk_fields WHERE collection=?", (collection,))
+                self._db.executemany("INSERT OR REPLACE INTO chunk_fields VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                self._db.execute("DELETE FROM fields_backfill WHERE collection=?", (collection,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return len(rows)
+
+
+def _kind(n: int, numbers: int, dates: int) -> str:
+    return "date" if dates * 2 > n else "number" if numbers * 2 > n else "text"
+
+
+def chunk_values(payload: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """A chunk's metadata and location values, the metadata's first (as ``--meta`` always looked them up)."""
+    meta = payload.get("metadata") or {}
+    location = payload.get("location") or {}
+    out = list(meta.items()) if isinstance(meta, Mapping) else []
+    out += list(location.items()) if isinstance(location, Mapping) else []
+    return out
