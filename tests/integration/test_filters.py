@@ -129,7 +129,10 @@ def test_facets_and_fields(col, mail_folder):
     fields = {f["field"]: f for f in col.fields()}
     assert fields["sender"]["kind"] == "text" and fields["sender"]["chunks"] == N_MAIL
     assert fields["date"]["kind"] == "date"
-    assert fields["sender"]["examples"][0] == [TWENTY, 20]
+    top = fields["sender"]["examples"]
+    assert len(top) == 3 and top[0][1] >= top[1][1] >= top[2][1] and [v for v, n in top if n == senders[v]] == [
+        v for v, _ in top
+    ]  # the commonest values, with the counts the facets give
 
 
 def test_bad_filters_name_the_problem(col):
@@ -159,7 +162,7 @@ def test_a_touch_changes_modified_but_rewrites_no_point(tmp_path, embed_model_pa
         c.index([folder])
         assert c.search("Saturn", where=["modified>=2024"]).hits == ()
         os.utime(folder / "n1.md")  # now
-        report = c.index()
+        report = c.sync()
         assert report.points_upserted == 0 and report.chunks_embedded == 0
         hits = c.search("Saturn", where=["modified>=-1d"]).hits
         assert [Path(h.path).name for h in hits] == ["n1.md"]
@@ -178,7 +181,7 @@ def test_a_collection_made_before_the_fields_gets_them_without_re_embedding(tmp_
         assert c.search("bread", where=["modified<2025"]).hits  # file fields need no backfill
         with pytest.raises(StateError, match="indexer index -c older"):
             c.search("bread", where=[f"sender={RARE}"])
-        report = c.index()
+        report = c.sync()
         assert report.chunks_embedded == 0 and report.points_upserted == 0
         hits = c.search("rings of Saturn", where=[f"sender={RARE}"], mode="dense").hits
         assert [h.metadata["sender"] for h in hits] == [RARE]
