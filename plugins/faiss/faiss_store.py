@@ -19,7 +19,6 @@ Qdrant store reports it). MANHATTAN is not available in FAISS (ConfigError).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -54,6 +53,10 @@ from indexer.plugin_api import (
 )
 from plugins.faiss.index import KINDS, AutoParams, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
+from plugins.faiss.selection import allowed as _allowed
+from plugins.faiss.selection import exact as _exact
+from plugins.faiss.selection import iids as _iids
+from plugins.faiss.selection import point_iid
 from plugins.faiss.sidecar import Row, Sidecar, sidecar_error
 
 if TYPE_CHECKING:
@@ -65,12 +68,6 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
 SIDECAR = "points.sqlite"
 CACHE = "index.faiss"
 LOCK = "writer.lock"
-
-
-def point_iid(point_id: str) -> int:
-    """The FAISS id of a UUID: 63 bits of its blake2b digest (deterministic, never negative)."""
-    digest = hashlib.blake2b(point_id.encode("ascii"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 @dataclass
@@ -597,31 +594,3 @@ class FaissStore:
                 for lock in self._writers.values():
                     lock.close()
                 self._writers.clear()
-
-
-def _iids(ids: frozenset[str]) -> np.ndarray:
-    return np.fromiter((point_iid(canonical_id(i)) for i in ids), dtype=np.int64, count=len(ids))
-
-
-def _allowed(sidecar: Sidecar, where: Filter | None) -> np.ndarray | None:
-    """The FAISS ids a filter allows (None: all): the path and type match from the sidecar, intersected with the
-    exact id selection of the other clauses."""
-    if where is None:
-        return None
-    allowed = None
-    if where.path_prefix is not None or where.file_types:
-        allowed = sidecar.matching(where.path_prefix, where.file_types)
-    if where.ids is not None:
-        chosen = _iids(where.ids)
-        allowed = chosen if allowed is None else np.intersect1d(allowed, chosen, assume_unique=True)
-    return allowed
-
-
-def _exact(found: tuple[np.ndarray, np.ndarray], query: np.ndarray, k: int, ip: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Brute force over a few exact vectors (a selective filter on an IVF index): raw scores, ids, best first."""
-    ids, vectors = found
-    if len(ids) == 0:
-        return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
-    raw = vectors @ query if ip else ((vectors - query) ** 2).sum(axis=1)
-    order = np.argsort(-raw if ip else raw, kind="stable")[:k]
-    return raw[order].astype(np.float32), ids[order]

@@ -1,0 +1,52 @@
+"""Which FAISS ids a search may return: point ids as FAISS ids, a filter as an id selection, exact search over it.
+
+A :class:`~indexer.plugin_api.Filter`'s path and type come from the sidecar's indexed columns; its ``ids`` (the
+exact selection the state database computed for the request's other clauses) are hashed to FAISS ids the same way
+points were; the two are intersected. A selective filter is searched exactly over its matching vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from indexer.plugin_api import Filter, canonical_id
+
+if TYPE_CHECKING:
+    from plugins.faiss.sidecar import Sidecar
+
+
+def point_iid(point_id: str) -> int:
+    """The FAISS id of a UUID: 63 bits of its blake2b digest (deterministic, never negative)."""
+    digest = hashlib.blake2b(point_id.encode("ascii"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def iids(ids: frozenset[str]) -> np.ndarray:
+    return np.fromiter((point_iid(canonical_id(i)) for i in ids), dtype=np.int64, count=len(ids))
+
+
+def allowed(sidecar: Sidecar, where: Filter | None) -> np.ndarray | None:
+    """The FAISS ids a filter allows (None: all): the path and type match from the sidecar, intersected with the
+    exact id selection of the other clauses."""
+    if where is None:
+        return None
+    found = None
+    if where.path_prefix is not None or where.file_types:
+        found = sidecar.matching(where.path_prefix, where.file_types)
+    if where.ids is not None:
+        chosen = iids(where.ids)
+        found = chosen if found is None else np.intersect1d(found, chosen, assume_unique=True)
+    return found
+
+
+def exact(found: tuple[np.ndarray, np.ndarray], query: np.ndarray, k: int, ip: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Brute force over a few exact vectors (a selective filter): raw scores, ids, best first."""
+    ids, vectors = found
+    if len(ids) == 0:
+        return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+    raw = vectors @ query if ip else ((vectors - query) ** 2).sum(axis=1)
+    order = np.argsort(-raw if ip else raw, kind="stable")[:k]
+    return raw[order].astype(np.float32), ids[order]

@@ -1,0 +1,123 @@
+"""The filter language's evaluation in a real state database (indexer.state.fields): each operator on each kind of
+field, negation of a missing field, typed metadata, facets, the field list and the backfill from payloads."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from indexer.core.normalization import Normalization
+from indexer.errors import InputError, StateError
+from indexer.search import filters
+from indexer.state.database import ChunkRecord, CollectionRecord, FileRecord, FileUpdate, StateStore
+from indexer.state.fields import compile_where
+
+ROOT = "/data/notes"
+NS = 1_000_000_000
+
+
+def _ts(*args: int) -> int:
+    return int(datetime(*args, tzinfo=timezone.utc).timestamp() * NS)
+
+
+FILES = {  # path: (size, mtime, kind, [fields of each chunk])
+    f"{ROOT}/mail/a.eml": (2_000, _ts(2024, 5, 1), "mail", [
+        (("sender", "Ada <ada@example.org>"), ("date", "2024-05-01T09:00:00+00:00"), ("pages", 3)),
+    ]),
+    f"{ROOT}/mail/b.eml": (50_000, _ts(2025, 3, 10), "mail", [
+        (("sender", "linus@example.org"), ("date", "Mon, 10 Mar 2025 09:00:00 +0000"), ("pages", 12)),
+        (("sender", "linus@example.org"), ("date", "Mon, 10 Mar 2025 09:00:00 +0000"), ("pages", 2025)),
+    ]),
+    f"{ROOT}/docs/guide.md": (3_000_000, _ts(2025, 12, 31, 23), "markdown", [(("title", "Guide, part 1"),), ()]),
+    f"{ROOT}/README": (10, _ts(2023, 1, 1), "text", [()]),
+}
+
+
+@pytest.fixture
+def state(tmp_path):
+    st = StateStore(tmp_path / "state.sqlite")
+    st.create_collection(CollectionRecord("c", "faiss", {}, "cosine", "m", "m", Normalization.L2, 4))
+    updates = []
+    for path, (size, mtime, kind, chunks) in FILES.items():
+        recs = tuple(
+            ChunkRecord(f"{path}#{i}", path, i, f"h{path}{i}", 5, fields) for i, fields in enumerate(chunks)
+        )
+        updates.append(FileUpdate(FileRecord(path, ROOT, size, mtime, "x", "indexed", None, kind), recs))
+    st.commit_files("c", updates)
+    yield st
+    st.close()
+
+
+def _select(state, *clauses: str, prefix=None, types=()) -> set[str]:
+    parsed = filters.parse(clauses)
+    kinds = state.fields.check("c", parsed)
+    return {pid.split("/")[-1] for pid in state.fields.select(compile_where("c", parsed, prefix, types, kinds))}
+
+
+def test_each_operator(state):
+    assert _select(state, "sender=ADA") == {"a.eml#0"}
+    assert _select(state, "sender==linus@example.org") == {"b.eml#0", "b.eml#1"}
+    assert _select(state, "sender!=linus@example.org") == {"a.eml#0"}  # a chunk without it has no value to equal
+    assert _select(state, "not sender=linus") == {"a.eml#0", "guide.md#0", "guide.md#1", "README#0"}
+    assert _select(state, "sender^=lin") == {"b.eml#0", "b.eml#1"}
+    assert _select(state, "sender~*@example.org") == {"b.eml#0", "b.eml#1"}
+    assert _select(state, 'title in "guide, part 1",other') == {"guide.md#0"}
+    assert _select(state, "pages>=12") == {"b.eml#0", "b.eml#1"}
+    assert _select(state, "pages<12") == {"a.eml#0"}
+    assert _select(state, "pages>2024") == {"b.eml#1"}  # pages is numeric: 2024 is a number, not a year
+
+
+def test_dates_and_file_fields(state):
+    assert _select(state, "date>=2025") == {"b.eml#0", "b.eml#1"}  # an e-mail date, read as a date
+    assert _select(state, "date<=2024-05") == {"a.eml#0"}
+    assert _select(state, "modified=2025") == {"b.eml#0", "b.eml#1", "guide.md#0", "guide.md#1"}
+    assert _select(state, "modified>2025-03") == {"guide.md#0", "guide.md#1"}  # after March: from April 1st
+    assert _select(state, "modified<2024") == {"README#0"}
+    assert _select(state, "size>1M") == {"guide.md#0", "guide.md#1"}
+    assert _select(state, "size<=2000") == {"a.eml#0", "README#0"}
+    assert _select(state, "type=eml") == {"a.eml#0", "b.eml#0", "b.eml#1"}
+    assert _select(state, "type in text,md") == {"guide.md#0", "guide.md#1", "README#0"}  # README: its kind
+    assert _select(state, "path~*.md") == {"guide.md#0", "guide.md#1"}
+    assert _select(state, "path~mail/*") == {"a.eml#0", "b.eml#0", "b.eml#1"}  # root-relative
+    assert _select(state, f"path^={ROOT}/mail") == {"a.eml#0", "b.eml#0", "b.eml#1"}
+    assert _select(state, f"path^={ROOT}/mai") == set()  # a folder, not a string prefix
+    assert _select(state, "path^=docs") == {"guide.md#0", "guide.md#1"}  # root-relative
+    assert _select(state, "type=eml", "date>=2025", "not pages>100") == {"b.eml#0"}
+    assert _select(state, "size>0", prefix=f"{ROOT}/docs", types=("md",)) == {"guide.md#0", "guide.md#1"}
+
+
+def test_unknown_fields_and_pending_backfill(state):
+    with pytest.raises(InputError, match="no field 'colour'; filterable fields: path, type, modified, size"):
+        _select(state, "colour=red")
+    with state._tx() as db:  # as migration m0003 leaves a collection made before it
+        db.execute("DELETE FROM chunk_fields")
+        db.execute("INSERT INTO fields_backfill VALUES ('c')")
+    assert _select(state, "size>1M") == {"guide.md#0", "guide.md#1"}
+    with pytest.raises(StateError, match="indexer index -c c"):
+        _select(state, "sender=ada")
+    payloads = [(f"{ROOT}/mail/a.eml#0", {"metadata": {"sender": "ada@x"}, "location": {"message": 1}}),
+                ("not-ours", {"metadata": {"sender": "eve"}})]
+    assert state.fields.backfill("c", payloads) == 2
+    assert _select(state, "sender=ada") == {"a.eml#0"} and _select(state, "message=1") == {"a.eml#0"}
+    assert state.fields.complete("c")
+
+
+def test_facets_and_summary(state):
+    where = compile_where("c", filters.parse(["size>100"]))
+    facets = state.fields.facets("c", where, ["type", "folder", "modified", "sender"])
+    assert facets["type"] == [("eml", 3), ("md", 2)]
+    assert facets["folder"] == [("notes/mail", 3), ("notes/docs", 2)]
+    assert facets["modified"] == [("2025-03", 2), ("2025-12", 2), ("2024-05", 1)]
+    assert facets["sender"] == [("linus@example.org", 2), ("Ada <ada@example.org>", 1)]
+    summary = {f["field"]: f for f in state.fields.summary("c")}
+    assert summary["date"]["kind"] == "date" and summary["pages"]["kind"] == "number"
+    assert summary["sender"]["kind"] == "text" and summary["sender"]["chunks"] == 3
+    assert summary["type"]["examples"][0] == ["eml", 3]
+
+
+def test_removing_a_file_removes_its_fields(state):
+    state.commit_files("c", [], removed=[f"{ROOT}/mail/b.eml"])
+    assert _select(state, "sender=linus") == set()
+    rows = state._db.execute("SELECT COUNT(*) FROM chunk_fields WHERE point_id LIKE '%b.eml%'").fetchone()[0]
+    assert rows == 0
