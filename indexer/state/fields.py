@@ -191,8 +191,8 @@ def _metadata(c: Clause, args: list[Any], kind: str) -> str:
         args += [len(c.values[0]), c.values[0]]
         return head + "substr(m.folded, 1, ?) = ?)"
     args.append(c.values[0])
-    if c.op == "!=":
-        return head.replace("c.point_id IN", "c.point_id NOT IN") + "m.folded = ?)"
+    if c.op == "!=":  # has the field, with another value (`not F==V` also keeps chunks without it)
+        return head + "m.folded != ?)"
     return head + ("instr(m.folded, ?) > 0)" if c.op == "=" else "m.folded = ?)")
 
 

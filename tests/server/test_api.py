@@ -188,12 +188,18 @@ def test_sync_while_another_writer_holds_the_collection_is_409_with_retry_after(
 def test_hits_carry_locator_location_and_metadata_and_metadata_filters(served: ServerHandle) -> None:
     with served.client() as c:
         plain = c.post("/search", json={"query": "rotate the API keys", "k": 2, "rerank": False}).json()
-        none = c.post("/search", json={"query": "rotate the API keys", "metadata": {"author": "nobody"}}).json()
+        none = c.post("/search", json={"query": "rotate the API keys", "metadata": {"author": "nobody"}})
+        where = c.post("/search", json={"query": "rotate the API keys", "where": ["size>0", "not type=pdf"],
+                                        "facets": ["type"]}).json()
+        where_bad = c.post("/search", json={"query": "keys", "where": ["size>huge"]})
         bad = c.post("/search", json={"query": "keys", "metadata": {"author": ""}})
         schema = c.get("/openapi.json").json()
     top = plain["hits"][0]
     assert top["locator"] == "" and top["location"] == {} and top["metadata"] == {}  # Markdown has no sections
-    assert none["hits"] == []
+    # a field the collection does not have is named, with the fields it has (a 400, not an empty answer)
+    assert none.status_code == 400 and "no field 'author'" in none.json()["error"]["message"]
+    assert where["hits"] and where["matched"] >= len(where["hits"]) and where["facets"]["type"][0][1] >= 1
+    assert where_bad.status_code == 400 and "not a size" in where_bad.json()["error"]["message"]
     assert bad.status_code == 400 and "metadata filter" in bad.json()["error"]["message"]
     assert {"locator", "location", "metadata"} <= set(schema["components"]["schemas"]["HitOut"]["properties"])
 
