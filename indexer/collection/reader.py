@@ -27,6 +27,11 @@ from indexer.state.fields import compile_where
 
 logger = logging.getLogger(__name__)
 
+# A filter estimated to match at least this many chunks and this share of them checks a search's candidates
+# (widening until enough match) instead of listing every matching id (bench/filters.py, docs/search.md).
+BROAD_MATCHES = 20_000
+BROAD_FRACTION = 0.02
+
 
 class CollectionReader(PartsView):
     """Searches and reads one collection. ``owns_parts``: closing the reader closes its parts."""
@@ -97,9 +102,15 @@ class CollectionReader(PartsView):
         fields = self.parts.state.fields
         kinds = fields.check(self.name, req.where, req.facets)
         where = compile_where(self.name, req.where, req.path_prefix, req.file_types, kinds)
-        ids = frozenset(fields.select(where)) if req.where else None
         facets = fields.facets(self.name, where, req.facets) if req.facets else {}
-        return Selection(ids, None if ids is None else len(ids), facets)
+        if not req.where:
+            return Selection(None, None, facets)
+        total, fraction = fields.estimate(where)
+        if total * fraction >= BROAD_MATCHES and fraction >= BROAD_FRACTION:
+            # Most chunks match: listing them costs more than checking a search's candidates (docs/search.md).
+            return Selection(None, None, facets, keep=lambda ids: fields.among(where, ids))
+        ids = frozenset(fields.select(where))
+        return Selection(ids, len(ids), facets)
 
     def fields(self) -> list[dict[str, Any]]:
         """The fields this collection can be filtered on: name, kind (text, number, date, path), the chunks that

@@ -119,6 +119,21 @@ def _dbsf(ranked: Sequence[Hit]) -> list[float]:
 _NORMALIZE: dict[str, Callable[[Sequence[Hit]], list[float]]] = {"rrf": _rrf, "score": _minmax, "dbsf": _dbsf}
 
 
+def kept(fetch: Callable[[int], list[Hit]], want: int, keep: Callable[[Sequence[str]], set[str]] | None) -> list[Hit]:
+    """``fetch(want)``, or with ``keep``: the first ``want`` hits it keeps, fetching 2x, 8x, 32x ... deeper until
+    that many are kept or the store returns fewer than asked (it has no more)."""
+    if keep is None:
+        return fetch(want)
+    n = want * 2
+    while True:
+        found = fetch(n)
+        ok = keep([h.id for h in found])
+        hits = [h for h in found if h.id in ok]
+        if len(hits) >= want or len(found) < n:
+            return hits[:want]
+        n *= 4
+
+
 def depth(candidates: int, config: FusionConfig) -> int:
     return max(candidates * config.depth_factor, config.min_depth)
 
@@ -132,10 +147,13 @@ def retrieve(
     limit: int,
     where: Filter | None,
     config: FusionConfig,
+    keep: Callable[[Sequence[str]], set[str]] | None = None,
 ) -> tuple[list[Hit], dict[str, float]]:
     """The ranked candidates of one query in ``mode`` (at most ``limit``), and the time of each side in ms.
 
-    ``vector`` embeds the query; it is called only when the dense side runs."""
+    ``vector`` embeds the query; it is called only when the dense side runs. ``keep`` (a broad filter's check,
+    :class:`indexer.search.query.Selection`) says which candidate ids match; each side then fetches more until
+    ``deep`` of its hits match or the store has no more: never fewer hits than match."""
     timings: dict[str, float] = {}
     if mode not in MODES:
         raise InputError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
@@ -147,12 +165,12 @@ def retrieve(
         t0 = time.perf_counter()
         query_vector = vector()
         t1 = time.perf_counter()
-        dense_hits = store.search(collection, query_vector, deep, where)
+        dense_hits = kept(lambda n: store.search(collection, query_vector, n, where), deep, keep)
         timings["embed"] = (t1 - t0) * 1000
         timings["dense"] = (time.perf_counter() - t1) * 1000
     if lex is not None:
         t0 = time.perf_counter()
-        lexical_hits = lex.search_lexical(collection, query, deep, where)
+        lexical_hits = kept(lambda n: lex.search_lexical(collection, query, n, where), deep, keep)
         timings["lexical"] = (time.perf_counter() - t0) * 1000
     if mode == "dense":
         return dense_hits[:limit], timings

@@ -37,6 +37,9 @@ class Selection:
     ids: frozenset[str] | None = None
     matched: int | None = None
     facets: Mapping[str, list[tuple[str, int]]] = field(default_factory=dict)
+    # A broad filter (most chunks match): which of a search's candidate ids it matches; the search widens until
+    # enough of them do (indexer.search.fusion.retrieve), instead of listing every matching id.
+    keep: Callable[[Sequence[str]], set[str]] | None = None
 
 
 Selector = Callable[[SearchRequest], Selection]
@@ -235,6 +238,7 @@ def run_search(
             candidates,
             where,
             fusion or FusionConfig(),
+            keep=selection.keep,
         )
         timings.update(found)
     t2 = time.perf_counter()

@@ -15,6 +15,7 @@ None of these fields is part of a point's id or payload fingerprint: a ``touch``
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import sqlite3
 import threading
@@ -281,6 +282,35 @@ class FieldIndex:
                 (collection, name)).fetchone()
             out[name] = _kind(n, numbers or 0, dates or 0)
         return out
+
+    def estimate(self, where: Where, sample: int = 2000) -> tuple[int, float]:
+        """(estimated chunks of the collection, estimated fraction of them the filter matches), from the rows of a
+        random sample of the chunks table's rowids; (0, 0.0) when the sample holds too few of the collection's rows
+        to say (the caller then evaluates exactly)."""
+        import random
+
+        with self._lock:
+            top = self._db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0] or 0
+            if top < sample * 5:
+                return 0, 0.0
+            rowids = json.dumps(random.Random(top).sample(range(1, top + 1), sample))
+            base = ("FROM chunks c JOIN files f ON f.collection = c.collection AND f.path = c.path "
+                    "WHERE c.rowid IN (SELECT value FROM json_each(?))")
+            have = self._db.execute(f"{base} AND c.collection = ?".replace("FROM", "SELECT COUNT(*) FROM", 1),
+                                    (rowids, where.args[0])).fetchone()[0]
+            if have < 200:
+                return 0, 0.0
+            hit = self._db.execute(f"SELECT COUNT(*) {base} AND {where.sql}", (rowids, *where.args)).fetchone()[0]
+        return int(have * top / sample), hit / have
+
+    def among(self, where: Where, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the filter matches (a broad filter's check of a search's candidates)."""
+        if not ids:
+            return set()
+        sql = (f"SELECT c.point_id FROM chunks c JOIN files f ON f.collection = c.collection AND f.path = c.path "
+               f"WHERE c.point_id IN (SELECT value FROM json_each(?)) AND {where.sql}")
+        with self._lock:
+            return {r[0] for r in self._db.execute(sql, (json.dumps(list(ids)), *where.args))}
 
     def select(self, where: Where) -> list[str]:
         sql = f"SELECT c.point_id FROM chunks c JOIN files f ON f.collection = c.collection AND f.path = c.path " \
