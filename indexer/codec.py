@@ -39,6 +39,10 @@ def _as_is(value: Any) -> Any:
     return value
 
 
+def _marks(value: Any) -> list[list[int]]:
+    return [[int(a), int(b)] for a, b in (value or ())]
+
+
 # name -> how a JSON value becomes the hit's (a missing optional field is None before the conversion)
 HIT_FIELDS: dict[str, Callable[[Any], Any]] = {
     "path": str,
@@ -53,6 +57,8 @@ HIT_FIELDS: dict[str, Callable[[Any], Any]] = {
     "locator": _text_or_empty,
     "location": _mapping,
     "metadata": _mapping,
+    "snippet": _text_or_empty,
+    "marks": _marks,
 }
 _REQUIRED_HIT_FIELDS = ("path", "score", "text", "start_line", "end_line")
 
@@ -88,6 +94,7 @@ def decode_hit(data: Mapping[str, Any]) -> SearchHit:
 
     fields = hit_fields(data)
     fields["heading"] = tuple(fields["heading"])
+    fields["marks"] = tuple((a, b) for a, b in fields["marks"])
     return SearchHit(**fields)
 
 
@@ -105,6 +112,28 @@ def result_json(result: SearchResult, collection: str | None = None) -> dict[str
         "matched": result.matched,
         "facets": {k: [list(x) for x in v] for k, v in result.facets.items()},
     }
+    return body if collection is None else {"collection": collection, **body}
+
+
+def compact_result_json(result: SearchResult, collection: str | None = None) -> dict[str, Any]:
+    """A result as an assistant reads it (MCP's default): per hit the path, lines, locator, scores and the
+    snippet around the match, without the chunk's whole text; a few characters per hit instead of thousands."""
+    hits = []
+    for h in result.hits:
+        hit: dict[str, Any] = {"path": h.path, "lines": f"{h.start_line}-{h.end_line}", "score": round(h.score, 4)}
+        if h.locator:
+            hit["locator"] = h.locator
+        if h.rerank_score is not None:
+            hit["rerank_score"] = round(h.rerank_score, 4)
+        hit["snippet"] = h.snippet or " ".join(h.text.split())[:240]
+        hits.append(hit)
+    body: dict[str, Any] = {"hits": hits, "reranked": result.reranked}
+    if result.matched is not None:
+        body["matched"] = result.matched
+    if result.facets:
+        body["facets"] = {k: [list(x) for x in v] for k, v in result.facets.items()}
+    if result.warning:
+        body["warning"] = result.warning
     return body if collection is None else {"collection": collection, **body}
 
 

@@ -254,6 +254,9 @@ class SearchHit:
     locator: str = ""  # where in the file, in its format's terms ("slide 3: Results", "Sales!A1:D40")
     location: Mapping[str, Any] = field(default_factory=dict)  # the same as data ({"slide": 3, ...})
     metadata: Mapping[str, Any] = field(default_factory=dict)  # author, title, subject, sender, date, ...
+    # the passage around what matched the query (indexer.search.snippets), and its matching words' spans in it
+    snippet: str = ""
+    marks: tuple[tuple[int, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON data: the shape :mod:`indexer.codec` reads back (one field each)."""

@@ -25,7 +25,7 @@ from indexer.cli.options import STATE, CollectionOpt, JsonOpt, VerboseOpt, add_v
 from indexer.codec import decode_result, request_json, result_json
 from indexer.collection.facade import Collection, list_collections, open_collection
 from indexer.core import registry
-from indexer.errors import IndexerError
+from indexer.errors import IndexerError, InputError
 from indexer.names import printable, printable_data
 from indexer.settings import load_settings
 from indexer.types import IndexReport, SearchRequest, SearchResult
@@ -221,6 +221,8 @@ def search(
         if result is None:
             with _open(collection, rerank_model=rerank_model) as col:
                 result = col.search(request)
+    except InputError as exc:  # the request itself (mode, k, a filter clause or field): a usage error
+        raise _fail(exc, EXIT_USAGE) from exc
     except IndexerError as exc:
         raise _fail(exc) from exc
     from indexer.cli.results import print_result  # one printer for remote and in-process results

@@ -35,8 +35,8 @@ def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> Non
             elif hit["page"] is not None:
                 where += f" [page {hit['page']}]"
             print(f"{bold}{i}. {where}{plain}  score={hit['score']:.3f}{rs}")
-            snippet = " ".join(hit["text"].split())
-            print(f"   {snippet[:240]}{'…' if len(snippet) > 240 else ''}")
+            snippet = hit.get("snippet") or " ".join(hit["text"].split())  # centred on the match (search/snippets)
+            print(f"   {snippet[:242]}{'…' if len(snippet) > 242 and not snippet.endswith('…') else ''}")
         for name, values in facets.items():
             print(f"{name}: " + ", ".join(f"{v} ({n})" for v, n in values) if values else f"{name}: (none)")
         matched = answer.get("matched")
@@ -46,7 +46,7 @@ def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> Non
         elif matched is not None and verbose:
             print(f"the filter matched {matched} chunks", file=sys.stderr)
         note = str(answer.get("rerank_note", ""))
-        if note:
+        if note and verbose:  # what the rerank stage did (or why none ran): with -v only
             print(note, file=sys.stderr)
     if verbose:
         timings = answer.get("timings_ms", {})

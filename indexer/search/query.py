@@ -14,6 +14,7 @@ from indexer.ports import Embedder, Reranker, VectorStore
 from indexer.search import filters
 from indexer.search.fusion import MODES, FusionConfig, retrieve
 from indexer.search.rerank import RerankBudget, rerank_stage
+from indexer.search.snippets import snippet
 from indexer.types import MAX_QUERY_CHARS, Filter, Hit, SearchHit, SearchRequest, SearchResult
 
 if TYPE_CHECKING:
@@ -248,7 +249,7 @@ def run_search(
         req.query, [str(h.payload.get("text", "")) for h in hits], reranker, k=k, wanted=req.rerank,
         configured=configured, budget=budget, fixed=req.rerank_candidates,
     )
-    out = [_to_hit(hits[i], score) for i, score in zip(stage.order, stage.scores, strict=True)]
+    out = [_to_hit(hits[i], score, req.query) for i, score in zip(stage.order, stage.scores, strict=True)]
     if stage.ran:
         timings["rerank"] = stage.ms
     timings["total"] = (time.perf_counter() - t0) * 1000
@@ -258,15 +259,17 @@ def run_search(
     )
 
 
-def _to_hit(hit: Hit, rerank_score: float | None) -> SearchHit:
+def _to_hit(hit: Hit, rerank_score: float | None, query: str) -> SearchHit:
     p = hit.payload
+    text = str(p.get("text", ""))
+    passage, marks = snippet(text, query)
     page = p.get("page")
     heading: Sequence[str] = p.get("heading") or ()
     return SearchHit(
         path=str(p.get("path", "")),
         score=float(hit.score),
         rerank_score=None if rerank_score is None else float(rerank_score),
-        text=str(p.get("text", "")),
+        text=text,
         start_line=int(p.get("start_line", 0)),
         end_line=int(p.get("end_line", 0)),
         page=int(page) if page is not None else None,
@@ -275,4 +278,6 @@ def _to_hit(hit: Hit, rerank_score: float | None) -> SearchHit:
         locator=str(p.get("locator") or ""),
         location=dict(p.get("location") or {}),
         metadata=dict(p.get("metadata") or {}),
+        snippet=passage,
+        marks=tuple(marks),
     )

@@ -6,6 +6,7 @@ stateless); ``indexer mcp`` serves it over stdio with its own :class:`~indexer.s
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +28,9 @@ def build_mcp(svc: Service) -> Any:
     except ImportError as exc:  # pragma: no cover - mcp is a dependency
         raise ImportError("the MCP server needs the 'mcp' package: pip install 'mcp>=2.3'") from exc
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import TextContent
 
-    from indexer.codec import result_json
+    from indexer.codec import compact_result_json, result_json
     from indexer.errors import IndexerError
     from indexer.server.service import search_request
 
@@ -45,14 +47,17 @@ def build_mcp(svc: Service) -> Any:
         file_types: list[str] | None = None,
         metadata: dict[str, str] | None = None,
         where: list[str] | None = None,
-    ) -> dict[str, Any]:
+        full: bool = False,
+    ) -> TextContent:
         """Search local documents. Returns hits best first: path, start_line, end_line, page, heading, locator
         (where in the file: 'slide 3: Results', 'Sales!A2:D9', a message, a notebook cell), location, metadata,
         text, score (vector) and rerank_score. `path_prefix` keeps files under an absolute folder, `path_glob`
         matches paths like '*.md', `file_types` extensions like ['md', 'py'], `metadata` pairs each hit must have
         (substring, any case) like {'sender': 'ada', 'author': 'Lovelace'}; `where` filter clauses like
         ['modified>=2025-01-01', 'sender in ada@x.org,linus@y.org', 'not type=pdf', 'size<1M'] (the `fields` tool
-        lists what a collection can be filtered on); `rerank` turns the reranker on or off."""
+        lists what a collection can be filtered on); `rerank` turns the reranker on or off. Hits are compact by
+        default (path, lines, locator, scores and the passage around the match); `full` adds each chunk's whole
+        text, heading, location and metadata."""
         from pydantic import ValidationError
 
         from indexer.server.schemas import SearchBody
@@ -75,7 +80,8 @@ def build_mcp(svc: Service) -> Any:
             result = await svc.search(body.collection, search_request(body))
         except (IndexerError, ValidationError) as exc:  # the message names the problem and the fix
             raise ToolError(str(exc)) from exc
-        return result_json(result, collection)
+        data = result_json(result, collection) if full else compact_result_json(result, collection)
+        return TextContent(type="text", text=json.dumps(data, ensure_ascii=False, separators=(",", ":")))
 
     @server.tool()
     async def fields(collection: str = "default") -> dict[str, Any]:

@@ -66,6 +66,10 @@ class HitOut(BaseModel):
     location: dict[str, Any] = Field(default_factory=dict, description="the same place as data, e.g. {'slide': 3}")
     metadata: dict[str, Any] = Field(default_factory=dict, description="author, title, subject, sender, date, ...")
     text: str
+    snippet: str = Field("", description="the passage around what matched the query ('…' where cut)")
+    marks: list[tuple[int, int]] = Field(
+        default_factory=list, description="[start, end) of each word of the snippet that matched the query"
+    )
     score: float = Field(..., description="vector (retrieval) score, higher is better")
     rerank_score: float | None = Field(None, description="cross-encoder score when the rerank stage ran")
     chunk_id: str

@@ -100,6 +100,8 @@ def indexed(tmp_path_factory, embed_model_path) -> World:
         (["search"], ["QUERY", "indexer search --help"]),
         (["search", "q", "--bogus"], ["--bogus"]),
         (["search", "q", "-k", "abc"], ["-k"]),
+        (["search", "q", "--mode", "bogus"], ["bogus", "dense"]),
+        (["search", "q", "--where", "size>huge"], ["--where", "not a size"]),
         (["frobnicate"], ["frobnicate"]),
         (["index", "--metric"], ["--metric"]),
         (["drop"], ["NAME"]),

@@ -5,6 +5,7 @@ re-embedding."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from datetime import datetime, timezone
@@ -204,3 +205,24 @@ def test_filter_language_units():
     for bad in ("type~*.md", "modified~2025", "path>3", "x", "size in 1,2"):
         with pytest.raises(InputError):
             filters.parse_clause(bad)
+
+
+def test_the_cli_filters_counts_and_lists_fields(mail_folder, embed_model_path):
+    from tests.integration.test_cli import run
+
+    assert run("index", str(mail_folder), "-c", "clifilters").returncode == 0
+    found = run("search", "rings of Saturn", "-c", "clifilters", "--where", f"sender={RARE}", "--where",
+                "date>=2025", "--facet", "sender", "--json", "--no-rerank")
+    assert found.returncode == 0, found.stderr
+    answer = json.loads(found.stdout)
+    assert [h["metadata"]["sender"] for h in answer["hits"]] == [RARE] and answer["matched"] == 1
+    assert answer["facets"]["sender"] == [[RARE, 1]]
+    bad = run("search", "x", "-c", "clifilters", "--where", "size>huge")
+    assert bad.returncode == 2 and "not a size" in bad.stderr
+    unknown = run("search", "x", "-c", "clifilters", "--where", "colour=red")
+    assert unknown.returncode == 2 and "no field 'colour'" in unknown.stderr
+    none = run("search", "x", "-c", "clifilters", "--where", "sender=nobody-at-all")
+    assert none.returncode == 0 and none.stdout == "" and "no indexed chunk matches the filter" in none.stderr
+    listed = run("fields", "-c", "clifilters")
+    lines = {line.split()[0]: line for line in listed.stdout.splitlines()}
+    assert listed.returncode == 0 and "example.org (2" in lines["sender"] and lines["date"].split()[1] == "date"

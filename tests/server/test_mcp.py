@@ -71,3 +71,24 @@ def test_mcp_over_stdio(served: ServerHandle, tmp_path: Path) -> None:
     assert found["reranked"] is False  # no reranker configured for this process
     assert status["collections"][0]["files"] == 5
     assert bad.is_error and "does not exist" in bad.content[0].text
+
+
+def test_mcp_answers_are_compact_unless_full_is_asked(served: ServerHandle) -> None:
+    from mcp import Client
+
+    async def main():
+        async with Client(served.url + "/mcp") as client:
+            compact = await client.call_tool("search", {"query": "backups of the database", "k": 10})
+            full = await client.call_tool("search", {"query": "backups of the database", "k": 10, "full": True})
+            fields = await client.call_tool("fields", {})
+            return compact, full, fields
+
+    compact, full, fields = anyio.run(main)
+    text = compact.content[0].text
+    data, whole = json.loads(text), _payload(full)
+    assert len(data["hits"]) == len(whole["hits"]) >= 5
+    assert len(text) < 3000 and "\n" not in text  # no indentation: an assistant pays for every character
+    hit = data["hits"][0]
+    assert set(hit) <= {"path", "lines", "locator", "score", "rerank_score", "snippet"} and "backup" in hit["snippet"]
+    assert whole["hits"][0]["text"] and len(full.content[0].text) > len(text)
+    assert {f["field"] for f in _payload(fields)["fields"]} >= {"path", "type", "modified", "size"}

@@ -1,0 +1,61 @@
+"""A hit's snippet: the passage of its chunk around what matched the query, and the words that matched.
+
+One function for every front end (the CLI line, MCP's compact answer, ``snippet``/``marks`` in /search): the
+words are matched as the lexical index matches them (:func:`indexer.search.lexical.terms`: the same tokenizer,
+stopwords and stemmer), so "mutations" marks "mutation" and "the" marks nothing. The window of ``width``
+characters holding the most distinct query terms is chosen, starting a little before its first match; a hit that
+shares no term with the query (a dense-only match) shows the chunk's opening. Cost: one pass over the chunk's
+words per hit (about 0.1 ms for a 1,000-character chunk).
+"""
+
+from __future__ import annotations
+
+import re
+
+from indexer.search.lexical import query_terms, terms
+
+WIDTH = 240
+_WORD = re.compile(r"\w+")
+LEAD = 40  # characters of context kept before the first match
+
+
+def matches(text: str, query: str) -> list[tuple[int, int, str]]:
+    """(start, end, term) of each word of ``text`` that matches a term of ``query``."""
+    wanted = set(query_terms(query))
+    if not wanted:
+        return []
+    out = []
+    for m in _WORD.finditer(text):
+        hit = next((t for t in terms(m.group()) if t in wanted), None)
+        if hit is not None:
+            out.append((m.start(), m.end(), hit))
+    return out
+
+
+def snippet(text: str, query: str, width: int = WIDTH) -> tuple[str, list[tuple[int, int]]]:
+    """(passage, marks): at most ``width`` characters of ``text`` (whitespace folded, '…' where cut) around the
+    best-matching span, and the [start, end) of each matching word inside the passage."""
+    flat = " ".join(text.split())
+    found = matches(flat, query)
+    start = _best_start(found, width) if found else 0
+    if start > 0:
+        space = flat.rfind(" ", 0, start)
+        start = space + 1 if space >= 0 and start - space < 20 else start
+    end = min(len(flat), start + width)
+    if end < len(flat):
+        space = flat.rfind(" ", start, end)
+        end = space if space > start + width // 2 else end
+    prefix, suffix = ("…" if start > 0 else ""), ("…" if end < len(flat) else "")
+    marks = [(a - start + len(prefix), b - start + len(prefix)) for a, b, _ in found if a >= start and b <= end]
+    return f"{prefix}{flat[start:end]}{suffix}", marks
+
+
+def _best_start(found: list[tuple[int, int, str]], width: int) -> int:
+    """The start of the window (LEAD characters before a match) holding the most distinct terms, then matches."""
+    best, best_key = 0, (-1, -1)
+    for i, (a, _, _) in enumerate(found):
+        inside = [f for f in found[i:] if f[1] <= a + width - LEAD]
+        key = (len({f[2] for f in inside}), len(inside))
+        if key > best_key:
+            best, best_key = a, key
+    return max(0, best - LEAD)
