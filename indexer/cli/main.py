@@ -52,8 +52,30 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FILES_FAILED = 0, 1, 2, 3
 _STATE = STATE  # verbose/json flags of this run (indexer.cli.options)
 
 
+def _version(value: bool) -> None:
+    if not value:
+        return
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    from indexer import __version__
+
+    try:
+        llama = version("llama-cpp-python")
+    except PackageNotFoundError:  # pragma: no cover - a dependency
+        llama = "not installed"
+    out.print(f"indexer {__version__} (llama-cpp-python {llama}, Python {platform.python_version()})",
+              highlight=False)
+    raise typer.Exit(0)
+
+
 @app.callback()
-def _main(verbose: bool = VerboseOpt) -> None:
+def _main(
+    verbose: bool = VerboseOpt,
+    show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """Index local folders with llama.cpp embeddings and search them."""
 
 

@@ -95,3 +95,9 @@ def test_cli_a_name_that_is_not_utf8_fails_alone_and_every_output_is_utf8(tmp_pa
     done.stderr.decode("utf-8")  # the log lines too
     status = subprocess.run([sys.executable, "-m", "indexer.cli", "status", "--json"], capture_output=True)
     assert status.returncode == 0 and json.loads(status.stdout.decode("utf-8"))["files"] == 5
+
+
+def test_version_prints_one_line_and_exits_0():
+    proc = run("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("indexer ") and "llama-cpp-python" in proc.stdout
+    assert len(proc.stdout.splitlines()) == 1
