@@ -88,11 +88,15 @@ class _BarProgress:
         self.chunks = bar.add_task("chunks embedded", total=None)
         self.tokens = 0
         self.started = time.monotonic()
+        self.done = 0
+        self.total: int | None = None
 
     def files_total(self, n: int) -> None:
+        self.total = n
         self.bar.update(self.files, total=n, completed=0)
 
     def file_done(self, path: str) -> None:
+        self.done += 1
         self.bar.advance(self.files)
 
     def embedded(self, chunks: int, tokens: int) -> None:
@@ -153,7 +157,10 @@ def index(
                 transient=True,
             ) as bar:
                 progress = _BarProgress(bar)
-                report = col.index(paths, progress=progress) if paths else col.sync(progress=progress)
+                try:
+                    report = col.index(paths, progress=progress) if paths else col.sync(progress=progress)
+                except KeyboardInterrupt:
+                    raise _interrupted(progress) from None
     except IndexerError as exc:
         raise _fail(exc) from exc
     if as_json:
@@ -161,6 +168,17 @@ def index(
     else:
         _print_report(report)
     raise typer.Exit(EXIT_FILES_FAILED if report.failed else EXIT_OK)
+
+
+def _interrupted(progress: _BarProgress) -> typer.Exit:
+    """Ctrl-C during indexing: one line saying what was kept, and that a re-run resumes; exit 130."""
+    of = f" of {progress.total}" if progress.total is not None else ""
+    _report_error(
+        "Interrupted",
+        f"interrupted: {progress.done}{of} files were done and are kept (the last unfinished write is rolled back); "
+        "run the same command again to resume",
+    )
+    return typer.Exit(130)
 
 
 def _print_report(r: IndexReport) -> None:
@@ -460,7 +478,10 @@ def _run(args: list[str]) -> int:
     command = cli_command()
     try:
         code = command.main(args=args, prog_name="indexer", standalone_mode=False)
-    except typer.Abort:  # confirmation prompt without input (EOF)
+    except typer.Abort as exc:  # confirmation prompt without input (EOF), or Ctrl-C turned into Abort by click
+        if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+            _report_error("Interrupted", "interrupted")
+            return 130
         err.print()
         _report_error("Aborted", "aborted: no answer given")
         return EXIT_ERROR

@@ -27,7 +27,13 @@ def set_verbose(verbose: bool) -> bool:
         format="%(levelname)s %(name)s: %(message)s",
         force=True,
     )
+    for noisy in _NOISY:  # libraries that narrate their own loading at INFO: their warnings still show
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     return verbose
+
+
+# faiss tries each CPU build in turn and logs every ModuleNotFoundError; gguf logs each file it writes
+_NOISY = ("faiss.loader", "gguf.gguf_writer", "httpx")
 
 
 VerboseOpt: Any = typer.Option(

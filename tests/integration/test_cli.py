@@ -101,3 +101,39 @@ def test_version_prints_one_line_and_exits_0():
     proc = run("--version")
     assert proc.returncode == 0 and proc.stdout.startswith("indexer ") and "llama-cpp-python" in proc.stdout
     assert len(proc.stdout.splitlines()) == 1
+
+
+def test_ctrl_c_during_index_says_what_was_kept_and_a_rerun_resumes(tmp_path, embed_model_path):
+    import signal
+    import sqlite3
+    import time
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(400):
+        words = " ".join(f"word{(i * 31 + j) % 997}" for j in range(300))
+        (folder / f"note{i:03d}.md").write_text(f"# Note {i}\n\n{words}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "index", str(folder)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    state = os.path.join(os.environ["INDEXER_DATA_DIR"], "state.sqlite")
+    deadline = time.monotonic() + 300
+    kept = 0
+    while kept == 0 and proc.poll() is None and time.monotonic() < deadline:  # until some files are committed
+        time.sleep(0.2)
+        try:
+            db = sqlite3.connect(f"file:{state}?mode=ro", uri=True, timeout=1)
+            kept = db.execute("SELECT COUNT(*) FROM files WHERE status='indexed'").fetchone()[0]
+            db.close()
+        except sqlite3.Error:
+            pass
+    assert proc.poll() is None and kept > 0, "indexing ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "interrupted" in lines[0] and "again to resume" in lines[0], err
+    again = run("index", str(folder), "--json")
+    report = json.loads(again.stdout)
+    assert again.returncode == 0 and report["files_indexed"] < 400  # the files done before are not redone
+    status = json.loads(run("status", "--json").stdout)
+    assert status["files"] == 400 and status["points"] == status["chunks"]
