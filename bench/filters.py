@@ -86,13 +86,13 @@ def build(folder: Path, store_name: str, vectors: np.ndarray, selections: dict[s
 
 def _filtered_search(store, fields, where, q):
     """What a search does with a filter (indexer.collection.reader.select, indexer.search.fusion.retrieve)."""
-    from indexer.collection.reader import BROAD_FRACTION, BROAD_MATCHES
+    from indexer.collection.reader import broad
     from indexer.search.fusion import kept
     from indexer.types import Filter
 
     total, fraction = fields.estimate(where)
-    if total * fraction >= BROAD_MATCHES and fraction >= BROAD_FRACTION:
-        return kept(lambda n: store.search("bench", q, n), K, lambda ids: fields.among(where, ids))
+    if broad(total, fraction):
+        return kept(lambda n: store.search("bench", q, n), K, lambda ids: fields.among(where, ids), fraction)
     return store.search("bench", q, K, Filter(ids=frozenset(fields.select(where))))
 
 

@@ -25,7 +25,7 @@ from indexer.cli.options import STATE, CollectionOpt, JsonOpt, VerboseOpt, add_v
 from indexer.codec import decode_result, request_json, result_json
 from indexer.collection.facade import Collection, list_collections, open_collection
 from indexer.core import registry
-from indexer.errors import IndexerError, InputError
+from indexer.errors import IndexerError, InputError, NotFoundError
 from indexer.names import printable, printable_data
 from indexer.settings import load_settings
 from indexer.types import IndexReport, SearchRequest, SearchResult
@@ -261,6 +261,8 @@ def search(
         if result is None:
             with _open(collection, rerank_model=rerank_model) as col:
                 result = col.search(request)
+    except NotFoundError as exc:  # no such collection: an error, not a usage error
+        raise _fail(exc) from exc
     except InputError as exc:  # the request itself (mode, k, a filter clause or field): a usage error
         raise _fail(exc, EXIT_USAGE) from exc
     except IndexerError as exc:

@@ -27,10 +27,14 @@ from indexer.state.fields import compile_where
 
 logger = logging.getLogger(__name__)
 
-# A filter estimated to match at least this many chunks and this share of them checks a search's candidates
-# (widening until enough match) instead of listing every matching id (bench/filters.py, docs/search.md).
+# A filter estimated to match at least this share of the chunks, or this many and 2 % of them, checks a search's
+# candidates (widening until enough match) instead of listing every matching id (bench/filters.py, docs/search.md).
+BROAD_SHARE = 0.05
 BROAD_MATCHES = 20_000
-BROAD_FRACTION = 0.02
+
+
+def broad(total: int, fraction: float) -> bool:
+    return total > 0 and (fraction >= BROAD_SHARE or (total * fraction >= BROAD_MATCHES and fraction >= 0.02))
 
 
 class CollectionReader(PartsView):
@@ -106,9 +110,9 @@ class CollectionReader(PartsView):
         if not req.where:
             return Selection(None, None, facets)
         total, fraction = fields.estimate(where)
-        if total * fraction >= BROAD_MATCHES and fraction >= BROAD_FRACTION:
-            # Most chunks match: listing them costs more than checking a search's candidates (docs/search.md).
-            return Selection(None, None, facets, keep=lambda ids: fields.among(where, ids))
+        if broad(total, fraction):
+            # Many chunks match: listing them costs more than checking a search's candidates (docs/search.md).
+            return Selection(None, None, facets, keep=lambda ids: fields.among(where, ids), share=fraction)
         ids = frozenset(fields.select(where))
         return Selection(ids, len(ids), facets)
 

@@ -119,12 +119,18 @@ def _dbsf(ranked: Sequence[Hit]) -> list[float]:
 _NORMALIZE: dict[str, Callable[[Sequence[Hit]], list[float]]] = {"rrf": _rrf, "score": _minmax, "dbsf": _dbsf}
 
 
-def kept(fetch: Callable[[int], list[Hit]], want: int, keep: Callable[[Sequence[str]], set[str]] | None) -> list[Hit]:
-    """``fetch(want)``, or with ``keep``: the first ``want`` hits it keeps, fetching 2x, 8x, 32x ... deeper until
-    that many are kept or the store returns fewer than asked (it has no more)."""
+def kept(
+    fetch: Callable[[int], list[Hit]],
+    want: int,
+    keep: Callable[[Sequence[str]], set[str]] | None,
+    share: float = 1.0,
+) -> list[Hit]:
+    """``fetch(want)``, or with ``keep``: the first ``want`` hits it keeps, fetching 1.5x ``want / share`` (at
+    least 2x ``want``), then 4x deeper each round, until that many are kept or the store returns fewer than asked
+    (it has no more)."""
     if keep is None:
         return fetch(want)
-    n = want * 2
+    n = max(want * 2, int(want * 1.5 / max(share, 0.01)))
     while True:
         found = fetch(n)
         ok = keep([h.id for h in found])
@@ -148,6 +154,7 @@ def retrieve(
     where: Filter | None,
     config: FusionConfig,
     keep: Callable[[Sequence[str]], set[str]] | None = None,
+    share: float = 1.0,
 ) -> tuple[list[Hit], dict[str, float]]:
     """The ranked candidates of one query in ``mode`` (at most ``limit``), and the time of each side in ms.
 
@@ -165,12 +172,12 @@ def retrieve(
         t0 = time.perf_counter()
         query_vector = vector()
         t1 = time.perf_counter()
-        dense_hits = kept(lambda n: store.search(collection, query_vector, n, where), deep, keep)
+        dense_hits = kept(lambda n: store.search(collection, query_vector, n, where), deep, keep, share)
         timings["embed"] = (t1 - t0) * 1000
         timings["dense"] = (time.perf_counter() - t1) * 1000
     if lex is not None:
         t0 = time.perf_counter()
-        lexical_hits = kept(lambda n: lex.search_lexical(collection, query, n, where), deep, keep)
+        lexical_hits = kept(lambda n: lex.search_lexical(collection, query, n, where), deep, keep, share)
         timings["lexical"] = (time.perf_counter() - t0) * 1000
     if mode == "dense":
         return dense_hits[:limit], timings

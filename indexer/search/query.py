@@ -41,6 +41,7 @@ class Selection:
     # A broad filter (most chunks match): which of a search's candidate ids it matches; the search widens until
     # enough of them do (indexer.search.fusion.retrieve), instead of listing every matching id.
     keep: Callable[[Sequence[str]], set[str]] | None = None
+    share: float = 1.0  # the estimated share of the chunks a broad filter keeps: sizes the first fetch
 
 
 Selector = Callable[[SearchRequest], Selection]
@@ -240,6 +241,7 @@ def run_search(
             where,
             fusion or FusionConfig(),
             keep=selection.keep,
+            share=selection.share,
         )
         timings.update(found)
     t2 = time.perf_counter()

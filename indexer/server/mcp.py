@@ -10,6 +10,8 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from mcp.types import TextContent  # a tool's return annotation is resolved at runtime
+
 if TYPE_CHECKING:
     from indexer.server.service import Service
 
@@ -28,7 +30,6 @@ def build_mcp(svc: Service) -> Any:
     except ImportError as exc:  # pragma: no cover - mcp is a dependency
         raise ImportError("the MCP server needs the 'mcp' package: pip install 'mcp>=2.3'") from exc
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import TextContent
 
     from indexer.codec import compact_result_json, result_json
     from indexer.errors import IndexerError

@@ -100,7 +100,6 @@ def indexed(tmp_path_factory, embed_model_path) -> World:
         (["search"], ["QUERY", "indexer search --help"]),
         (["search", "q", "--bogus"], ["--bogus"]),
         (["search", "q", "-k", "abc"], ["-k"]),
-        (["search", "q", "--mode", "bogus"], ["bogus", "dense"]),
         (["search", "q", "--where", "size>huge"], ["--where", "not a size"]),
         (["frobnicate"], ["frobnicate"]),
         (["index", "--metric"], ["--metric"]),
@@ -190,10 +189,13 @@ def test_declined_drop_is_one_line_and_drops_nothing(indexed):
 
 
 # --- errors of an indexed collection ---------------------------------------------------------------------
-def test_k_out_of_range_is_an_input_error_with_the_range(indexed):
-    check_one_error(indexer("search", "bread", "-k", "100000", env=indexed.env), ERROR, "k", "100")
-    check_one_error(indexer("search", "bread", "-k", "-3", env=indexed.env), ERROR, "k")
-    check_one_error(indexer("search", "bread", "-k", "0", env=indexed.env), ERROR, "k")
+def test_a_bad_search_request_is_a_usage_error_naming_the_range(indexed):
+    # the request's values (k, mode, a filter field) are arguments: exit 2, as the README's exit codes say
+    check_one_error(indexer("search", "bread", "-k", "100000", env=indexed.env), USAGE, "k", "100")
+    check_one_error(indexer("search", "bread", "-k", "-3", env=indexed.env), USAGE, "k")
+    check_one_error(indexer("search", "bread", "-k", "0", env=indexed.env), USAGE, "k")
+    check_one_error(indexer("search", "bread", "--mode", "bogus", env=indexed.env), USAGE, "bogus", "dense")
+    check_one_error(indexer("search", "bread", "--where", "colour=red", env=indexed.env), USAGE, "no field 'colour'")
 
 
 def test_a_collection_written_by_another_process_is_refused_with_one_line(indexed):
