@@ -63,12 +63,13 @@ def test_search_page_end_to_end(served: ServerHandle, browser) -> None:
     first = browser.find_elements(By.CSS_SELECTOR, ".hit")[0]
     assert "rerank" not in first.find_element(By.CSS_SELECTOR, ".meta").text
 
-    # a metadata filter no hit meets ("where" takes name=value words, like --meta): no results, then cleared
+    # a filter no chunk meets ("where" takes clauses: name=value words, like --meta, or size>1G): the empty
+    # result names the filter that removed everything; then cleared
     where = browser.find_element(By.ID, "meta")
-    where.send_keys("author=nobody")
+    where.send_keys("size>1G")
     browser.find_element(By.ID, "go").click()
     wait.until(lambda d: d.find_element(By.ID, "note").text.startswith("0 results"))
-    assert "No results." in browser.find_element(By.ID, "hits").text
+    assert "No results. No indexed chunk matches the filter (size>1G)." in browser.find_element(By.ID, "hits").text
     where.clear()
     browser.find_element(By.ID, "go").click()
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
