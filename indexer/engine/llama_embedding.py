@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 from llama_cpp import _internals as internals
 
+from indexer.engine import tokenization
 from indexer.engine.plan import (
     DEFAULT_PACK_TOKENS,
     NORM_MODE_EUCLIDEAN,
@@ -325,6 +326,9 @@ class LlamaEmbedding(llama_cpp.Llama):
             grown context decode there. ``max_tokens`` is then the model's limit (``n_ctx_train``, or
             ``n_ctx`` when smaller). Given values are fixed: ``max_tokens = min(n_batch, n_ubatch,
             n_ctx_train)`` for non-causal models, as llama.cpp needs.
+        tokenizer: ``"reference"`` (the model's tokenizer.json stored in the GGUF, through the tokenizers
+            library), ``"llama.cpp+fixes-1"`` or ``"llama.cpp"``; ``None`` (default): the reference when the file
+            has it (see :mod:`indexer.engine.tokenization`).
         mmproj_path / embedding_handler: accepted for API compatibility; multimodal embedding is not available.
     """
 
@@ -347,6 +351,7 @@ class LlamaEmbedding(llama_cpp.Llama):
         pack_tokens: int | None = None,
         sort_by_length: bool = True,
         parallel_contexts: int | None = None,
+        tokenizer: str | None = None,
         **kwargs: Any,
     ) -> None:
         self._closed = True  # until validated; a failed __init__ closes itself (below)
@@ -390,6 +395,7 @@ class LlamaEmbedding(llama_cpp.Llama):
             )
             self._embedding_context(max_seq, n_seq_max, flash_attn, n_ctx, n_batch, n_ubatch)
             self._read_model_facts(pack_tokens, sort_by_length)
+            self.use_tokenizer(tokenizer)
             self.mmproj_path = mmproj_path
             self._set_up_threads(cpus, n_threads, n_threads_batch, parallel_contexts)
         except BaseException:
@@ -595,9 +601,28 @@ class LlamaEmbedding(llama_cpp.Llama):
         with contextlib.suppress(Exception):
             self.close()
 
-    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+    def use_tokenizer(self, mode: str | None) -> str:
+        """Tokenize texts with ``mode`` from now on (None: the best this file allows); returns the mode."""
         self._check_open()
-        return super().tokenize(text, add_bos, special)
+
+        def runtime(fix: Any) -> tokenization.RuntimeTokens:
+            return tokenization.RuntimeTokens(super(LlamaEmbedding, self).tokenize,
+                                              super(LlamaEmbedding, self).detokenize, fix)
+
+        self._tokens = tokenization.choose(self.metadata or {}, mode, runtime, self.model_path)
+        return self._tokens.mode
+
+    @property
+    def tokenizer_mode(self) -> str:
+        return self._tokens.mode
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        """Token ids of ``text`` with the tokenizer in use (see :meth:`use_tokenizer`)."""
+        self._check_open()
+        tokens = getattr(self, "_tokens", None)
+        if tokens is None:  # during llama_cpp.Llama's own construction
+            return super().tokenize(text, add_bos, special)
+        return tokens.encode(text.decode("utf-8", errors="replace"), add_bos, special)
 
     def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False) -> bytes:
         self._check_open()
@@ -652,9 +677,17 @@ class LlamaEmbedding(llama_cpp.Llama):
 
     def _tokenize_items(self, items: Sequence[Item]) -> list[list[int]]:
         out: list[list[int]] = []
+        texts = [item for item in items if isinstance(item, str)]
+        batch = self._tokens.encode_batch(texts, True) if texts else []
+        if self._tokens.mode == tokenization.REFERENCE:  # a definition larger than the GGUF's vocabulary
+            top = max((max(ids) for ids in batch if ids), default=-1)
+            if top >= self.n_vocab_tokens:
+                raise ValueError(f"the tokenizer definition gave id {top}, beyond the GGUF's {self.n_vocab_tokens} "
+                                 "tokens: the file is inconsistent; convert the checkpoint again")
+        encoded = iter(batch)
         for item in items:
             if isinstance(item, str):
-                out.append(super().tokenize(item.encode("utf-8"), True, False))
+                out.append(next(encoded))
             else:
                 validate_token_ids(item, self.n_vocab_tokens)
                 out.append(list(item))
@@ -856,18 +889,17 @@ class LlamaEmbedding(llama_cpp.Llama):
                 sequences.append(self._templated_pair(template, query, doc, limit))
             return sequences
         specials = self.vocab_specials()
-        q = super().tokenize(query.encode("utf-8"), False, True)
-        for doc in documents:
-            d = super().tokenize(doc.encode("utf-8"), False, True)
+        q = self._tokens.encode(query, False, True)
+        for d in self._tokens.encode_batch(list(documents), False):
             sequences.append(rank_pair_within(specials, q, d, limit))
         return sequences
 
     def _templated_pair(self, template: str, query: str, doc: str, limit: int) -> list[int]:
         def tok(text: str) -> list[int]:
-            return super(LlamaEmbedding, self).tokenize(text.encode("utf-8"), False, True)
+            return self._tokens.encode(text, False, True)
 
         def detok(tokens: list[int]) -> str:
-            return super(LlamaEmbedding, self).detokenize(tokens, special=True).decode("utf-8", errors="ignore")
+            return self._tokens.decode(tokens)
 
         toks = tok(render_rerank_template(template, query, doc))
         if len(toks) <= limit:
