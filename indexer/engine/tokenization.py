@@ -111,8 +111,10 @@ class RuntimeTokens:
 Tokens = ReferenceTokens | RuntimeTokens
 
 
-def choose(metadata: Mapping[str, Any], mode: str | None, runtime: Callable[[Callable[[str], str] | None], RuntimeTokens],
-           where: str) -> Tokens:
+RuntimeFactory = Callable[[Callable[[str], str] | None], RuntimeTokens]
+
+
+def choose(metadata: Mapping[str, Any], mode: str | None, runtime: RuntimeFactory, where: str) -> Tokens:
     """The tokenizer for ``mode`` (None: the best this file allows). ``reference`` needs the definition in the
     file; asked for without it, the error names the fix."""
     if mode is not None and mode not in MODES:

@@ -44,8 +44,8 @@ from indexer.models.convert.common import (
 
 __all__ = [
     "CONVERTER_VERSION", "FAMILIES", "KEY_CONVERTER_VERSION", "KEY_LOWERCASE", "KEY_MAX_SEQ",
-    "KEY_SIMILARITY", "KEY_SOURCE", "KEY_SOURCE_SHA256", "KEY_STRIP_ACCENTS", "KEY_TOKENIZER_JSON", "QUANTS", "convert_checkpoint",
-    "prepare_checkpoint", "supported_architectures",
+    "KEY_SIMILARITY", "KEY_SOURCE", "KEY_SOURCE_SHA256", "KEY_STRIP_ACCENTS", "KEY_TOKENIZER_JSON", "QUANTS",
+    "convert_checkpoint", "prepare_checkpoint", "supported_architectures",
 ]
 
 logger = logging.getLogger(__name__)
