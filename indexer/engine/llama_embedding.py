@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import threading
@@ -326,9 +327,7 @@ class LlamaEmbedding(llama_cpp.Llama):
             grown context decode there. ``max_tokens`` is then the model's limit (``n_ctx_train``, or
             ``n_ctx`` when smaller). Given values are fixed: ``max_tokens = min(n_batch, n_ubatch,
             n_ctx_train)`` for non-causal models, as llama.cpp needs.
-        tokenizer: ``"reference"`` (the model's tokenizer.json stored in the GGUF, through the tokenizers
-            library), ``"llama.cpp+fixes-1"`` or ``"llama.cpp"``; ``None`` (default): the reference when the file
-            has it (see :mod:`indexer.engine.tokenization`).
+        tokenizer: a mode of :mod:`indexer.engine.tokenization` (``None``, the default: the file's best).
         mmproj_path / embedding_handler: accepted for API compatibility; multimodal embedding is not available.
     """
 
@@ -604,25 +603,16 @@ class LlamaEmbedding(llama_cpp.Llama):
     def use_tokenizer(self, mode: str | None) -> str:
         """Tokenize texts with ``mode`` from now on (None: the best this file allows); returns the mode."""
         self._check_open()
-
-        def runtime(fix: Any) -> tokenization.RuntimeTokens:
-            return tokenization.RuntimeTokens(super(LlamaEmbedding, self).tokenize,
-                                              super(LlamaEmbedding, self).detokenize, fix)
-
-        self._tokens = tokenization.choose(self.metadata or {}, mode, runtime, self.model_path)
-        return self._tokens.mode
-
-    @property
-    def tokenizer_mode(self) -> str:
-        return self._tokens.mode
+        self._tokens = tokenization.choose(self.metadata or {}, mode, super().tokenize, super().detokenize,
+                                           self.n_vocab_tokens, self.model_path)
+        self.tokenizer_mode: str = self._tokens.mode
+        return self.tokenizer_mode
 
     def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
-        """Token ids of ``text`` with the tokenizer in use (see :meth:`use_tokenizer`)."""
-        self._check_open()
+        self._check_open()  # the tokenizer in use (use_tokenizer); llama.cpp's while Llama itself is built
         tokens = getattr(self, "_tokens", None)
-        if tokens is None:  # during llama_cpp.Llama's own construction
-            return super().tokenize(text, add_bos, special)
-        return tokens.encode(text.decode("utf-8", errors="replace"), add_bos, special)
+        return (super().tokenize(text, add_bos, special) if tokens is None
+                else tokens.encode(text.decode("utf-8", errors="replace"), add_bos, special))
 
     def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False) -> bytes:
         self._check_open()
@@ -677,14 +667,7 @@ class LlamaEmbedding(llama_cpp.Llama):
 
     def _tokenize_items(self, items: Sequence[Item]) -> list[list[int]]:
         out: list[list[int]] = []
-        texts = [item for item in items if isinstance(item, str)]
-        batch = self._tokens.encode_batch(texts, True) if texts else []
-        if self._tokens.mode == tokenization.REFERENCE:  # a definition larger than the GGUF's vocabulary
-            top = max((max(ids) for ids in batch if ids), default=-1)
-            if top >= self.n_vocab_tokens:
-                raise ValueError(f"the tokenizer definition gave id {top}, beyond the GGUF's {self.n_vocab_tokens} "
-                                 "tokens: the file is inconsistent; convert the checkpoint again")
-        encoded = iter(batch)
+        encoded = iter(self._tokens.encode_batch([item for item in items if isinstance(item, str)], True))
         for item in items:
             if isinstance(item, str):
                 out.append(next(encoded))
@@ -895,12 +878,7 @@ class LlamaEmbedding(llama_cpp.Llama):
         return sequences
 
     def _templated_pair(self, template: str, query: str, doc: str, limit: int) -> list[int]:
-        def tok(text: str) -> list[int]:
-            return self._tokens.encode(text, False, True)
-
-        def detok(tokens: list[int]) -> str:
-            return self._tokens.decode(tokens)
-
+        tok, detok = functools.partial(self._tokens.encode, add_special=False, parse_special=True), self._tokens.decode
         toks = tok(render_rerank_template(template, query, doc))
         if len(toks) <= limit:
             return toks

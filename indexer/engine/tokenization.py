@@ -68,18 +68,25 @@ class ReferenceTokens:
 
     mode = REFERENCE
 
-    def __init__(self, definition: str) -> None:
+    def __init__(self, definition: str, n_vocab: int) -> None:
         from tokenizers import Tokenizer
 
+        self._n_vocab = n_vocab
         self._tok = Tokenizer.from_str(definition)
         self._tok.no_truncation()  # the engine cuts to the model's limit
         self._tok.no_padding()
 
+    def _checked(self, ids: list[int]) -> list[int]:
+        if ids and max(ids) >= self._n_vocab:  # llama.cpp would abort the process on such an id
+            raise ValueError(f"the tokenizer definition gave id {max(ids)}, beyond the GGUF's {self._n_vocab} "
+                             "tokens: the file is inconsistent; convert the checkpoint again")
+        return ids
+
     def encode(self, text: str, add_special: bool, parse_special: bool = False) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=add_special).ids)
+        return self._checked(list(self._tok.encode(text, add_special_tokens=add_special).ids))
 
     def encode_batch(self, texts: list[str], add_special: bool) -> list[list[int]]:
-        return [list(e.ids) for e in self._tok.encode_batch(texts, add_special_tokens=add_special)]
+        return [self._checked(list(e.ids)) for e in self._tok.encode_batch(texts, add_special_tokens=add_special)]
 
     def decode(self, ids: list[int]) -> str:
         return str(self._tok.decode(ids, skip_special_tokens=False))
@@ -111,19 +118,18 @@ class RuntimeTokens:
 Tokens = ReferenceTokens | RuntimeTokens
 
 
-RuntimeFactory = Callable[[Callable[[str], str] | None], RuntimeTokens]
-
-
-def choose(metadata: Mapping[str, Any], mode: str | None, runtime: RuntimeFactory, where: str) -> Tokens:
-    """The tokenizer for ``mode`` (None: the best this file allows). ``reference`` needs the definition in the
-    file; asked for without it, the error names the fix."""
+def choose(metadata: Mapping[str, Any], mode: str | None, tokenize: Callable[[bytes, bool, bool], list[int]],
+           detokenize: Callable[..., bytes], n_vocab: int, where: str) -> Tokens:
+    """The tokenizer for ``mode`` (None: the best this file allows) over llama.cpp's ``tokenize``/``detokenize``
+    and ``n_vocab`` tokens. ``reference`` needs the definition in the file; asked for without it, the error
+    names the fix."""
     if mode is not None and mode not in MODES:
         raise ValueError(f"unknown tokenizer {mode!r}; use one of {', '.join(MODES)}")
     definition = metadata.get(KEY_TOKENIZER_JSON)
     if mode == RUNTIME or (mode is None and definition and _runtime_is_exact(metadata)):
-        return runtime(None)
+        return RuntimeTokens(tokenize, detokenize, None)
     if mode in (None, REFERENCE) and definition:
-        return ReferenceTokens(str(definition))
+        return ReferenceTokens(str(definition), n_vocab)
     if mode == REFERENCE:
         raise ValueError(f"{where} has no tokenizer definition ({KEY_TOKENIZER_JSON}); convert the checkpoint "
                          "with `indexer models build` to store it, or use the llama.cpp tokenizer")
@@ -133,4 +139,4 @@ def choose(metadata: Mapping[str, Any], mode: str | None, runtime: RuntimeFactor
         logger.warning("%s carries no tokenizer definition (%s): tokenizing with llama.cpp's tokenizer%s; "
                        "convert the model with indexer's converter for the reference tokenization", where,
                        KEY_TOKENIZER_JSON, " with Hangul decomposed first" if fix else "")
-    return runtime(fix)
+    return RuntimeTokens(tokenize, detokenize, fix)
