@@ -45,8 +45,9 @@ def _hangul_to_jamo(text: str) -> str:
 
 def runtime_fix(metadata: Mapping[str, str]) -> Callable[[str], str] | None:
     """The text fix llama.cpp's tokenizer needs for this model, or None: WordPiece models that strip accents
-    (lowercase) get Hangul decomposed. jina-v2-zh's whitespace BPE cannot be fixed in the text (llama.cpp
-    drops what the reference maps to <unk>): only the reference tokenizer fixes it."""
+    (lowercase) get Hangul decomposed. Not fixable in the text, so only the reference tokenizer fixes them:
+    llama.cpp's WordPiece also strips spacing vowel signs (Unicode Mc: Devanagari's ि, ा, ो), which
+    BertNormalizer keeps; jina-v2-zh's whitespace BPE drops what the reference maps to <unk>."""
     model = str(metadata.get("tokenizer.ggml.model", ""))
     lowercase = str(metadata.get("tokenizer.ggml.normalizer.lowercase", "true")).lower() == "true"
     strip = str(metadata.get("tokenizer.ggml.normalizer.strip_accents", str(lowercase))).lower() == "true"
