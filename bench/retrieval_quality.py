@@ -236,12 +236,13 @@ def main() -> int:
 
 
 def eval_run(col: object, beir_dir: Path, corpus_dir: Path, qids: Sequence[str]) -> list[dict[str, object]]:
-    """nDCG@10, recall@100 and MRR per mode as `indexer eval` computes them on this collection."""
+    """nDCG@10, recall@100 and MRR per mode as `indexer eval --candidates 100` computes them on this collection
+    (the product figures above fuse 2 x 100 chunks a side, as a search with 100 candidates does)."""
     from indexer.ops import evaluate, qrels
 
     wanted = set(qids)
     loaded = [q for q in qrels.load(beir_dir, template="{id}.md") if q.qid in wanted]
-    runs = evaluate.evaluate(loaded, evaluate.collection_search(col, 300), [(m, False) for m in evaluate.MODES],
+    runs = evaluate.evaluate(loaded, evaluate.collection_search(col, 300, K_EVAL), [(m, False) for m in evaluate.MODES],
                              corpus_dir.resolve(), recall_k=K_EVAL)
     return [r.summary() for r in runs]
 

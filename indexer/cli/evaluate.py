@@ -35,6 +35,8 @@ def eval_command(
     modes: list[str] = typer.Option(None, "--mode", help="dense, lexical, hybrid (repeat; default: all three)."),
     rerank: str = typer.Option("auto", "--rerank", help="off, on, both, or auto (both when a reranker is set)."),
     recall_k: int = typer.Option(100, "--recall-k", min=1, max=1000, help="k of recall@k (files)."),
+    candidates: int | None = typer.Option(None, "--candidates", min=1, help="Candidates per search (default: the "
+                                          "collection's setting, as `indexer search` uses it)."),
     against: str | None = typer.Option(None, "--against", metavar="NAME", help="Also score this collection and "
                                        "compare (b = --against, a = --collection)."),
     baseline: Path | None = typer.Option(None, "--compare", metavar="REPORT", help="Compare with a saved "
@@ -48,9 +50,9 @@ def eval_command(
 
     try:
         loaded = qrels.load(queries, doc_template, split)
-        result = _score(collection, loaded, root, modes, rerank, recall_k, worst)
+        result = _score(collection, loaded, root, modes, rerank, (recall_k, candidates), worst)
         if against is not None:
-            other = _score(against, loaded, root, modes, rerank, recall_k, worst)
+            other = _score(against, loaded, root, modes, rerank, (recall_k, candidates), worst)
             result["comparison"] = evaluate.compare(evaluate.runs_from_dict(result),
                                                     evaluate.runs_from_dict(other))
             result["against"] = other["summary"]
@@ -68,7 +70,7 @@ def eval_command(
 
 
 def _score(name: str | None, loaded: list[Any], root: Path | None, modes: list[str] | None, rerank: str,
-           recall_k: int, worst: int) -> dict[str, Any]:
+           depths: tuple[int, int | None], worst: int) -> dict[str, Any]:
     from indexer.collection.facade import open_collection
     from indexer.ops import evaluate
 
@@ -77,8 +79,10 @@ def _score(name: str | None, loaded: list[Any], root: Path | None, modes: list[s
     bad = sorted(set(modes or ()) - set(evaluate.MODES))
     if bad:
         raise InputError(f"--mode {', '.join(bad)}: use {', '.join(evaluate.MODES)}")
+    recall_k, candidates = depths
     depth = max(3 * recall_k, 30)  # chunks fetched: files repeat among them
-    with open_collection(name, max_top_k=depth) as col:
+    wide = max(depth, candidates or 0)
+    with open_collection(name, max_top_k=wide, max_candidates=max(wide, 1000)) as col:
         status = col.status()
         has_reranker = bool(status.get("reranker"))
         if rerank == "on" and not has_reranker:
@@ -87,7 +91,8 @@ def _score(name: str | None, loaded: list[Any], root: Path | None, modes: list[s
                  else [False]}[rerank]
         where = root or _only_root(status["roots"])
         runs = [(m, r) for m in (modes or evaluate.MODES) for r in flags]
-        scored = evaluate.evaluate(loaded, evaluate.collection_search(col, depth), runs, where.resolve(), recall_k)
+        search = evaluate.collection_search(col, depth, candidates)
+        scored = evaluate.evaluate(loaded, search, runs, where.resolve(), recall_k)
     data = evaluate.report(scored, loaded, worst)
     return {"collection": status["collection"], "root": str(where), **data}
 

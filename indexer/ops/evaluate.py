@@ -179,11 +179,16 @@ def _score_dict(s: QueryScore) -> dict[str, Any]:
             "rr": round(s.rr, 6), "first_relevant": s.first_relevant, "top": list(s.top)}
 
 
-def collection_search(col: Any, depth: int) -> Search:
-    """Search an open collection (the facade's ``search``) for ``depth`` chunks, collapsed to files."""
+def collection_search(col: Any, depth: int, candidates: int | None = None) -> Search:
+    """Search an open collection (the facade's ``search``), collapsed to files: first what a search with the
+    collection's ``candidates`` (or the given number) returns, as `indexer search -k CANDIDATES` ranks it (the
+    fused ranking depends on its depth), then the files of a ``depth``-chunk retrieval not yet found (for
+    recall@k; not reranked)."""
+    limit = int(candidates or col.query_limits().candidates)
 
     def search(text: str, mode: str, rerank: bool) -> list[str]:
-        result = col.search(text, k=depth, mode=mode, rerank=rerank)
-        return files_in_order(h.path for h in result.hits)
+        top = col.search(text, k=limit, candidates=limit, mode=mode, rerank=rerank).hits
+        deep = col.search(text, k=depth, mode=mode, rerank=False).hits if depth > limit else ()
+        return files_in_order([*(h.path for h in top), *(h.path for h in deep)])
 
     return search
