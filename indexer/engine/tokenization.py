@@ -127,7 +127,7 @@ def choose(metadata: Mapping[str, Any], mode: str | None, tokenize: Callable[[by
     if mode is not None and mode not in MODES:
         raise ValueError(f"unknown tokenizer {mode!r}; use one of {', '.join(MODES)}")
     definition = metadata.get(KEY_TOKENIZER_JSON)
-    if mode == RUNTIME or (mode is None and definition and _runtime_is_exact(metadata)):
+    if mode == RUNTIME or (mode is None and _runtime_is_exact(metadata)):
         return RuntimeTokens(tokenize, detokenize, None)
     if mode in (None, REFERENCE) and definition:
         return ReferenceTokens(str(definition), n_vocab)
