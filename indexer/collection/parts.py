@@ -166,6 +166,9 @@ class CollectionParts:
             self.check_store_meta(self.record, create_missing=True)
             return self.record
         emb = self.embedder
+        existing = self.store.collection_meta(self.name)
+        if existing is not None:  # adopting vectors an earlier state database left: tokenized as they were
+            tokenizer_record.apply(emb, existing, self.name)
         normalization = choose_normalization(emb.similarity, self.settings.metric)
         rec = CollectionRecord(
             name=self.name,
@@ -177,7 +180,6 @@ class CollectionParts:
             normalization=normalization,
             dimensions=emb.dimensions,
         )
-        existing = self.store.collection_meta(self.name)
         if existing is not None:
             self.record = rec
             self.check_store_meta(rec)  # adopting a collection left by an earlier state db must match

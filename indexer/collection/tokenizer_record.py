@@ -64,5 +64,7 @@ def apply(embedder: Any, meta: Mapping[str, str] | None, collection: str) -> Non
     want = recorded(meta)
     if inner.tokenizer_mode != want:
         inner.use_tokenizer(want)
+        if inner is not embedder:  # a wrapper (SerialEmbedder) copied the identity
+            embedder.model_id = inner.model_id
         logger.info("collection %s keeps the %s tokenizer its documents were embedded with (reindex for %s)",
                     collection, want, inner.best_tokenizer)
