@@ -175,7 +175,7 @@ def main() -> int:
 
         # 2. The three modes as the product runs them with its defaults (fusion.fuse on each side's top
         # depth(K_EVAL * 2) = DEPTH chunks), checked against Collection.search on a sample of queries.
-        config = col.fusion_config()
+        config = col.reader.fusion_config()
         runs_by_mode = {
             "dense": {q: docs_of(str(h.payload["path"]) for h in dense_lists[q]) for q in qids},
             "lexical": {q: docs_of(str(h.payload["path"]) for h in lex_lists[q]) for q in qids},
