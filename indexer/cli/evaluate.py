@@ -81,8 +81,8 @@ def _score(name: str | None, loaded: list[Any], root: Path | None, modes: list[s
         raise InputError(f"--mode {', '.join(bad)}: use {', '.join(evaluate.MODES)}")
     recall_k, candidates = depths
     depth = max(3 * recall_k, 30)  # chunks fetched: files repeat among them
-    wide = max(depth, candidates or 0)
-    with open_collection(name, max_top_k=wide, max_candidates=max(wide, 1000)) as col:
+    wide = max(depth, candidates or 0, 1000)  # the caps of interactive searches do not bind an evaluation
+    with open_collection(name, max_top_k=wide, max_candidates=wide) as col:
         status = col.status()
         has_reranker = bool(status.get("reranker"))
         if rerank == "on" and not has_reranker:
