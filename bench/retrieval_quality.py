@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import sqlite3
 import sys
 import time
@@ -28,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import indexer
+from indexer.ops import metrics
 from indexer.search import lexical
 from indexer.search.fusion import FusionConfig, fuse
 from indexer.types import Hit
@@ -69,13 +69,12 @@ def doc_id(hit_path: str) -> str:
 
 
 def ndcg_at(ranked: Sequence[str], relevant: set[str], k: int = 10) -> float:
-    dcg = sum(1.0 / math.log2(i + 2) for i, d in enumerate(ranked[:k]) if d in relevant)
-    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(relevant), k)))
-    return dcg / ideal if ideal else 0.0
+    """nDCG@k as `indexer eval` computes it (indexer.ops.metrics; SciFact's qrels are all grade 1)."""
+    return metrics.ndcg_at(ranked, dict.fromkeys(relevant, 1.0), k)
 
 
 def recall_at(ranked: Sequence[str], relevant: set[str], k: int = K_EVAL) -> float:
-    return len(set(ranked[:k]) & relevant) / len(relevant) if relevant else 0.0
+    return metrics.recall_at(ranked, dict.fromkeys(relevant, 1.0), k)
 
 
 def docs_of(paths: Iterable[str]) -> list[str]:
@@ -117,6 +116,8 @@ def main() -> int:
     ap.add_argument("--rerank-model", default=None)
     ap.add_argument("--limit-queries", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--levers", action=argparse.BooleanOptionalAction, default=True,
+                    help="the offline fusion grid and FTS5 tokenizer levers (--no-levers: the product's figures only)")
     ap.add_argument(
         "--no-index",
         action="store_true",
@@ -174,7 +175,7 @@ def main() -> int:
 
         # 2. The three modes as the product runs them with its defaults (fusion.fuse on each side's top
         # depth(K_EVAL * 2) = DEPTH chunks), checked against Collection.search on a sample of queries.
-        config = col.fusion_config()
+        config = col.reader.fusion_config()
         runs_by_mode = {
             "dense": {q: docs_of(str(h.payload["path"]) for h in dense_lists[q]) for q in qids},
             "lexical": {q: docs_of(str(h.payload["path"]) for h in lex_lists[q]) for q in qids},
@@ -207,6 +208,13 @@ def main() -> int:
             results["engine_fusion"] = engine
             print("in-engine fusion:", json.dumps(engine), file=sys.stderr)
 
+        # The same figures through `indexer eval`'s code (Collection.search, files at their best chunk's rank).
+        results["indexer_eval"] = eval_run(col, args.beir_dir, corpus_dir, qids)
+        print("indexer eval:", json.dumps(results["indexer_eval"]), file=sys.stderr)
+        if not args.levers:
+            print(json.dumps(results, indent=2))
+            return 0
+
         grid = lever_grid(dense_lists, lex_lists, qrels, splits)
         results["levers"] = grid
         best = max(grid, key=lambda row: float(row["tune"]))  # type: ignore[arg-type]
@@ -225,6 +233,22 @@ def main() -> int:
     if args.json:
         args.json.write_text(text + "\n", encoding="utf-8")
     return 0
+
+
+def eval_run(col: object, beir_dir: Path, corpus_dir: Path, qids: Sequence[str]) -> dict[str, object]:
+    """nDCG@10, recall@100 and MRR per mode as `indexer eval` computes them on this collection: with the
+    collection's candidates (a default search: 100 chunks a side in hybrid) and with 100 candidates (200 a side,
+    as the product figures above fuse)."""
+    from indexer.ops import evaluate, qrels
+
+    wanted = set(qids)
+    loaded = [q for q in qrels.load(beir_dir, template="{id}.md") if q.qid in wanted]
+    out: dict[str, object] = {}
+    for label, candidates in (("default candidates", None), ("100 candidates", K_EVAL)):
+        runs = evaluate.evaluate(loaded, evaluate.collection_search(col, 300, candidates),
+                                 [(m, False) for m in evaluate.MODES], corpus_dir.resolve(), recall_k=K_EVAL)
+        out[label] = [r.summary() for r in runs]
+    return out
 
 
 def engine_fusion(store: object, collection: str, vectors: dict[str, object], queries: dict[str, str],

@@ -435,6 +435,10 @@ from indexer.cli import ops as ops_cli  # noqa: E402  (migrate, backup, restore,
 
 ops_cli.register(app)
 
+from indexer.cli import evaluate as eval_cli  # noqa: E402  (`indexer eval`: logic in indexer.ops.evaluate)
+
+eval_cli.register(app)
+
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every expected failure ends as one line on stderr and a documented exit code."""

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from indexer.collection import job
+from indexer.collection import job, tokenizer_record
 from indexer.collection.aliases import store_options, wrap_store
 from indexer.collection.identity import same_vectors
 from indexer.core import registry
@@ -82,6 +82,8 @@ class CollectionParts:
                         "`indexer models build`"
                     )
                 embedder = loader.load_embedder(self.settings, path)
+                if self.record is not None:  # queries tokenized as the documents were
+                    tokenizer_record.apply(embedder, self.store.collection_meta(self.name), self.name)
                 if self.record is not None and embedder.model_id != self.record.model_id:
                     if same_vectors(self.record, self.state, self.store, embedder):  # same weights: keeps the vectors
                         embedder.model_id = self.record.model_id
@@ -164,6 +166,9 @@ class CollectionParts:
             self.check_store_meta(self.record, create_missing=True)
             return self.record
         emb = self.embedder
+        existing = self.store.collection_meta(self.name)
+        if existing is not None:  # adopting vectors an earlier state database left: tokenized as they were
+            tokenizer_record.apply(emb, existing, self.name)
         normalization = choose_normalization(emb.similarity, self.settings.metric)
         rec = CollectionRecord(
             name=self.name,
@@ -175,13 +180,13 @@ class CollectionParts:
             normalization=normalization,
             dimensions=emb.dimensions,
         )
-        existing = self.store.collection_meta(self.name)
         if existing is not None:
             self.record = rec
             self.check_store_meta(rec)  # adopting a collection left by an earlier state db must match
         else:
             prompts = self._new_prompts()
-            meta = {**rec.identity_meta(), **prompts.meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens())}
+            meta = {**rec.identity_meta(), **prompts.meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens()),
+                    **tokenizer_record.meta_for(emb)}
             self.store.ensure_collection(self.name, rec.dimensions, meta)
         self.state.create_collection(rec)
         self.record = rec
@@ -198,7 +203,8 @@ class CollectionParts:
                 logger.warning("the %s store of collection %r is missing; re-creating and refilling it", rec.store,
                                self.name)
                 self.mark_repairing()
-                meta = {**rec.identity_meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens())}
+                meta = {**rec.identity_meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens()),
+                        **tokenizer_record.meta_for(self.embedder)}
                 self.store.ensure_collection(self.name, rec.dimensions, meta)
                 return
             raise StoreError(

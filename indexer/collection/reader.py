@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from indexer.collection import health as agreement_checks
-from indexer.collection import job
+from indexer.collection import job, tokenizer_record
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.normalization import normalization_name
 from indexer.errors import StoreError
@@ -188,6 +188,7 @@ class CollectionReader(PartsView):
             "metric": rec.metric,
             "model": rec.model_id,
             "model_path": rec.model_path,
+            "tokenizer": tokenizer_record.describe(parts.store.collection_meta(self.name), self.name),
             "weights": native.weights_status(rec.model_path),
             "dimensions": rec.dimensions,
             "normalization": normalization_name(rec.normalization),

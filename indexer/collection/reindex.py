@@ -37,6 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
+from indexer.collection import tokenizer_record
 from indexer.collection.aliases import VECTORS, AliasedStore, raw_store, vectors_name
 from indexer.collection.identity import same_vectors
 from indexer.collection.job import Job, ReindexReport, job_dir, new_job, record_for, save_job
@@ -87,7 +88,8 @@ def _store_meta(col: CollectionParts, rec: CollectionRecord, embedder: Embedder)
     from indexer.index.chunking import META_CHUNK_TOKENS
 
     chunk_tokens = min(col.chunk_tokens, int(embedder.max_tokens))
-    return {**rec.identity_meta(), **col.prompts.meta(), META_CHUNK_TOKENS: str(chunk_tokens)}
+    return {**rec.identity_meta(), **col.prompts.meta(), META_CHUNK_TOKENS: str(chunk_tokens),
+            **tokenizer_record.meta_for(embedder)}
 
 
 # -- run, abort -------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from indexer.core.normalization import Normalization
+from indexer.engine import tokenization
 from indexer.engine.llama_embedding import (
     LLAMA_POOLING_TYPE_NONE,
     LLAMA_POOLING_TYPE_RANK,
@@ -50,6 +51,12 @@ def model_identity(path: str | os.PathLike[str], metadata: dict[str, str]) -> st
     """``<GGUF general.name or file stem>-<fingerprint>``: changes whenever the weights file changes."""
     name = (metadata.get("general.name") or "").strip() or Path(path).stem
     return f"{name.replace(' ', '_')}-{model_fingerprint(path)}"
+
+
+def tokenized_identity(file_id: str, tokenizer: str) -> str:
+    """A model's identity with the tokenizer behaviour it embeds with: llama.cpp's as it is (what every
+    collection made before the behaviour was recorded used) adds nothing."""
+    return file_id if tokenizer == tokenization.RUNTIME else f"{file_id}+tok-{tokenizer}"
 
 
 # The project's normalization values in LlamaEmbedding's integer modes: the only place that translates them.
@@ -92,7 +99,9 @@ class LlamaEmbedder:
                 "MEAN, CLS or LAST pooling (or pass pooling_type=1 for MEAN)"
             )
         meta = dict(engine.metadata or {})
-        self.model_id: str = model_identity(model_path, meta)
+        self._file_id = model_identity(model_path, meta)
+        self.best_tokenizer: str = engine.tokenizer_mode
+        self.model_id: str = tokenized_identity(self._file_id, self.best_tokenizer)
         self.dimensions: int = engine.n_embd_out
         self.similarity: str = self._similarity(meta)
         limit = engine.max_tokens
@@ -126,6 +135,20 @@ class LlamaEmbedder:
         if self._engine is None:
             raise ModelError("the embedder is closed; create a new LlamaEmbedder")
         return self._engine
+
+    @property
+    def tokenizer_mode(self) -> str:
+        return self.engine.tokenizer_mode
+
+    def use_tokenizer(self, mode: str | None) -> str:
+        """Tokenize with ``mode`` (indexer.engine.tokenization) from now on; the identity follows (it keys the
+        vector cache)."""
+        try:
+            got = self.engine.use_tokenizer(mode)
+        except ValueError as exc:
+            raise ModelError(f"{self.model_path}: {exc}") from exc
+        self.model_id = tokenized_identity(self._file_id, got)
+        return got
 
     def count_tokens(self, text: str) -> int:
         """Tokens the model sees for ``text``, special tokens included (the tokenization embed uses)."""

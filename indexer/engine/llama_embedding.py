@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import threading
@@ -49,6 +50,7 @@ import numpy as np
 import numpy.typing as npt
 from llama_cpp import _internals as internals
 
+from indexer.engine import tokenization
 from indexer.engine.plan import (
     DEFAULT_PACK_TOKENS,
     NORM_MODE_EUCLIDEAN,
@@ -325,6 +327,7 @@ class LlamaEmbedding(llama_cpp.Llama):
             grown context decode there. ``max_tokens`` is then the model's limit (``n_ctx_train``, or
             ``n_ctx`` when smaller). Given values are fixed: ``max_tokens = min(n_batch, n_ubatch,
             n_ctx_train)`` for non-causal models, as llama.cpp needs.
+        tokenizer: a mode of :mod:`indexer.engine.tokenization` (``None``, the default: the file's best).
         mmproj_path / embedding_handler: accepted for API compatibility; multimodal embedding is not available.
     """
 
@@ -347,6 +350,7 @@ class LlamaEmbedding(llama_cpp.Llama):
         pack_tokens: int | None = None,
         sort_by_length: bool = True,
         parallel_contexts: int | None = None,
+        tokenizer: str | None = None,
         **kwargs: Any,
     ) -> None:
         self._closed = True  # until validated; a failed __init__ closes itself (below)
@@ -390,6 +394,7 @@ class LlamaEmbedding(llama_cpp.Llama):
             )
             self._embedding_context(max_seq, n_seq_max, flash_attn, n_ctx, n_batch, n_ubatch)
             self._read_model_facts(pack_tokens, sort_by_length)
+            self.use_tokenizer(tokenizer)
             self.mmproj_path = mmproj_path
             self._set_up_threads(cpus, n_threads, n_threads_batch, parallel_contexts)
         except BaseException:
@@ -595,9 +600,19 @@ class LlamaEmbedding(llama_cpp.Llama):
         with contextlib.suppress(Exception):
             self.close()
 
-    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+    def use_tokenizer(self, mode: str | None) -> str:
+        """Tokenize texts with ``mode`` from now on (None: the best this file allows); returns the mode."""
         self._check_open()
-        return super().tokenize(text, add_bos, special)
+        self._tokens = tokenization.choose(self.metadata or {}, mode, super().tokenize, super().detokenize,
+                                           self.n_vocab_tokens, self.model_path)
+        self.tokenizer_mode: str = self._tokens.mode
+        return self.tokenizer_mode
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        self._check_open()  # the tokenizer in use (use_tokenizer); llama.cpp's while Llama itself is built
+        tokens = getattr(self, "_tokens", None)
+        return (super().tokenize(text, add_bos, special) if tokens is None
+                else tokens.encode(text.decode("utf-8", errors="replace"), add_bos, special))
 
     def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False) -> bytes:
         self._check_open()
@@ -652,9 +667,10 @@ class LlamaEmbedding(llama_cpp.Llama):
 
     def _tokenize_items(self, items: Sequence[Item]) -> list[list[int]]:
         out: list[list[int]] = []
+        encoded = iter(self._tokens.encode_batch([item for item in items if isinstance(item, str)], True))
         for item in items:
             if isinstance(item, str):
-                out.append(super().tokenize(item.encode("utf-8"), True, False))
+                out.append(next(encoded))
             else:
                 validate_token_ids(item, self.n_vocab_tokens)
                 out.append(list(item))
@@ -856,19 +872,13 @@ class LlamaEmbedding(llama_cpp.Llama):
                 sequences.append(self._templated_pair(template, query, doc, limit))
             return sequences
         specials = self.vocab_specials()
-        q = super().tokenize(query.encode("utf-8"), False, True)
-        for doc in documents:
-            d = super().tokenize(doc.encode("utf-8"), False, True)
+        q = self._tokens.encode(query, False, True)
+        for d in self._tokens.encode_batch(list(documents), False):
             sequences.append(rank_pair_within(specials, q, d, limit))
         return sequences
 
     def _templated_pair(self, template: str, query: str, doc: str, limit: int) -> list[int]:
-        def tok(text: str) -> list[int]:
-            return super(LlamaEmbedding, self).tokenize(text.encode("utf-8"), False, True)
-
-        def detok(tokens: list[int]) -> str:
-            return super(LlamaEmbedding, self).detokenize(tokens, special=True).decode("utf-8", errors="ignore")
-
+        tok, detok = functools.partial(self._tokens.encode, add_special=False, parse_special=True), self._tokens.decode
         toks = tok(render_rerank_template(template, query, doc))
         if len(toks) <= limit:
             return toks

@@ -484,6 +484,9 @@ class AttachedCollection:
                 "indexer.metric": choice.metric,
                 "dimensions": str(choice.size),
             }
+            tokenizer = getattr(self.embedder, "tokenizer_mode", None)  # how our queries become tokens (recorded)
+            if tokenizer:
+                options["meta"]["indexer.tokenizer"] = str(tokenizer)
         return options
 
     def _record(self) -> CollectionRecord | None:

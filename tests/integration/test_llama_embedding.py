@@ -353,7 +353,8 @@ def test_llama_embedder_port(embed_model_f16_path: Path) -> None:
         assert isinstance(e, Embedder)
         # the name this commit's converter writes (general.name = the catalogue name), plus the file's identity
         assert e.model_id.startswith(f"{DEFAULT_EMBED_MODEL}-")
-        assert e.model_id == model_identity(embed_model_f16_path, dict(e.engine.metadata))
+        # ... and the tokenizer it embeds with (the reference one, stored in the file)
+        assert e.model_id == model_identity(embed_model_f16_path, dict(e.engine.metadata)) + "+tok-reference"
         assert e.dimensions == 384
         assert e.similarity == "cosine"
         assert e.max_tokens == 256  # indexer.max_seq_length in the GGUF, below the engine's 512

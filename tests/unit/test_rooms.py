@@ -18,7 +18,8 @@ MAX_LINES = 600
 # name -> (lines at most, the one concern that makes it long); raise a number only with a reason
 ALLOWED_LONG = {
     "indexer/engine/llama_embedding.py": (
-        960, "the llama.cpp engine: contexts, batches, pooling, tokenization (left to the issues that change it)"
+        965, "the llama.cpp engine: contexts, batches, pooling, tokenization (left to the issues that change it; "
+        "+5 for the tokenizer switch, whose logic lives in indexer/engine/tokenization.py)"
     ),
     "indexer/watch/watcher.py": (
         730, "one watcher's lifecycle: observers per root, the worker loop, retries and back-off, its status file "

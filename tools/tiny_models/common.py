@@ -31,7 +31,8 @@ _LONG = " ".join(
     for i in range(400)
 )
 
-TEXTS: list[str] = [
+# Texts in the tokenizers' training data: every script among them gets real pieces, not only unknowns.
+TRAINED_TEXTS: list[str] = [
     "glaciers carve valleys",
     "What causes rain?",
     "The quick brown fox jumps over the lazy dog.",
@@ -44,8 +45,18 @@ TEXTS: list[str] = [
     "Mixed   whitespace\tand\nnew lines\n\nin one text",
     "Numbers 3.14159, 2026-12-01, $1,000,000 and e-mail test@example.com",
     "a",
-    _LONG,
+    "الأنهار الجليدية تنحت الوديان عبر آلاف السنين.",
+    "हिमनद हज़ारों वर्षों में घाटियाँ तराशते हैं।",
+    "빙하 glaciers 氷河 冰川 الجليد हिमनद 🧊 mixed in one line",
 ]
+
+# Texts kept out of the training data: characters no vocabulary holds (the reference maps them to its unknown
+# token, or to bytes; llama.cpp's whitespace BPE drops them).
+UNSEEN_TEXTS: list[str] = [
+    "unknown glyphs ꙮ𓀀𓀁 and ᚠᛇᚻ runes together",
+]
+
+TEXTS: list[str] = [*TRAINED_TEXTS, *UNSEEN_TEXTS, _LONG]
 
 RERANK = {
     "query": "What causes rain?",
@@ -74,7 +85,7 @@ def training_text(limit: int = 4000, seed: int = 0) -> list[str]:
     cjk = [chr(c) for c in range(0x4E00, 0x4E00 + 400)]
     for _ in range(200):
         lines.append("".join(rng.choice(cjk) for _ in range(rng.randint(5, 30))))
-    lines.extend(TEXTS * 20)
+    lines.extend([*TRAINED_TEXTS, _LONG] * 20)
     return lines
 
 

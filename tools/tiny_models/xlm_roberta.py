@@ -57,7 +57,6 @@ INIT_STD = 0.2  # larger than HF's 0.02 so that different texts get clearly diff
 EXTRA_TEXTS = [
     "   leading and   trailing spaces   ",
     "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ １２３ and the ﬁ ligature, ① ② and ㎏",
-    "unknown glyphs ꙮ𓀀𓀁 and ᚠᛇᚻ runes together",
     " ".join(f"第{i}段：冰川 carves 山谷 über Jahrtausende, ça va? 🌊" for i in range(120)),
 ]
 

@@ -17,6 +17,7 @@ adapters),
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -35,6 +36,7 @@ from indexer.models.convert.common import (
     KEY_SOURCE,
     KEY_SOURCE_SHA256,
     KEY_STRIP_ACCENTS,
+    KEY_TOKENIZER_JSON,
     QUANTS,
     Prepared,
     read_json,
@@ -42,8 +44,8 @@ from indexer.models.convert.common import (
 
 __all__ = [
     "CONVERTER_VERSION", "FAMILIES", "KEY_CONVERTER_VERSION", "KEY_LOWERCASE", "KEY_MAX_SEQ",
-    "KEY_SIMILARITY", "KEY_SOURCE", "KEY_SOURCE_SHA256", "KEY_STRIP_ACCENTS", "QUANTS", "convert_checkpoint",
-    "prepare_checkpoint", "supported_architectures",
+    "KEY_SIMILARITY", "KEY_SOURCE", "KEY_SOURCE_SHA256", "KEY_STRIP_ACCENTS", "KEY_TOKENIZER_JSON", "QUANTS",
+    "convert_checkpoint", "prepare_checkpoint", "supported_architectures",
 ]
 
 logger = logging.getLogger(__name__)
@@ -111,6 +113,9 @@ def _write_gguf(src_dir: Path, prepared: Prepared, out: Path, quant: str, source
         if source_sha256:
             writer.add_string(KEY_SOURCE_SHA256, source_sha256)
         prepared.write(writer, quant)
+        definition = tokenizer_definition(src_dir)
+        if definition:
+            writer.add_string(KEY_TOKENIZER_JSON, definition)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
@@ -118,3 +123,20 @@ def _write_gguf(src_dir: Path, prepared: Prepared, out: Path, quant: str, source
         raise ModelError(f"{src_dir}: cannot convert checkpoint ({type(exc).__name__}: {exc})") from exc
     finally:
         writer.close()
+
+
+def tokenizer_definition(src_dir: Path) -> str:
+    """The checkpoint's tokenizer.json, compacted, for the engine's reference tokenization (empty when the
+    checkpoint has none: the engine then uses llama.cpp's tokenizer). It must load in the tokenizers library."""
+    path = src_dir / "tokenizer.json"
+    if not path.is_file():
+        return ""
+    from tokenizers import Tokenizer
+
+    data = read_json(path)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    try:
+        Tokenizer.from_str(text)
+    except Exception as exc:  # the library raises plain Exception subclasses from Rust
+        raise ModelError(f"{path}: the tokenizers library cannot read it ({exc}); fix or remove the file") from exc
+    return text

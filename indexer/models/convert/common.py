@@ -32,10 +32,12 @@ KEY_MAX_SEQ = "indexer.max_seq_length"
 KEY_SOURCE = "indexer.source"
 KEY_SOURCE_SHA256 = "indexer.source_sha256"
 KEY_CONVERTER_VERSION = "indexer.converter_version"
+# The checkpoint's tokenizer.json, compacted (the engine tokenizes with it: indexer.engine.tokenization)
+KEY_TOKENIZER_JSON = "indexer.tokenizer.json"
 
 # Bump whenever the converter's output changes (tensors, metadata, vocabulary): the model cache rebuilds
 # files written by another version, and the tests keep their models in a folder keyed by it.
-CONVERTER_VERSION = 2
+CONVERTER_VERSION = 3  # 3: the tokenizer definition (indexer.tokenizer.json)
 
 
 @dataclass(frozen=True)

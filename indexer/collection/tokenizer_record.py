@@ -1,0 +1,70 @@
+"""A collection's tokenizer behaviour: recorded when it is made, kept until it is reindexed.
+
+A tokenizer change changes vectors, so queries must be tokenized as the collection's documents were. The
+behaviour (:mod:`indexer.engine.tokenization`: ``reference``, ``llama.cpp+fixes-1`` or ``llama.cpp``) is written
+to the store's metadata (``indexer.tokenizer``) with the model identity; a collection made before it was
+recorded has none and keeps llama.cpp's tokenizer as it was. ``indexer status`` shows it, with the behaviour a
+reindex would bring.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from indexer.engine.tokenization import META_TOKENIZER, RUNTIME
+
+logger = logging.getLogger(__name__)
+
+
+def recorded(meta: Mapping[str, str] | None) -> str:
+    """The behaviour a collection's documents were tokenized with (``llama.cpp`` when none is recorded)."""
+    return str((meta or {}).get(META_TOKENIZER) or RUNTIME)
+
+
+def describe(meta: Mapping[str, str] | None, collection: str) -> str:
+    """What ``indexer status`` says of a collection's tokenizer."""
+    mode = recorded(meta)
+    if META_TOKENIZER in (meta or {}):
+        return mode
+    return (f"{mode} (made before tokenizers were recorded: queries keep it; `indexer reindex -c {collection} "
+            "--model MODEL` re-embeds with the model's own tokenizer when its file carries one)")
+
+
+def _tokenizing(embedder: Any) -> Any:
+    """The embedder that can switch tokenizers (under a prompt wrapper), or None."""
+    inner = getattr(embedder, "inner", embedder)
+    return inner if hasattr(inner, "use_tokenizer") else None
+
+
+def mode_of(embedder: Any) -> str | None:
+    """The behaviour ``embedder`` tokenizes with now (None for an embedder that cannot say)."""
+    inner = _tokenizing(embedder)
+    return None if inner is None else str(inner.tokenizer_mode)
+
+
+def best_mode(embedder: Any) -> str | None:
+    """The behaviour a new collection (or a reindex) on this model file records."""
+    inner = _tokenizing(embedder)
+    return None if inner is None else str(inner.best_tokenizer)
+
+
+def meta_for(embedder: Any) -> dict[str, str]:
+    """What a new store collection records of the embedder's tokenizer."""
+    mode = mode_of(embedder)
+    return {META_TOKENIZER: mode} if mode else {}
+
+
+def apply(embedder: Any, meta: Mapping[str, str] | None, collection: str) -> None:
+    """Tokenize as the collection's documents were (an old collection: llama.cpp's tokenizer, until reindexed)."""
+    inner = _tokenizing(embedder)
+    if inner is None:
+        return
+    want = recorded(meta)
+    if inner.tokenizer_mode != want:
+        inner.use_tokenizer(want)
+        if inner is not embedder:  # a wrapper (SerialEmbedder) copied the identity
+            embedder.model_id = inner.model_id
+        logger.info("collection %s keeps the %s tokenizer its documents were embedded with (reindex for %s)",
+                    collection, want, inner.best_tokenizer)
