@@ -51,8 +51,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Each family module, in the order they are tried.
-FAMILIES: tuple[ModuleType, ...] = (jina_v3, bert, jina_bert_v2, qwen3, qwen3_vl, xlm_roberta)  # jina_v3 first: see accepts()
+# Each family module, in the order they are tried (jina_v3 first: see accepts()).
+FAMILIES: tuple[ModuleType, ...] = (jina_v3, bert, jina_bert_v2, qwen3, qwen3_vl, xlm_roberta)
 
 
 def supported_architectures() -> list[str]:
