@@ -333,3 +333,31 @@ def test_a_failed_decode_leaves_the_model_usable(model, monkeypatch):
         model.embed_multimodal(parts=["x", PNG])
     monkeypatch.undo()
     np.testing.assert_allclose(model.embed_multimodal(parts=["x", PNG]), good, atol=1e-6)
+
+
+# -- the CLI ---------------------------------------------------------------------------------------------------------
+
+
+def test_models_build_from_a_vision_folder_writes_both_files_and_list_shows_the_projector():
+    from typer.testing import CliRunner
+
+    from indexer.cli.models import app
+    from indexer.models import models_dir
+
+    runner = CliRunner()
+    built = runner.invoke(app, ["build", "--from", str(vision.ROOT / "checkpoint"), "--name", "tiny-vl-cli",
+                                "--quant", "f16"])
+    assert built.exit_code == 0, built.output
+    model = Path(built.stdout.splitlines()[-1])
+    projector = models_dir() / "tiny-vl-cli-f16.mmproj.gguf"
+    assert model == models_dir() / "tiny-vl-cli-f16.gguf" and model.is_file() and projector.is_file()
+    assert f"projector: {projector}" in built.stderr
+    lines = runner.invoke(app, ["list"]).stdout.splitlines()
+    row = next(i for i, line in enumerate(lines) if "tiny-vl-cli" in line and "local" in line)
+    assert "projector" in lines[row + 1] and str(projector) in lines[row + 1]  # beside its model
+    assert not any("tiny-vl-cli-f16.mmproj" in line and "local" in line for line in lines)  # not a model row
+    llm = vision.open_model(model, projector)
+    try:
+        assert len(llm.embed_multimodal(parts=["A photo of ", PNG])) == 64
+    finally:
+        llm.close()
