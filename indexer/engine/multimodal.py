@@ -277,6 +277,8 @@ class MTMDEmbeddingHandler(MTMDBaseHandler):
                              f"{model.pooling} (NONE=0, RANK=4 are text-only)")
         if parts is not None and (prompt is not None or len(media)):
             raise ValueError("pass either prompt/media or parts, not both")
+        if parts is None and not prompt and not len(media):
+            raise ValueError("nothing to embed: give a prompt (with media markers) or parts=[...]")
         scope = (self.tokenize_parts(model, parts) if parts is not None
                  else self.tokenize(model, prompt, media))
         with scope as request:

@@ -237,6 +237,7 @@ def test_audio_is_refused_with_its_reason_by_a_vision_only_projector(model):
     ({"parts": []}, ValueError, "parts is empty"),
     ({"parts": ["x", b""]}, ValueError, "empty"),
     ({"prompt": 5}, TypeError, "prompt must be a str"),
+    ({}, ValueError, "nothing to embed"),
 ])
 def test_argument_errors(model, kwargs, error, message):
     with pytest.raises(error, match=message):
