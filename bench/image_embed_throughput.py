@@ -19,7 +19,6 @@ projector's share is timed separately through ``MTMDBaseHandler.tokenize(...).en
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import shutil
 import statistics
@@ -50,7 +49,8 @@ def shapes(vocab: int) -> dict[str, tuple[int, ...]]:
     for n in range(TEXT["num_hidden_layers"]):
         p = f"model.language_model.layers.{n}."
         out |= {p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-                p + "mlp.gate_proj.weight": (i, h), p + "mlp.up_proj.weight": (i, h), p + "mlp.down_proj.weight": (h, i),
+                p + "mlp.gate_proj.weight": (i, h), p + "mlp.up_proj.weight": (i, h),
+                p + "mlp.down_proj.weight": (h, i),
                 p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
                 p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
                 p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)}
@@ -103,8 +103,8 @@ def write_checkpoint(folder: Path, seed: int = 0) -> int:
 def png(width: int, height: int, seed: int) -> bytes:
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:height, 0:width]
-    img = np.stack([(x * (seed + 3)) % 256, (y * (seed + 5)) % 256, (x + y) % 256], -1) + rng.integers(0, 16,
-                                                                                                      (height, width, 3))
+    img = np.stack([(x * (seed + 3)) % 256, (y * (seed + 5)) % 256, (x + y) % 256], -1)
+    img = img + rng.integers(0, 16, (height, width, 3))
     rows = b"".join(b"\x00" + np.clip(r, 0, 255).astype(np.uint8).tobytes() for r in img)
 
     def chunk(kind: bytes, data: bytes) -> bytes:
