@@ -279,6 +279,31 @@ def test_a_bidirectional_chunk_in_a_causal_model_or_a_mixed_bidirectional_reques
     mtmd_decode.check_decodable([mtmd_decode_span(12, False)], causal=False, limit=512, n_ctx=512)  # one chunk: fine
 
 
+def test_why_a_bidirectional_model_is_refused_llama_cpp_batches_cannot_mix_tokens_and_embedding_rows(model):
+    """The runtime fact behind the NotImplementedError above: one batch holding a text token and an image row (what
+    a bidirectional model would need, all rows in one pass) is rejected by llama.cpp itself (an error code, not an
+    abort); a causal model does not need it (tests/families/test_qwen3_vl.py decodes chunk after chunk)."""
+    import ctypes
+
+    import llama_cpp
+
+    ctx = model._ctx.ctx
+    batch = llama_cpp.llama_batch_ext_init(ctx)
+    row = np.zeros(model.n_embd_inp, dtype=np.float32)
+    try:
+        token = llama_cpp.llama_batch_ext_add_token(batch, 0, 5)
+        embd = llama_cpp.llama_batch_ext_add_embd(batch, 0, llama_cpp.llama_embd(
+            row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, model.n_embd_inp))
+        for idx, pos in ((token, 0), (embd, 1)):
+            llama_cpp.llama_batch_ext_set_pos(batch, idx, (llama_cpp.llama_pos * 4)(pos, pos, pos, pos))
+            llama_cpp.llama_batch_ext_set_output_embd(batch, idx, True)
+        assert llama_cpp.llama_process(ctx, llama_cpp.LLAMA_PROCESS_TYPE_DECODE, batch) != 0
+    finally:
+        llama_cpp.llama_batch_ext_free(batch)
+        model._clear_state()
+    assert len(model.embed_multimodal(parts=["x", PNG])) == 64
+
+
 def mtmd_decode_span(n: int, non_causal: bool) -> Any:
     from indexer.engine.multimodal import _Span
 
