@@ -149,3 +149,16 @@ def test_the_resized_image_is_within_the_bound_too(built, capsys):
     with capsys.disabled():
         print(f"\nresized image (100x75 -> 128x96): cosines {sorted(round(c, 6) for c in cos.values())}")
     assert min(cos.values()) >= 0.999
+
+
+@pytest.mark.parametrize("pooling, key", [(1, "mean_vector"), (2, "first_vector")])  # MEAN, CLS
+def test_mean_and_cls_pooling_across_chunks_match_transformers(built, pooling, key):
+    """A request is decoded chunk by chunk; MEAN is the row-weighted mean of the chunks' means and CLS the first
+    chunk's first row: both equal transformers' pooling of the same rows in one pass."""
+    model = vision.open_model(*built["f32"], pooling_type=pooling)
+    try:
+        assert model.pooling == pooling
+        cosines = [float(np.dot(_run(model, case)[0], case[key])) for case in REF["cases"]]
+    finally:
+        model.close()
+    assert min(cosines) >= 0.999, cosines

@@ -17,7 +17,8 @@ Writes ``tests/fixtures/families/qwen3-vl-embedding/``:
 * ``images/``: four small images (PNG and JPEG; sizes multiples of the 32-pixel merge block, and one that is
   not, to measure resizing);
 * ``reference.json``: per image and prompt the text segments, their token ids, the image's media token count
-  and grid, and the pooled, L2-normalized vector of transformers (float32, the f16 weights widened).
+  and grid, and the pooled, L2-normalized vector of transformers (float32, the f16 weights widened): LAST (the
+  model's pooling), and MEAN and first-row (CLS) pooling of the same rows.
 
 The reference input is built as llama.cpp's MTMD builds it: each text segment tokenized on its own, then
 ``<|vision_start|>``, one ``<|image_pad|>`` per merged patch, ``<|vision_end|>``. The vector is the last
@@ -161,9 +162,13 @@ def reference(out: Path, images: dict[str, bytes]) -> dict[str, object]:
                 hidden = model(input_ids=ids_t, pixel_values=pix["pixel_values"], image_grid_thw=grid,
                                mm_token_type_ids=(ids_t == ids["<|image_pad|>"]).int()).last_hidden_state[0]
             vec = torch.nn.functional.normalize(hidden[-1], dim=0)
+            mean = torch.nn.functional.normalize(hidden.mean(dim=0), dim=0)  # MEAN pooling of the same rows
+            first = torch.nn.functional.normalize(hidden[0], dim=0)  # CLS pooling (the first row)
             cases.append({"image": name, "prompt": prompt, "segments": [before, after], "segment_ids": seg_ids,
                           "grid_thw": grid[0].tolist(), "n_media_tokens": n_media, "n_tokens": len(input_ids),
-                          "vector": [round(float(v), 7) for v in vec]})
+                          "vector": [round(float(v), 7) for v in vec],
+                          "mean_vector": [round(float(v), 7) for v in mean],
+                          "first_vector": [round(float(v), 7) for v in first]})
     text_only = ["a photo of a cat", "glaciers carve valleys"]
     text_vectors = []
     for text in text_only:
