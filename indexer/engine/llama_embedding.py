@@ -51,6 +51,8 @@ import numpy.typing as npt
 from llama_cpp import _internals as internals
 
 from indexer.engine import tokenization
+from indexer.engine.multimodal import MTMDEmbeddingHandler
+from indexer.engine.multimodal_model import MultimodalMixin, check_handler
 from indexer.engine.plan import (
     DEFAULT_PACK_TOKENS,
     NORM_MODE_EUCLIDEAN,
@@ -132,10 +134,6 @@ DEFAULT_BATCH_TOKENS = 512
 # Contexts decoding side by side by default; more cores than this give each context a team of threads (each
 # context holds its own compute buffers, so memory grows with their number).
 MAX_DEFAULT_CONTEXTS = 8
-_NO_PROJECTOR_MESSAGE = (
-    "embed_multimodal is not available in this build: it needs an MTMD projector GGUF, and no projector "
-    "model can be had offline yet. Use embed() for text."
-)
 
 Input = str | Sequence[str] | Sequence[Sequence[int]]
 
@@ -277,13 +275,7 @@ def _check_arguments(
     parallel_contexts: int | None,
 ) -> None:
     """Refuse what llama.cpp would abort the process on, before any native call (ValueError/TypeError)."""
-    if mmproj_path is not None and embedding_handler is not None:
-        raise ValueError("Pass either mmproj_path or embedding_handler, not both")
-    if embedding_handler is not None:
-        raise TypeError(
-            f"embedding_handler of type {type(embedding_handler).__name__} is not supported: this build has "
-            "no multimodal embedding handler"
-        )
+    check_handler(mmproj_path, embedding_handler)
     if pooling_type not in _POOLING_NAMES or isinstance(pooling_type, bool):
         raise ValueError(
             f"pooling_type={pooling_type!r} is not a llama.cpp pooling type; use one of "
@@ -302,7 +294,7 @@ def _check_arguments(
         raise ValueError(f"parallel_contexts must be an int >= 1 or None, got {parallel_contexts!r}")
 
 
-class LlamaEmbedding(llama_cpp.Llama):
+class LlamaEmbedding(MultimodalMixin, llama_cpp.Llama):
     """Embedding and reranking on a llama.cpp model (see the module docstring).
 
     Args beyond ``llama_cpp.Llama``'s:
@@ -328,7 +320,8 @@ class LlamaEmbedding(llama_cpp.Llama):
             ``n_ctx`` when smaller). Given values are fixed: ``max_tokens = min(n_batch, n_ubatch,
             n_ctx_train)`` for non-causal models, as llama.cpp needs.
         tokenizer: a mode of :mod:`indexer.engine.tokenization` (``None``, the default: the file's best).
-        mmproj_path / embedding_handler: accepted for API compatibility; multimodal embedding is not available.
+        mmproj_path / embedding_handler: the MTMD projector for ``embed_multimodal`` (see
+            :mod:`indexer.engine.multimodal_model`): a path loaded on first use, or a handler the model owns.
     """
 
     def __init__(
@@ -342,7 +335,7 @@ class LlamaEmbedding(llama_cpp.Llama):
         n_gpu_layers: int = 0,
         verbose: bool = True,
         mmproj_path: str | None = None,
-        embedding_handler: object | None = None,
+        embedding_handler: MTMDEmbeddingHandler | None = None,
         *,
         flash_attn: bool | None = None,
         n_threads: int | None = None,
@@ -395,7 +388,7 @@ class LlamaEmbedding(llama_cpp.Llama):
             self._embedding_context(max_seq, n_seq_max, flash_attn, n_ctx, n_batch, n_ubatch)
             self._read_model_facts(pack_tokens, sort_by_length)
             self.use_tokenizer(tokenizer)
-            self.mmproj_path = mmproj_path
+            self._init_multimodal(mmproj_path, embedding_handler)
             self._set_up_threads(cpus, n_threads, n_threads_batch, parallel_contexts)
         except BaseException:
             self.close()
@@ -592,6 +585,7 @@ class LlamaEmbedding(llama_cpp.Llama):
     def close(self) -> None:
         """Free the context, batches and model. Idempotent; afterwards every public method raises."""
         self._closed = True
+        self._close_multimodal()  # the projector first: it is bound to the model
         stack = getattr(self, "_stack", None)
         if stack is not None:
             stack.close()
@@ -946,17 +940,3 @@ class LlamaEmbedding(llama_cpp.Llama):
             elif self.verbose and len(data) >= 2:
                 logger.warning("cosineSimilarity omitted: the outputs are not flat vectors of equal length")
         return response
-
-    def embed_multimodal(
-        self,
-        prompt: str | None = None,
-        media: Sequence[bytes] = (),
-        *,
-        parts: Sequence[str | bytes] | None = None,
-        normalize: object = NORM_MODE_EUCLIDEAN,
-        return_count: bool = False,
-    ) -> Any:
-        """Not available: raises NotImplementedError (no projector model can be had offline yet)."""
-        self._check_open()
-        raise NotImplementedError(_NO_PROJECTOR_MESSAGE)
-

@@ -3,7 +3,8 @@
 They live in the model cache beside the catalogue's builds, as ``<name>-<weight type>.gguf`` with
 ``indexer.source = folder:<absolute path>`` and the weights' sha256 in their metadata, and are found by name
 (``embed_model = "my-model"`` or ``"my-model:q8_0"``) like catalogue models. Unsupported architectures are refused
-by the converter before anything is written, naming what it supports."""
+by the converter before anything is written, naming what it supports. A vision checkpoint (Qwen3-VL embedding) also
+gets its MTMD projector, ``<name>-<weight type>.mmproj.gguf`` beside the model, listed with it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from indexer.errors import ModelError
 from indexer.models.catalogue import CATALOGUE
-from indexer.models.convert import QUANTS, convert_checkpoint
+from indexer.models.convert import QUANTS, convert_checkpoint, projector_path
 
 SOURCE_PREFIX = "folder:"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -27,6 +28,7 @@ class LocalModel:
     path: Path
     source: str
     size_bytes: int
+    projector: Path | None = None  # the model's MTMD projector, when it has one
 
 
 def _models_dir() -> Path:
@@ -57,7 +59,8 @@ def weights_sha256(src: Path) -> str:
 
 
 def build_from_folder(src: str | Path, name: str | None = None, quant: str | None = None) -> Path:
-    """Convert the checkpoint folder ``src`` into the model cache; returns the GGUF path (rebuilt each time)."""
+    """Convert the checkpoint folder ``src`` into the model cache; returns the GGUF path (rebuilt each time). A
+    vision checkpoint's projector is written beside it (:func:`~indexer.models.convert.projector_path`)."""
     from indexer.models.cache import default_quant
 
     folder = Path(src).expanduser()
@@ -92,10 +95,12 @@ def list_local() -> list[LocalModel]:
     root = _models_dir()
     for path in sorted(root.glob("*.gguf")) if root.is_dir() else []:
         source = _source(path)
-        if not source.startswith(SOURCE_PREFIX):
+        if not source.startswith(SOURCE_PREFIX) or path.name.endswith(".mmproj.gguf"):
             continue
         stem, _, quant = path.stem.rpartition("-")
-        out.append(LocalModel(stem, quant, path, source, path.stat().st_size))
+        projector = projector_path(path)
+        out.append(LocalModel(stem, quant, path, source, path.stat().st_size,
+                              projector if projector.is_file() else None))
     return out
 
 

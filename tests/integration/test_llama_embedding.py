@@ -326,8 +326,9 @@ def test_rank_pooling_on_an_embedding_model_reads_only_n_cls_out(embed_model_f16
         e.close()
 
 
-def test_embed_multimodal_is_not_available(emb: LlamaEmbedding) -> None:
-    with pytest.raises(NotImplementedError, match="offline"):
+def test_embed_multimodal_without_a_projector_says_how_to_give_one(emb: LlamaEmbedding) -> None:
+    # the multimodal path itself: tests/integration/test_multimodal.py (a model with a projector)
+    with pytest.raises(ValueError, match="mmproj_path"):
         emb.embed_multimodal(parts=["a picture", b"\x89PNG"])
 
 

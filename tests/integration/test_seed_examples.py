@@ -6,8 +6,8 @@
 * Every code example of the seed ("Example Code" 1, its "Advanced Output Formats", 2 and 3) runs as written
   but for the import path and the model paths (our fixtures: the default embedding model, and the committed
   test reranker for the rank example), and what the document says each returns is checked on the result.
-* ``embed_multimodal`` (documented, no example, needs a projector GGUF) is held by a strict xfail that
-  belongs to issue 33, the multimodal issue.
+* ``embed_multimodal`` (documented, no example) runs as the seed describes it on the tiny Qwen3-VL embedding
+  model and its projector, both converted by our converter (tests/vision.py).
 
 The examples are copied verbatim below: the tests may not read the shared folder beside the repository
 (a fresh clone has none).
@@ -423,14 +423,11 @@ def _png_1x1() -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
 
 
-@pytest.mark.xfail(
-    raises=NotImplementedError, strict=True,
-    reason="issue 33 (embed_multimodal on llama.cpp's MTMD): no projector GGUF yet; that issue brings the "
-    "projector fixture and replaces this test's model and projector paths with its own",
-)
-def test_embed_multimodal_as_the_seed_documents(embed_model_path: Path, tmp_path: Path,
-                                                close_models: list[Any]) -> None:
-    llm = facade.LlamaEmbedding(str(embed_model_path), mmproj_path=str(tmp_path / "mmproj.gguf"), verbose=False)
+def test_embed_multimodal_as_the_seed_documents(tmp_path: Path, close_models: list[Any]) -> None:
+    from tests import vision
+
+    model_path, mmproj_path = vision.build(tmp_path, "f16")
+    llm = facade.LlamaEmbedding(str(model_path), mmproj_path=str(mmproj_path), verbose=False)
     close_models.append(llm)
     image = _png_1x1()
     vector, n_tokens = llm.embed_multimodal(parts=["A photo of", image], return_count=True)

@@ -12,7 +12,8 @@ Families: :mod:`.bert` (WordPiece), :mod:`.qwen3` (byte-level BPE; Qwen3-Embeddi
 :mod:`.jina_bert_v2` (JinaBERT v2: ALiBi, GEGLU; WordPiece or the whitespace BPE), :mod:`.jina_v3`
 (jina-embeddings-v3: rotary XLM-RoBERTa, unigram vocabulary via :mod:`.unigram`, task LoRA adapters as GGUF
 adapters),
-:mod:`.xlm_roberta` (SentencePiece unigram: bge-m3, bge-reranker-v2-m3).
+:mod:`.xlm_roberta` (SentencePiece unigram: bge-m3, bge-reranker-v2-m3), :mod:`.qwen3_vl` (Qwen3-VL embedding: a
+``qwen3vl`` text GGUF plus its MTMD projector GGUF, written beside it as :func:`projector_path` names it).
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 
 import gguf
 
 from indexer.errors import ModelError
-from indexer.models.convert import bert, jina_bert_v2, jina_v3, qwen3, xlm_roberta
+from indexer.models.convert import bert, jina_bert_v2, jina_v3, qwen3, qwen3_vl, xlm_roberta
 from indexer.models.convert.common import (
     CONVERTER_VERSION,
     KEY_CONVERTER_VERSION,
@@ -45,13 +48,13 @@ from indexer.models.convert.common import (
 __all__ = [
     "CONVERTER_VERSION", "FAMILIES", "KEY_CONVERTER_VERSION", "KEY_LOWERCASE", "KEY_MAX_SEQ",
     "KEY_SIMILARITY", "KEY_SOURCE", "KEY_SOURCE_SHA256", "KEY_STRIP_ACCENTS", "KEY_TOKENIZER_JSON", "QUANTS",
-    "convert_checkpoint", "prepare_checkpoint", "supported_architectures",
+    "convert_checkpoint", "prepare_checkpoint", "projector_path", "supported_architectures",
 ]
 
 logger = logging.getLogger(__name__)
 
-# Each family module, in the order they are tried.
-FAMILIES: tuple[ModuleType, ...] = (jina_v3, bert, jina_bert_v2, qwen3, xlm_roberta)  # jina_v3 first: see accepts()
+# Each family module, in the order they are tried (jina_v3 first: see accepts()).
+FAMILIES: tuple[ModuleType, ...] = (jina_v3, bert, jina_bert_v2, qwen3, qwen3_vl, xlm_roberta)
 
 
 def supported_architectures() -> list[str]:
@@ -90,19 +93,33 @@ def convert_checkpoint(src_dir: Path, out: Path, quant: str, source: str = "", s
     prepared = prepare_checkpoint(src_dir)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        _write_gguf(src_dir, prepared, tmp, quant, source, source_sha256, name or src_dir.name)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    if prepared.projector is not None:  # first, so that a model file never stands without its projector
+        _write_atomically(projector_path(out), partial(
+            _write_gguf, src_dir, prepared.projector, gguf.MODEL_ARCH.MMPROJ, quant=quant, source=source,
+            source_sha256=source_sha256, name=name or src_dir.name))
+    _write_atomically(out, partial(_write_gguf, src_dir, prepared.write, prepared.arch, quant=quant, source=source,
+                                   source_sha256=source_sha256, name=name or src_dir.name))
     logger.info("wrote %s (%s, %s, %.1f MB)", out, prepared.family, quant, out.stat().st_size / 1e6)
     return out
 
 
-def _write_gguf(src_dir: Path, prepared: Prepared, out: Path, quant: str, source: str, source_sha256: str,
-                name: str) -> None:
-    writer = gguf.GGUFWriter(str(out), gguf.MODEL_ARCH_NAMES[prepared.arch])
+def projector_path(model: Path) -> Path:
+    """Where the MTMD projector of the model file ``model`` is written: ``<stem>.mmproj.gguf`` beside it."""
+    return Path(model).with_name(Path(model).stem + ".mmproj.gguf")
+
+
+def _write_atomically(out: Path, write: Callable[[Path], None]) -> None:
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_gguf(src_dir: Path, write: Callable[[gguf.GGUFWriter, str], None], arch: gguf.MODEL_ARCH, out: Path, *,
+                quant: str, source: str, source_sha256: str, name: str) -> None:
+    writer = gguf.GGUFWriter(str(out), gguf.MODEL_ARCH_NAMES[arch])
     try:
         writer.add_name(name)
         writer.add_uint32(KEY_CONVERTER_VERSION, CONVERTER_VERSION)
@@ -112,9 +129,9 @@ def _write_gguf(src_dir: Path, prepared: Prepared, out: Path, quant: str, source
             writer.add_string(KEY_SOURCE, source)
         if source_sha256:
             writer.add_string(KEY_SOURCE_SHA256, source_sha256)
-        prepared.write(writer, quant)
-        definition = tokenizer_definition(src_dir)
-        if definition:
+        write(writer, quant)
+        definition = tokenizer_definition(src_dir) if arch != gguf.MODEL_ARCH.MMPROJ else None
+        if definition:  # the model's own tokenizer travels in its file (not in a projector's)
             writer.add_string(KEY_TOKENIZER_JSON, definition)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()

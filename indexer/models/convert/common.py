@@ -45,11 +45,14 @@ class Prepared:
     """A checkpoint a family has read and validated, ready to write: nothing is written before this exists.
 
     ``arch`` is the llama.cpp architecture; ``write`` adds the family's metadata, vocabulary and tensors to
-    a writer that already holds the general keys (name, file type, converter version, source)."""
+    a writer that already holds the general keys (name, file type, converter version, source); ``projector``,
+    when the checkpoint has a vision tower, writes its MTMD projector to a second writer."""
 
     family: str
     arch: gguf.MODEL_ARCH
     write: Callable[[gguf.GGUFWriter, str], None]
+    # a vision/audio checkpoint's MTMD projector (a second GGUF, architecture ``clip``), written the same way
+    projector: Callable[[gguf.GGUFWriter, str], None] | None = None
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -292,6 +292,17 @@ def _yes_no_rows(src_dir: Path, matrix: np.ndarray, yes_no: tuple[int, int]) -> 
 
 
 def _write(src_dir: Path, ckpt: _Checkpoint, writer: gguf.GGUFWriter, quant: str) -> None:
+    write_metadata(ckpt, writer)
+    add_tensors(writer, _mapped_tensors(src_dir, ckpt), quant)
+
+
+def read_checkpoint(src_dir: Path, config: dict[str, Any]) -> _Checkpoint:
+    """Read and validate a Qwen3 text model's configuration and vocabulary (the Qwen3-VL converter's text half)."""
+    return _read_checkpoint(src_dir, config)
+
+
+def write_metadata(ckpt: _Checkpoint, writer: gguf.GGUFWriter) -> None:
+    """Hparams, pooling, vocabulary and our keys of a Qwen3 text model (tensors are the caller's)."""
     cfg = ckpt.config
     heads = int(cfg["num_attention_heads"])
     writer.add_block_count(int(cfg["num_hidden_layers"]))
@@ -323,4 +334,3 @@ def _write(src_dir: Path, ckpt: _Checkpoint, writer: gguf.GGUFWriter, quant: str
     if ckpt.prompts is not None:
         writer.add_string(KEY_PROMPT_QUERY, ckpt.prompts[0])
         writer.add_string(KEY_PROMPT_DOCUMENT, ckpt.prompts[1])
-    add_tensors(writer, _mapped_tensors(src_dir, ckpt), quant)
