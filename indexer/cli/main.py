@@ -155,6 +155,8 @@ def _print_report(r: IndexReport) -> None:
         out.print(f"  failed: {printable(path)}: {reason}", highlight=False, markup=False)
     for path, reason in r.skipped:
         out.print(f"  skipped: {printable(path)}: {reason}", highlight=False, markup=False)
+    for path, reason in r.partial:
+        out.print(f"  partly read: {printable(path)}: {reason}", highlight=False, markup=False)
 
 
 @app.command()

@@ -259,6 +259,9 @@ class Pipeline:
         except IndexerError as exc:
             self._record_failure(ref, rec, str(exc), report)
             return None
+        for note in doc.notes:  # indexed, with parts left out: said, never silent
+            logger.warning("%s partly read: %s", printable(ref.path), note)
+            report.partial.append((ref.path, note))
         return _Prepared(ref, doc, chunks, rec)
 
     def _touch(self, ref: SourceRef, doc: Document, rec: FileRecord) -> None:
