@@ -21,6 +21,7 @@ from email.message import EmailMessage
 from email.utils import parsedate_to_datetime
 
 from indexer.plugin_api import Document, SourceError, SourceRef
+from indexer.plugin_api.parts import part_done
 from plugins.documents._common import DocumentReader, TextBuilder
 
 _FROM_LINE = re.compile(rb"^From .*$", re.M)
@@ -107,6 +108,7 @@ class MailReader(DocumentReader):
         count = 0
         spans = message_spans(data, mbox)
         for number, (start, end) in enumerate(spans[:cap], start=1):
+            part_done()
             try:
                 msg = _parse(data[start:end], mbox)
                 if msg is None:

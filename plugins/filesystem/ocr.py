@@ -6,6 +6,9 @@ without a text layer are reported as skipped with that command (code ``missing_l
 Each page has a time limit (``page_timeout``, default 30 s: Tesseract is stopped past it) and images a pixel cap
 (``max_pixels``, default 100 million: a 30,000 x 30,000 image is refused before it is decoded). Languages are
 Tesseract's codes joined by ``+`` (``lang``, default ``eng``; ``reader_options = {image = {lang = "eng+deu"}}``).
+A file has at most ``max_ocr_pages`` pages OCR'd (default 1,000); the pages past it are named in the document's
+notes (reported "partly read"). Each OCR'd page is a part (``indexer.plugin_api.parts``): the parse worker's
+time limit bounds one page, not the whole scan.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from indexer.plugin_api import Document, SourceError, SourceRef
+from indexer.plugin_api.parts import part_done
 
 INSTALL_HINT = (
     "OCR needs Tesseract and two Python packages: apt-get install tesseract-ocr tesseract-ocr-eng && "
@@ -30,6 +34,7 @@ INSTALL_HINT = (
 DEFAULT_DPI = 200
 DEFAULT_PAGE_TIMEOUT = 30.0
 DEFAULT_MAX_PIXELS = 100_000_000
+DEFAULT_MAX_OCR_PAGES = 1_000  # per file (PDF pages without a text layer, TIFF frames): ~17 min at ~1 s a page
 DEFAULT_LANG = "eng"
 TESSERACT_MAX_SIDE = 32_767
 
@@ -150,9 +155,10 @@ class OcrCache:
 
 
 class OcrOptions:
-    """``lang``, ``dpi``, ``page_timeout``, ``max_pixels``, ``ocr`` (on/off), ``cache_dir`` (module docstring)."""
+    """``lang``, ``dpi``, ``page_timeout``, ``max_pixels``, ``max_ocr_pages``, ``ocr`` (on/off), ``cache_dir``
+    (module docstring)."""
 
-    NAMES = ("lang", "dpi", "page_timeout", "max_pixels", "ocr", "cache_dir")
+    NAMES = ("lang", "dpi", "page_timeout", "max_pixels", "max_ocr_pages", "ocr", "cache_dir")
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         unknown = sorted(set(options) - set(self.NAMES))
@@ -163,7 +169,14 @@ class OcrOptions:
         self.dpi = int(options.get("dpi", DEFAULT_DPI))
         self.page_timeout = float(options.get("page_timeout", DEFAULT_PAGE_TIMEOUT))
         self.max_pixels = int(options.get("max_pixels", DEFAULT_MAX_PIXELS))
+        self.max_pages = int(options.get("max_ocr_pages", DEFAULT_MAX_OCR_PAGES))
         self.cache = OcrCache(str(options["cache_dir"]) if options.get("cache_dir") else None)
+
+    def pages_note(self, done: int, total: int, kind: str) -> str:
+        """The note for a file (``kind`` pdf or image) with more pages to OCR than ``max_ocr_pages``."""
+        what = "frames" if kind == "image" else "pages without a text layer"
+        return (f"only the first {done:,} of {total:,} {what} were read by OCR (max_ocr_pages; raise "
+                f"reader_options {kind}.max_ocr_pages)")
 
 
 def ocr_pdf_page(pdf: Any, index: int, options: OcrOptions, ref: SourceRef) -> str:
@@ -176,7 +189,9 @@ def ocr_pdf_page(pdf: Any, index: int, options: OcrOptions, ref: SourceRef) -> s
         raise SourceError(ref.path, f"page {index + 1} would render to more than {options.max_pixels} pixels "
                           "(max_pixels); lower dpi or raise the cap", code="too_large")
     image = page.render(scale=scale, grayscale=True).to_pil()
-    return ocr_image(image, options.lang, options.page_timeout, ref, index + 1)
+    text = ocr_image(image, options.lang, options.page_timeout, ref, index + 1)
+    part_done()
+    return text
 
 
 class ImageReader:
@@ -216,24 +231,29 @@ class ImageReader:
             check_side(image.width, image.height, ref)
             check_languages(self._ocr.lang, ref)
             pages = []
+            frames = getattr(image, "n_frames", 1)
             for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
+                if number > self._ocr.max_pages:
+                    break
                 pages.append(ocr_image(frame.convert("L"), self._ocr.lang, self._ocr.page_timeout, ref, number))
+                part_done()
         except SourceError:
             raise
         except (Image.DecompressionBombError, OSError, ValueError, SyntaxError) as exc:
             raise SourceError(ref.path, f"cannot decode the image ({type(exc).__name__}: {exc})",
                               code="unreadable") from None
         self._ocr.cache.put(key, {str(i): text for i, text in enumerate(pages)})
-        return self._document(ref, pages)
+        notes = (self._ocr.pages_note(len(pages), frames, self.kind),) if frames > len(pages) else ()
+        return self._document(ref, pages, notes)
 
-    def _document(self, ref: SourceRef, pages: list[str]) -> Document:
+    def _document(self, ref: SourceRef, pages: list[str], notes: tuple[str, ...] = ()) -> Document:
         starts, offset = [], 0
         for text in pages:
             starts.append(offset)
             offset += len(text) + 2
         paged = tuple(starts) if len(pages) > 1 else ()
         return Document(ref=ref, text="\n\n".join(pages), kind=self.kind, page_starts=paged,
-                        metadata=(("ocr", self._ocr.lang),))
+                        metadata=(("ocr", self._ocr.lang),), notes=notes)
 
     def __repr__(self) -> str:
         return f"ImageReader(lang={self._ocr.lang!r})"
