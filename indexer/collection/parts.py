@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from indexer.collection import job
+from indexer.collection import job, leftovers
 from indexer.collection.aliases import store_options, wrap_store
 from indexer.collection.identity import same_vectors
 from indexer.core import registry
@@ -175,7 +175,7 @@ class CollectionParts:
             normalization=normalization,
             dimensions=emb.dimensions,
         )
-        existing = self.store.collection_meta(self.name)
+        existing = leftovers.adoptable_meta(self, rec.identity_meta())
         if existing is not None:
             self.record = rec
             self.check_store_meta(rec)  # adopting a collection left by an earlier state db must match

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from indexer.collection import reindex
+from indexer.collection import leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import within
 from indexer.errors import InputError, NotFoundError
@@ -116,7 +116,10 @@ class CollectionWriter(PartsView):
         """Delete the collection: its points, its state and (for embedded stores) its files."""
         parts = self.parts
         if parts.record is None:
-            raise NotFoundError.collection(self.name)
+            with parts.writer_lock():
+                if not leftovers.remove(parts):  # a store folder the state does not know goes too
+                    raise NotFoundError.collection(self.name)
+            return
         with parts.writer_lock():
             reindex.abort(parts)
             parts.store.drop(self.name)

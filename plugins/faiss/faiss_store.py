@@ -55,6 +55,7 @@ from indexer.plugin_api import (
 from plugins.faiss.index import KINDS, AutoParams, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
 from plugins.faiss.sidecar import Row, Sidecar, sidecar_error
+from plugins.faiss.space import save_failure
 
 if TYPE_CHECKING:
     from indexer.plugin_api import Settings
@@ -322,7 +323,7 @@ class FaissStore:
                 try:
                     coll.index.save(coll.cache)
                 except OSError as exc:
-                    raise StoreError(f"cannot save FAISS cache {coll.cache}: {exc}; check disk space") from exc
+                    raise StoreError(save_failure(coll.cache, len(coll.index.slot_iid) * coll.dim * 4, exc)) from exc
                 # Keep one save interval of ops so readers a little behind can still replay.
                 try:
                     with coll.sidecar.write():
@@ -593,3 +594,4 @@ def _exact(found: tuple[np.ndarray, np.ndarray], query: np.ndarray, k: int, ip: 
     raw = vectors @ query if ip else ((vectors - query) ** 2).sum(axis=1)
     order = np.argsort(-raw if ip else raw, kind="stable")[:k]
     return raw[order].astype(np.float32), ids[order]
+
