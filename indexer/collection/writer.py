@@ -70,6 +70,21 @@ class CollectionWriter(PartsView):
         self.parts.check_settings()
         return self._sync_roots(lambda: self.parts.state.roots(self.name), progress)
 
+    def repair_store(self) -> None:
+        """Throw away the store's copy of the collection (damaged, unreadable: ``indexer index --repair``); the
+        next sync re-creates it and refills it from the cached vectors and the files. A store folder the state
+        does not know is removed."""
+        parts = self.parts
+        with parts.writer_lock():
+            if parts.record is None:
+                leftovers.remove(parts)
+                return
+            logger.warning("repair: dropping the %s store's copy of collection %r to rebuild it", parts.record.store,
+                           self.name)
+            parts.store.drop(self.name)
+            parts.drop_store()
+            parts.mark_repairing()
+
     def sync_paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> IndexReport:
         """Bring exactly ``paths`` (files or folders: created, changed, deleted or moved) in line with the disk.
 

@@ -131,7 +131,9 @@ class EdgeStore:
                     "time opens it); stop that process, or run `indexer serve` and search through it, or use a "
                     "Qdrant server (--qdrant-url) or the FAISS store"
                 ) from exc
-            raise StoreError(f"embedded Qdrant ({self.path}) failed to {what}: {exc}") from exc
+            hint = ("; `indexer index --repair` rebuilds it from the cached vectors and the files" if what ==
+                    "open a shard" else "")  # fmt: skip
+            raise StoreError(f"embedded Qdrant ({self.path}) failed to {what}: {exc}{hint}") from exc
 
     def _shard(self, collection: str) -> Any | None:
         """The open shard of ``collection`` (migrated from local mode first if needed), or None."""
@@ -225,7 +227,8 @@ class EdgeStore:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise StoreError(
                 f"the settings of embedded Qdrant collection {collection!r} ({self._dir(collection)}) cannot be "
-                f"read ({type(exc).__name__}: {exc}); `indexer drop {collection}` removes it, then index again"
+                f"read ({type(exc).__name__}: {exc}); `indexer index --repair` rebuilds it from the cached vectors "
+                "and the files"
             ) from None
         shape = self._shapes[collection] = (size, _metric_from(distance))
         return shape

@@ -152,3 +152,19 @@ def test_a_store_folder_the_state_does_not_know_is_named_dropped_and_replaced(tm
     dropped = _cli(data_dir, "drop", "default", "--yes")
     assert dropped.returncode == 0 and not (data_dir / "qdrant" / "default").exists(), dropped.stderr
     assert "does not exist" in _cli(data_dir, "status").stderr
+
+
+def test_a_damaged_store_of_a_known_collection_is_rebuilt_by_index_repair_from_the_cache(tmp_path,
+                                                                                         embed_model_path):  # fmt: skip
+    folder = _files(tmp_path / "files", 50)
+    data_dir = tmp_path / "data"
+    assert _cli(data_dir, "index", "--store", "qdrant", str(folder)).returncode == 0
+    (data_dir / "qdrant" / "default" / "edge" / "default" / "edge_config.json").write_text("{not json")
+    broken = _cli(data_dir, "index", str(folder))
+    assert broken.returncode == 1 and "indexer index --repair" in broken.stderr, broken.stderr[-2000:]
+    repaired = _cli(data_dir, "index", "--repair", "--json", str(folder))
+    assert repaired.returncode == 0, repaired.stderr[-2000:]
+    report = json.loads(repaired.stdout)
+    assert report["chunks_embedded"] == 0 and report["points_upserted"] == 50  # from the vector cache
+    status = json.loads(_cli(data_dir, "status", "--json").stdout)
+    assert status["points"] == 50 and status["health"]["store_points"] == 50
