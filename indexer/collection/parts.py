@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from indexer.collection import job, leftovers
+from indexer.collection import job
 from indexer.collection.aliases import store_options, wrap_store
 from indexer.collection.identity import same_vectors
 from indexer.core import registry
@@ -175,7 +175,7 @@ class CollectionParts:
             normalization=normalization,
             dimensions=emb.dimensions,
         )
-        existing = leftovers.adoptable_meta(self, rec.identity_meta())
+        existing = self._adoptable_meta(rec.identity_meta())
         if existing is not None:
             self.record = rec
             self.check_store_meta(rec)  # adopting a collection left by an earlier state db must match
@@ -186,6 +186,22 @@ class CollectionParts:
         self.state.create_collection(rec)
         self.record = rec
         return rec
+
+    def _adoptable_meta(self, identity: dict[str, str]) -> dict[str, str] | None:
+        """The store's meta of a collection the state does not know (None when there is none), after replacing a
+        leftover that cannot be adopted (:mod:`indexer.collection.leftovers`): its settings unreadable, or none
+        of ``identity``'s keys recorded (a first write cut short). Nothing of it was committed to the state."""
+        try:
+            meta = self.store.collection_meta(self.name)
+        except StoreError as exc:
+            why = f"it cannot be read ({exc})"
+        else:
+            if meta is None or any(meta.get(key) is not None for key in identity):
+                return meta
+            why = "its settings were never recorded (a first write cut short)"
+        logger.warning("replacing the store's collection %r, unknown to the state database: %s", self.name, why)
+        self.store.drop(self.name)
+        return None
 
     def check_store_meta(self, rec: CollectionRecord, *, create_missing: bool = False) -> None:
         """The store's collection must exist and carry the recorded model, normalization and metric.

@@ -134,7 +134,7 @@ class CollectionReader(PartsView):
     def status(self) -> dict[str, Any]:
         parts = self.parts
         if parts.record is None:
-            raise leftovers.not_found(parts)  # names a store folder the state does not know
+            raise leftovers.not_found(parts.settings, self.name)  # names a store folder the state does not know
         rec = parts.record
         counts = parts.state.counts(self.name)
         health = self.health()

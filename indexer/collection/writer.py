@@ -77,7 +77,8 @@ class CollectionWriter(PartsView):
         parts = self.parts
         with parts.writer_lock():
             if parts.record is None:
-                leftovers.remove(parts)
+                parts.drop_store()
+                leftovers.remove(parts.settings, self.name)
                 return
             logger.warning("repair: dropping the %s store's copy of collection %r to rebuild it", parts.record.store,
                            self.name)
@@ -132,7 +133,8 @@ class CollectionWriter(PartsView):
         parts = self.parts
         if parts.record is None:
             with parts.writer_lock():
-                if not leftovers.remove(parts):  # a store folder the state does not know goes too
+                parts.drop_store()
+                if not leftovers.remove(parts.settings, self.name):  # a store folder the state does not know
                     raise NotFoundError.collection(self.name)
             return
         with parts.writer_lock():
