@@ -149,6 +149,9 @@ class Document:
     metadata: Fields = ()
     markup: str = ""
     outline: tuple[OutlineNode, ...] = ()
+    # What the reader left out or could not parse (a cap hit, a broken part), a sentence each naming the setting
+    # that raises a cap: the file is indexed and the run reports it as partly read.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -282,6 +285,7 @@ class IndexReport:
     points_deleted: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    partial: list[tuple[str, str]] = field(default_factory=list)  # indexed, with parts left out (Document.notes)
     seconds: float = 0.0
     embed_seconds: float = 0.0
 
@@ -290,6 +294,7 @@ class IndexReport:
         out = dict(self.__dict__)
         out["failed"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.failed]
         out["skipped"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.skipped]
+        out["partial"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.partial]
         return out
 
 

@@ -140,12 +140,17 @@ def index(
     model: str | None = typer.Option(
         None, "--model", metavar="MODEL", help="Embedding model: catalogue name or .gguf path."
     ),
+    repair: bool = typer.Option(
+        False, "--repair", help="Rebuild the store's copy first (damaged or unreadable), from cached vectors and files."
+    ),
     as_json: bool = JsonOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
     """Add folders as roots of a collection and sync them, or re-sync every root; unchanged files are skipped."""
     try:
         with _open(collection, store=store, qdrant_url=qdrant_url, metric=metric, embed_model=model) as col:
+            if repair:
+                col.repair_store()
             show = sys.stderr.isatty() and not as_json
             with Progress(
                 TextColumn("{task.description}"),
@@ -195,6 +200,8 @@ def _print_report(r: IndexReport) -> None:
         out.print(f"  failed: {printable(path)}: {reason}", highlight=False, markup=False)
     for path, reason in r.skipped:
         out.print(f"  skipped: {printable(path)}: {reason}", highlight=False, markup=False)
+    for path, reason in r.partial:
+        out.print(f"  partly read: {printable(path)}: {reason}", highlight=False, markup=False)
 
 
 @app.command()

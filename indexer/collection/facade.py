@@ -120,6 +120,11 @@ class Collection(PartsView):
         """Bring exactly ``paths`` (files or folders) in line with the disk (what the watcher calls)."""
         return self.writer.sync_paths(paths, progress)
 
+    def repair_store(self) -> None:
+        """Drop the store's copy of the collection so the next index or sync rebuilds it from the cached vectors
+        and the files (``indexer index --repair``)."""
+        self.writer.repair_store()
+
     def forget(self, path: str | Path) -> IndexReport:
         """Remove a root and every point of its files."""
         return self.writer.forget(path)

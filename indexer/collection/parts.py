@@ -166,9 +166,12 @@ class CollectionParts:
             self.check_store_meta(self.record, create_missing=True)
             return self.record
         emb = self.embedder
-        existing = self.store.collection_meta(self.name)
-        if existing is not None:  # adopting vectors an earlier state database left: tokenized as they were
-            tokenizer_record.apply(emb, existing, self.name)
+        try:
+            left = self.store.collection_meta(self.name)
+        except StoreError:  # unreadable: replaced below (_adoptable_meta)
+            left = None
+        if left is not None:  # adopting vectors an earlier state database left: tokenized as they were
+            tokenizer_record.apply(emb, left, self.name)
         normalization = choose_normalization(emb.similarity, self.settings.metric)
         rec = CollectionRecord(
             name=self.name,
@@ -180,6 +183,7 @@ class CollectionParts:
             normalization=normalization,
             dimensions=emb.dimensions,
         )
+        existing = self._adoptable_meta(rec.identity_meta())
         if existing is not None:
             self.record = rec
             self.check_store_meta(rec)  # adopting a collection left by an earlier state db must match
@@ -191,6 +195,22 @@ class CollectionParts:
         self.state.create_collection(rec)
         self.record = rec
         return rec
+
+    def _adoptable_meta(self, identity: dict[str, str]) -> dict[str, str] | None:
+        """The store's meta of a collection the state does not know (None when there is none), after replacing a
+        leftover that cannot be adopted (:mod:`indexer.collection.leftovers`): its settings unreadable, or none
+        of ``identity``'s keys recorded (a first write cut short). Nothing of it was committed to the state."""
+        try:
+            meta = self.store.collection_meta(self.name)
+        except StoreError as exc:
+            why = f"it cannot be read ({exc})"
+        else:
+            if meta is None or any(meta.get(key) is not None for key in identity):
+                return meta
+            why = "its settings were never recorded (a first write cut short)"
+        logger.warning("replacing the store's collection %r, unknown to the state database: %s", self.name, why)
+        self.store.drop(self.name)
+        return None
 
     def check_store_meta(self, rec: CollectionRecord, *, create_missing: bool = False) -> None:
         """The store's collection must exist and carry the recorded model, normalization and metric.

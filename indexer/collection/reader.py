@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from indexer.collection import health as agreement_checks
-from indexer.collection import job, tokenizer_record
+from indexer.collection import job, leftovers, tokenizer_record
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.normalization import normalization_name
 from indexer.errors import StoreError
@@ -171,7 +171,9 @@ class CollectionReader(PartsView):
 
     def status(self) -> dict[str, Any]:
         parts = self.parts
-        rec = parts.require_record()
+        if parts.record is None:
+            raise leftovers.not_found(parts.settings, self.name)  # names a store folder the state does not know
+        rec = parts.record
         counts = parts.state.counts(self.name)
         health = self.health()
         lexical = self.lexical_ready()

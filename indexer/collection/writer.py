@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from indexer.collection import reindex
+from indexer.collection import leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import within
 from indexer.errors import InputError, NotFoundError
@@ -70,6 +70,22 @@ class CollectionWriter(PartsView):
         self.parts.check_settings()
         return self._sync_roots(lambda: self.parts.state.roots(self.name), progress)
 
+    def repair_store(self) -> None:
+        """Throw away the store's copy of the collection (damaged, unreadable: ``indexer index --repair``); the
+        next sync re-creates it and refills it from the cached vectors and the files. A store folder the state
+        does not know is removed."""
+        parts = self.parts
+        with parts.writer_lock():
+            if parts.record is None:
+                parts.drop_store()
+                leftovers.remove(parts.settings, self.name)
+                return
+            logger.warning("repair: dropping the %s store's copy of collection %r to rebuild it", parts.record.store,
+                           self.name)
+            parts.store.drop(self.name)
+            parts.drop_store()
+            parts.mark_repairing()
+
     def sync_paths(self, paths: Iterable[str | Path], progress: Progress | None = None) -> IndexReport:
         """Bring exactly ``paths`` (files or folders: created, changed, deleted or moved) in line with the disk.
 
@@ -116,7 +132,11 @@ class CollectionWriter(PartsView):
         """Delete the collection: its points, its state and (for embedded stores) its files."""
         parts = self.parts
         if parts.record is None:
-            raise NotFoundError.collection(self.name)
+            with parts.writer_lock():
+                parts.drop_store()
+                if not leftovers.remove(parts.settings, self.name):  # a store folder the state does not know
+                    raise NotFoundError.collection(self.name)
+            return
         with parts.writer_lock():
             reindex.abort(parts)
             parts.store.drop(self.name)

@@ -33,6 +33,7 @@ import numpy as np
 from indexer.core.normalization import Normalization, cache_tag
 from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
+from indexer.index.batching import BATCH_SECONDS, Batch, Deferred
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore
 from indexer.state.database import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
@@ -74,6 +75,10 @@ class _Prepared:
     chunks: list[Chunk]
     previous: FileRecord | None = None  # the file's record before this sync
 
+    @property
+    def size(self) -> int:
+        return len(self.chunks)
+
 
 class Pipeline:
     """Keeps one collection of a store in step with the files under its roots."""
@@ -89,6 +94,7 @@ class Pipeline:
         normalization: Normalization,
         batch_chunks: int = 256,
         progress: Progress | None = None,
+        batch_seconds: float = BATCH_SECONDS,
     ) -> None:
         self.collection = collection
         self.state = state
@@ -97,6 +103,7 @@ class Pipeline:
         self.chunker = chunker
         self.normalization = normalization
         self.batch_chunks = batch_chunks
+        self.batch_seconds = batch_seconds
         self.progress: Progress = progress or _NoProgress()
         # Unchanged files are reported one by one only to a listener: at 100k files the calls alone cost ~0.1 s.
         self._listening = progress is not None
@@ -224,19 +231,26 @@ class Pipeline:
     def _process(
         self, source: Source, todo: Iterable[SourceRef], known: dict[str, FileRecord], report: IndexReport
     ) -> None:
-        batch: list[_Prepared] = []
-        batch_chunks = 0
+        """Read, chunk and write ``todo`` in batches bounded by count and time; a file larger than a batch is
+        written on its own in slices, after the small files (:mod:`indexer.index.batching`)."""
+        batch: Batch[_Prepared] = Batch(self.batch_chunks, self.batch_seconds)
+        large: Deferred[_Prepared] = Deferred()
         for ref in todo:
+            if batch.due():  # before a read that may be slow: what is read is written
+                self._write_batch(batch.take(), report)
             prepared = self._prepare(source, ref, known.get(ref.path), report)
             if prepared is None:
                 continue
-            batch.append(prepared)
-            batch_chunks += len(prepared.chunks)
-            if batch_chunks >= self.batch_chunks:
-                self._write_batch(batch, report)
-                batch, batch_chunks = [], 0
-        if batch:
-            self._write_batch(batch, report)
+            if prepared.size <= self.batch_chunks:
+                batch.add(prepared)
+            elif not large.offer(prepared):
+                self._write_large(prepared, report)
+            if batch.due():
+                self._write_batch(batch.take(), report)
+        if batch.items:
+            self._write_batch(batch.take(), report)
+        for prepared in large.items:
+            self._write_large(prepared, report)
 
     def _prepare(self, source: Source, ref: SourceRef, rec: FileRecord | None, report: IndexReport) -> _Prepared | None:
         """Read and chunk one file; None when there is nothing to write (failed, or only its stat changed)."""
@@ -259,6 +273,9 @@ class Pipeline:
         except IndexerError as exc:
             self._record_failure(ref, rec, str(exc), report)
             return None
+        for note in doc.notes:  # indexed, with parts left out: said, never silent
+            logger.warning("%s partly read: %s", printable(ref.path), note)
+            report.partial.append((ref.path, note))
         return _Prepared(ref, doc, chunks, rec)
 
     def _touch(self, ref: SourceRef, doc: Document, rec: FileRecord) -> None:
@@ -297,21 +314,8 @@ class Pipeline:
                 payload = _payload(prepared, chunk)
                 pid = point_id(prepared.ref.path, chunk.index, chunk.content_hash, _fingerprint(payload))
                 points.append(Point(pid, vectors[chunk.content_hash], payload))
-                records.append(ChunkRecord(
-                    pid, chunk.path, chunk.index, chunk.content_hash, chunk.n_tokens,
-                    (*chunk.metadata, *chunk.location),
-                ))
-            file_rec = FileRecord(
-                prepared.ref.path,
-                prepared.ref.root,
-                prepared.ref.size,
-                prepared.ref.mtime_ns,
-                prepared.doc.content_hash,
-                "indexed",
-                None,
-                prepared.doc.kind,
-            )
-            updates.append(FileUpdate(file_rec, tuple(records)))
+                records.append(_chunk_record(pid, chunk))
+            updates.append(FileUpdate(_file_record(prepared), tuple(records)))
 
         new_ids = {p.id for p in points}
         old_ids = self.state.chunk_ids(self.collection, [p.ref.path for p in batch])
@@ -339,6 +343,42 @@ class Pipeline:
         report.points_deleted += len(stale)
         for prepared in batch:
             self.progress.file_done(prepared.ref.path)
+
+    def _write_large(self, prepared: _Prepared, report: IndexReport) -> None:
+        """A file with more chunks than a batch: its slices written one by one (vectors cached, ids pending, points
+        upserted), then its stale points deleted and the file committed with its last slice. A kill loses at most
+        the slice in flight: the re-run deletes the uncommitted points (``recover``) and writes them again from
+        the vector cache, under the same ids, so nothing is duplicated."""
+        ref = prepared.ref
+        old_ids = self.state.chunk_ids(self.collection, [ref.path]).get(ref.path, [])
+        held = set(old_ids) if _committed(prepared.previous) else set()
+        records: list[ChunkRecord] = []
+        written = 0
+        for start in range(0, prepared.size, self.batch_chunks):
+            part = prepared.chunks[start : start + self.batch_chunks]
+            vectors = self._vectors(part, report)
+            points = []
+            for chunk in part:
+                payload = _payload(prepared, chunk)
+                pid = point_id(ref.path, chunk.index, chunk.content_hash, _fingerprint(payload))
+                records.append(_chunk_record(pid, chunk))
+                if pid not in held:
+                    points.append(Point(pid, vectors[chunk.content_hash], payload))
+            self.state.add_pending(self.collection, [(p.id, ref.path) for p in points])
+            if points:
+                self.store.upsert(self.collection, points)
+            written += len(points)
+            logger.info("%s: %d of %d chunks written", printable(ref.path), start + len(part), prepared.size)
+        new_ids = {r.point_id for r in records}
+        stale = [pid for pid in old_ids if pid not in new_ids]
+        self.state.add_pending(self.collection, [(pid, ref.path) for pid in stale])
+        if stale:
+            self.store.delete(self.collection, stale)
+        self.state.commit_files(self.collection, [FileUpdate(_file_record(prepared), tuple(records))])
+        report.files_indexed += 1
+        report.points_upserted += written
+        report.points_deleted += len(stale)
+        self.progress.file_done(ref.path)
 
     def _vectors(self, chunks: Sequence[Chunk], report: IndexReport) -> dict[str, np.ndarray]:
         """Vectors by chunk text hash: from the cache, else embedded (each distinct text once) and cached."""
@@ -405,6 +445,18 @@ def _fingerprint(payload: dict[str, object]) -> str:
 def _committed(rec: FileRecord | None) -> bool:
     """A file whose points are all in the store: indexed, and not marked for re-writing (lost points)."""
     return rec is not None and rec.status == "indexed" and bool(rec.content_hash)
+
+
+def _file_record(prepared: _Prepared) -> FileRecord:
+    ref = prepared.ref
+    return FileRecord(ref.path, ref.root, ref.size, ref.mtime_ns, prepared.doc.content_hash, "indexed", None,
+                      prepared.doc.kind)  # fmt: skip
+
+
+def _chunk_record(pid: str, chunk: Chunk) -> ChunkRecord:
+    """The state's row of a written chunk, with its filterable metadata and location values."""
+    return ChunkRecord(pid, chunk.path, chunk.index, chunk.content_hash, chunk.n_tokens,
+                       (*chunk.metadata, *chunk.location))
 
 
 def _payload(prepared: _Prepared, chunk: Chunk) -> dict[str, object]:

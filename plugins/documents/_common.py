@@ -176,12 +176,15 @@ class TextBuilder:
             raise SourceError(self.ref.path, f"extracted text exceeds {self.limits.max_chars} characters (max_chars); "
                               "split or exclude the file")
 
-    def document(self, ref: SourceRef, kind: str, metadata: Mapping[str, object] | None = None) -> Document:
+    def document(
+        self, ref: SourceRef, kind: str, metadata: Mapping[str, object] | None = None, notes: Sequence[str] = ()
+    ) -> Document:
         text = "".join(self.parts).rstrip() + "\n" if self.parts else ""
         meta = tuple(
             (k, v if isinstance(v, int) else str(v)) for k, v in (metadata or {}).items() if v not in (None, "")
         )
-        return Document(ref=ref, text=text, kind=kind, sections=tuple(self.sections), metadata=meta, markup="markdown")
+        return Document(ref=ref, text=text, kind=kind, sections=tuple(self.sections), metadata=meta,
+                        markup="markdown", notes=tuple(notes))
 
 
 def table_lines(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> list[str]:

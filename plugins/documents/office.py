@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from indexer.plugin_api import Document, SourceError, SourceRef
+from indexer.plugin_api.parts import part_done
 from plugins.documents._common import (
     ROWS_PER_SECTION_CHARS,
     DocumentReader,
@@ -167,9 +168,23 @@ def _is_number(value: str) -> bool:
     return True
 
 
+MAX_ROWS = 1_048_576  # rows per sheet (Excel's own limit): reader option max_rows
+ROWS_PER_PART = 1_000  # a block of rows is a part: a heartbeat to the parse worker's stall limit
+
+
+def rows_note(cap: int, total: int, sheet: str, kind: str) -> str:
+    """The note for a sheet with more rows than ``max_rows``."""
+    where = f"sheet {sheet!r}: " if sheet else ""
+    return (f"{where}only the first {cap:,} of {total:,} rows were read (max_rows; raise reader_options "
+            f"{kind}.max_rows)")
+
+
 class XlsxReader(DocumentReader):
     kind = "xlsx"
     extensions = (".xlsx", ".xlsm")
+
+    def known_options(self) -> tuple[str, ...]:
+        return ("max_rows",)
 
     def read(self, ref: SourceRef, data: bytes) -> Document:
         import io
@@ -181,24 +196,37 @@ class XlsxReader(DocumentReader):
         except Exception as exc:
             raise SourceError(ref.path, f"cannot read the Excel workbook ({type(exc).__name__}: {exc})") from None
         out = TextBuilder(self.limits, ref)
+        cap, notes = int(self.options.get("max_rows", MAX_ROWS)), []
         try:
             for ws in wb.worksheets:
-                rows: list[tuple[int, list[str]]] = []
-                width = 0
-                first_row = ws.min_row or 1  # values_only rows come one per row number from the first
-                for number, values in enumerate(ws.iter_rows(values_only=True), start=first_row):
-                    cells = [_cell_text(v) for v in values]
-                    while cells and not cells[-1]:
-                        cells.pop()
-                    if not cells:
-                        continue
-                    rows.append((number, cells))
-                    width = max(width, len(cells))
+                rows, width, total = _sheet_rows(ws, cap)
+                if total > cap:
+                    notes.append(rows_note(cap, total, ws.title, self.kind))
                 write_sheet(out, ws.title, rows, width)
             meta = _core_metadata(wb.properties) | {"sheets": len(wb.worksheets)}
         finally:
             wb.close()
-        return out.document(ref, self.kind, meta)
+        return out.document(ref, self.kind, meta, notes)
+
+
+def _sheet_rows(ws: Any, cap: int) -> tuple[list[tuple[int, list[str]]], int, int]:
+    """A sheet's non-empty rows (``(row number, cells)``, at most ``cap``), its width, and how many it has."""
+    rows: list[tuple[int, list[str]]] = []
+    width = total = 0
+    first_row = ws.min_row or 1  # values_only rows come one per row number from the first
+    for number, values in enumerate(ws.iter_rows(values_only=True), start=first_row):
+        if number % ROWS_PER_PART == 0:
+            part_done()
+        cells = [_cell_text(v) for v in values]
+        while cells and not cells[-1]:
+            cells.pop()
+        if not cells:
+            continue
+        total += 1
+        if total <= cap:
+            rows.append((number, cells))
+            width = max(width, len(cells))
+    return rows, width, total
 
 
 def _cell_text(value: object) -> str:

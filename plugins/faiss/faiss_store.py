@@ -58,6 +58,7 @@ from plugins.faiss.selection import exact as _exact
 from plugins.faiss.selection import iids as _iids
 from plugins.faiss.selection import point_iid
 from plugins.faiss.sidecar import Row, Sidecar, sidecar_error
+from plugins.faiss.space import save_failure
 
 if TYPE_CHECKING:
     from indexer.plugin_api import Settings
@@ -319,7 +320,7 @@ class FaissStore:
                 try:
                     coll.index.save(coll.cache)
                 except OSError as exc:
-                    raise StoreError(f"cannot save FAISS cache {coll.cache}: {exc}; check disk space") from exc
+                    raise StoreError(save_failure(coll.cache, len(coll.index.slot_iid) * coll.dim * 4, exc)) from exc
                 # Keep one save interval of ops so readers a little behind can still replay.
                 try:
                     with coll.sidecar.write():

@@ -1,8 +1,11 @@
 """A worker process for parsers that must not take the indexer down: a reader marked ``isolated`` (the document
-readers, the image reader) reads in it, under a time limit per file (``parse_timeout``) and a memory limit
-(``parse_memory_mb``, the worker's data segment, ``RLIMIT_DATA``). A parse that runs over time is killed with
-its worker; one that runs out of memory fails in the worker (or kills it). Either way the file is reported
-failed with the reason, and the next file gets a fresh worker.
+readers, PDF, CSV/TSV, the image reader) reads in it, under a time limit (``parse_timeout``) and a memory limit
+(``parse_memory_mb``, the worker's data segment, ``RLIMIT_DATA``). The time limit bounds a stall: a reader that
+works part by part (:func:`indexer.plugin_api.parts.part_done`: a page, a message, a block of rows) sends a
+heartbeat after its parts, and each heartbeat starts the limit again; a reader that sends none has the limit for
+the whole file. A parse that stalls is killed with its worker (only the worker: never a process of the user's
+command); one that runs out of memory fails in the worker (or kills it). Either way the file is reported failed
+with the reason, and the next file gets a fresh worker.
 
 The worker is a plain ``python -m plugins.filesystem.parse_worker`` child (not multiprocessing: nothing of the
 parent, its threads, its models or its ``__main__`` is copied or re-run), started on first use and kept for the
@@ -22,6 +25,7 @@ import weakref
 from typing import IO, Any
 
 from indexer.plugin_api import Document, Reader, SourceError, SourceRef
+from indexer.plugin_api import parts as reader_parts
 
 logger = logging.getLogger(__name__)
 _HEADER = 8
@@ -37,6 +41,18 @@ def _read_exact(stream: IO[bytes], size: int) -> bytes:
     parts, left = [], size
     while left:
         part = stream.read(left)
+        if not part:
+            raise EOFError("worker stream closed")
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _read_exact_fd(fd: int, size: int) -> bytes:
+    """Unbuffered, so ``select`` on the descriptor never misses a message already read ahead into a buffer."""
+    parts, left = [], size
+    while left:
+        part = os.read(fd, min(left, 1 << 20))
         if not part:
             raise EOFError("worker stream closed")
         parts.append(part)
@@ -78,8 +94,10 @@ def serve(memory_bytes: int) -> None:  # pragma: no cover - runs in the worker p
             job = pickle.loads(_read_exact(jobs, int.from_bytes(header, "big")))
         except (EOFError, OSError):
             return
+        reader_parts.listen(lambda count: _write(results, ("part", count)))
         try:
             result = _handle(job)
+            reader_parts.listen(None)
             _write(results, result)
         except MemoryError:
             _write(results, (False, ("parsing ran out of memory (parse_memory_mb)", "error")))
@@ -102,21 +120,28 @@ class ParseWorker:
             assert process.stdin is not None and process.stdout is not None
             try:
                 _write(process.stdin, (reader, ref, data))
-                ready, _, _ = select.select([process.stdout], [], [], self.timeout)
             except (OSError, ValueError, pickle.PicklingError) as exc:
                 code = self._stop()
                 reason = f"the parser process could not take the file ({exc}; exit {code})"
                 raise SourceError(ref.path, reason) from None
+            ok, value = self._result(process, ref)
+        if ok:
+            return value
+        reason, code = value
+        raise SourceError(ref.path, reason, code=code)
+
+    def _result(self, process: subprocess.Popen[bytes], ref: SourceRef) -> tuple[bool, Any]:
+        """The worker's answer, heartbeats (``("part", count)``) starting the time limit again."""
+        assert process.stdout is not None
+        fd, done = process.stdout.fileno(), 0
+        while True:
+            ready, _, _ = select.select([fd], [], [], self.timeout)
             if not ready:
                 self._stop()
-                raise SourceError(
-                    ref.path,
-                    f"parsing took longer than {self.timeout:g} s (parse_timeout); stopped. Raise the limit if the "
-                    "file is genuine, or exclude it",
-                )
+                raise SourceError(ref.path, self._stalled(done), code="timeout")
             try:
-                size = int.from_bytes(_read_exact(process.stdout, _HEADER), "big")
-                ok, value = pickle.loads(_read_exact(process.stdout, size))
+                size = int.from_bytes(_read_exact_fd(fd, _HEADER), "big")
+                tag, value = pickle.loads(_read_exact_fd(fd, size))
             except (EOFError, OSError, pickle.UnpicklingError) as exc:
                 code = self._stop()
                 raise SourceError(
@@ -124,10 +149,17 @@ class ParseWorker:
                     f"the parser process died (exit {code}: {exc}); the file may be too large (parse_memory_mb="
                     f"{self.memory_bytes // (1024 * 1024)}) or hostile",
                 ) from None
-        if ok:
-            return value
-        reason, code = value
-        raise SourceError(ref.path, reason, code=code)
+            if tag != "part":
+                return bool(tag), value
+            done = int(value)
+
+    def _stalled(self, done: int) -> str:
+        if not done:
+            return (f"parsing took longer than {self.timeout:g} s (parse_timeout); stopped. Raise the limit if the "
+                    "file is genuine, or exclude it")
+        return (f"parsing stalled: no part (page, message, rows) finished within {self.timeout:g} s "
+                f"(parse_timeout) after {done} part(s); stopped. Raise the limit if the file is genuine, or "
+                "exclude it")
 
     def _ensure(self) -> subprocess.Popen[bytes]:
         if self._process is not None and self._process.poll() is None:

@@ -6,10 +6,14 @@ without a text layer are reported as skipped with that command (code ``missing_l
 Each page has a time limit (``page_timeout``, default 30 s: Tesseract is stopped past it) and images a pixel cap
 (``max_pixels``, default 100 million: a 30,000 x 30,000 image is refused before it is decoded). Languages are
 Tesseract's codes joined by ``+`` (``lang``, default ``eng``; ``reader_options = {image = {lang = "eng+deu"}}``).
+A file has at most ``max_ocr_pages`` pages OCR'd (default 1,000); the pages past it are named in the document's
+notes (reported "partly read"). Each OCR'd page is a part (``indexer.plugin_api.parts``): the parse worker's
+time limit bounds one page, not the whole scan.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from indexer.plugin_api import Document, SourceError, SourceRef
+from indexer.plugin_api.parts import part_done
 
 INSTALL_HINT = (
     "OCR needs Tesseract and two Python packages: apt-get install tesseract-ocr tesseract-ocr-eng && "
@@ -29,7 +34,9 @@ INSTALL_HINT = (
 DEFAULT_DPI = 200
 DEFAULT_PAGE_TIMEOUT = 30.0
 DEFAULT_MAX_PIXELS = 100_000_000
+DEFAULT_MAX_OCR_PAGES = 1_000  # per file (PDF pages without a text layer, TIFF frames): ~17 min at ~1 s a page
 DEFAULT_LANG = "eng"
+TESSERACT_MAX_SIDE = 32_767
 
 
 def missing() -> str | None:
@@ -44,18 +51,71 @@ def missing() -> str | None:
 
 
 def ocr_image(image: Any, lang: str, timeout: float, ref: SourceRef, page: int | None = None) -> str:
-    """The text Tesseract reads in a PIL image (one page)."""
+    """The text Tesseract reads in a PIL image (one page). Each failure has its own reason (code in brackets):
+    a side over Tesseract's limit (``too_large``), a language without its data (``missing_library``, with the
+    ``apt-get`` command), the page timeout (``timeout``), an image Tesseract cannot read (``unreadable``)."""
     import pytesseract
 
     where = f" page {page}" if page is not None else ""
+    check_side(image.width, image.height, ref, where)
+    check_languages(lang, ref)
     try:
         text = pytesseract.image_to_string(image, lang=lang, timeout=timeout)
-    except RuntimeError as exc:  # pytesseract's timeout
-        raise SourceError(ref.path, f"OCR of{where} took longer than {timeout:g} s (page_timeout); stopped") from exc
-    except pytesseract.TesseractError as exc:
-        raise SourceError(ref.path, f"OCR of{where} failed ({exc}); is the language data for {lang!r} "
-                          f"installed (apt-get install tesseract-ocr-{lang.split('+')[0]})?") from exc
+    except pytesseract.TesseractError as exc:  # a subclass of RuntimeError: caught before the timeout below
+        raise tesseract_failure(ref, where, lang, str(exc.message)) from None
+    except RuntimeError as exc:  # pytesseract's timeout ("Tesseract process timeout"), nothing else
+        raise SourceError(ref.path, f"OCR of{where or ' the image'} took longer than {timeout:g} s (page_timeout); "
+                          "stopped. Raise reader_options image.page_timeout if the scan is genuine",
+                          code="timeout") from exc
     return "\n".join(line.rstrip() for line in str(text).replace("\f", "").split("\n")).strip("\n")
+
+
+def check_side(width: float, height: float, ref: SourceRef, where: str = "") -> None:
+    """Tesseract refuses an image wider or taller than 32,767 pixels ("Image too large"): refused before it
+    runs (and before a PDF page is rendered)."""
+    if max(width, height) > TESSERACT_MAX_SIDE:
+        raise SourceError(ref.path, f"image{where} of {int(width)} x {int(height)} pixels is too large for OCR "
+                          f"(Tesseract reads at most {TESSERACT_MAX_SIDE} pixels a side); split or shrink it",
+                          code="too_large")
+
+
+def install_command(lang: str) -> str:
+    """Debian's package for each Tesseract language code (``chi_sim`` -> ``tesseract-ocr-chi-sim``)."""
+    names = [code.strip().lower().replace("_", "-") for code in lang.split("+") if code.strip()]
+    return "apt-get install " + " ".join(f"tesseract-ocr-{name}" for name in names)
+
+
+@functools.lru_cache(maxsize=8)
+def installed_languages(program: str | None) -> frozenset[str] | None:
+    """The languages Tesseract has data for (``tesseract --list-langs``), None when it cannot say."""
+    import pytesseract
+
+    try:
+        return frozenset(pytesseract.get_languages(config=""))
+    except Exception:  # noqa: BLE001 - an unusual Tesseract: the OCR itself reports a missing language
+        return None
+
+
+def check_languages(lang: str, ref: SourceRef) -> None:
+    """A language without its data is reported with the command that installs it, before Tesseract runs."""
+    known = installed_languages(shutil.which("tesseract"))
+    wanted = [code for code in lang.split("+") if code]
+    absent = [code for code in wanted if known is not None and code not in known]
+    if absent:
+        raise SourceError(ref.path, f"Tesseract has no data for language {'+'.join(absent)!r} (lang); install it: "
+                          f"{install_command('+'.join(absent))}", code="missing_library")
+
+
+def tesseract_failure(ref: SourceRef, where: str, lang: str, message: str) -> SourceError:
+    """Tesseract's error translated: missing language data, image too large, or an image it cannot read."""
+    detail = " ".join(message.split())[:300]
+    if "Failed loading language" in message or "couldn't load any languages" in message:
+        return SourceError(ref.path, f"Tesseract has no data for language {lang!r} (lang); install it: "
+                           f"{install_command(lang)} ({detail})", code="missing_library")
+    if "Image too large" in message:
+        return SourceError(ref.path, f"image{where} is too large for OCR ({detail}); split or shrink it",
+                           code="too_large")
+    return SourceError(ref.path, f"Tesseract cannot read the image{where} ({detail})", code="unreadable")
 
 
 class OcrCache:
@@ -95,9 +155,10 @@ class OcrCache:
 
 
 class OcrOptions:
-    """``lang``, ``dpi``, ``page_timeout``, ``max_pixels``, ``ocr`` (on/off), ``cache_dir`` (module docstring)."""
+    """``lang``, ``dpi``, ``page_timeout``, ``max_pixels``, ``max_ocr_pages``, ``ocr`` (on/off), ``cache_dir``
+    (module docstring)."""
 
-    NAMES = ("lang", "dpi", "page_timeout", "max_pixels", "ocr", "cache_dir")
+    NAMES = ("lang", "dpi", "page_timeout", "max_pixels", "max_ocr_pages", "ocr", "cache_dir")
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         unknown = sorted(set(options) - set(self.NAMES))
@@ -108,7 +169,14 @@ class OcrOptions:
         self.dpi = int(options.get("dpi", DEFAULT_DPI))
         self.page_timeout = float(options.get("page_timeout", DEFAULT_PAGE_TIMEOUT))
         self.max_pixels = int(options.get("max_pixels", DEFAULT_MAX_PIXELS))
+        self.max_pages = int(options.get("max_ocr_pages", DEFAULT_MAX_OCR_PAGES))
         self.cache = OcrCache(str(options["cache_dir"]) if options.get("cache_dir") else None)
+
+    def pages_note(self, done: int, total: int, kind: str) -> str:
+        """The note for a file (``kind`` pdf or image) with more pages to OCR than ``max_ocr_pages``."""
+        what = "frames" if kind == "image" else "pages without a text layer"
+        return (f"only the first {done:,} of {total:,} {what} were read by OCR (max_ocr_pages; raise "
+                f"reader_options {kind}.max_ocr_pages)")
 
 
 def ocr_pdf_page(pdf: Any, index: int, options: OcrOptions, ref: SourceRef) -> str:
@@ -116,11 +184,14 @@ def ocr_pdf_page(pdf: Any, index: int, options: OcrOptions, ref: SourceRef) -> s
     page = pdf[index]
     width, height = page.get_size()
     scale = options.dpi / 72
+    check_side(width * scale, height * scale, ref, f" page {index + 1}")
     if width * scale * height * scale > options.max_pixels:
         raise SourceError(ref.path, f"page {index + 1} would render to more than {options.max_pixels} pixels "
-                          "(max_pixels); lower dpi or raise the cap")
+                          "(max_pixels); lower dpi or raise the cap", code="too_large")
     image = page.render(scale=scale, grayscale=True).to_pil()
-    return ocr_image(image, options.lang, options.page_timeout, ref, index + 1)
+    text = ocr_image(image, options.lang, options.page_timeout, ref, index + 1)
+    part_done()
+    return text
 
 
 class ImageReader:
@@ -156,25 +227,33 @@ class ImageReader:
             image = Image.open(io.BytesIO(data))
             if image.width * image.height > self._ocr.max_pixels:
                 raise SourceError(ref.path, f"image of {image.width} x {image.height} pixels exceeds max_pixels "
-                                  f"{self._ocr.max_pixels}; shrink it or raise the cap")
+                                  f"{self._ocr.max_pixels}; shrink it or raise the cap", code="too_large")
+            check_side(image.width, image.height, ref)
+            check_languages(self._ocr.lang, ref)
             pages = []
+            frames = getattr(image, "n_frames", 1)
             for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
+                if number > self._ocr.max_pages:
+                    break
                 pages.append(ocr_image(frame.convert("L"), self._ocr.lang, self._ocr.page_timeout, ref, number))
+                part_done()
         except SourceError:
             raise
         except (Image.DecompressionBombError, OSError, ValueError, SyntaxError) as exc:
-            raise SourceError(ref.path, f"cannot decode the image ({type(exc).__name__}: {exc})") from None
+            raise SourceError(ref.path, f"cannot decode the image ({type(exc).__name__}: {exc})",
+                              code="unreadable") from None
         self._ocr.cache.put(key, {str(i): text for i, text in enumerate(pages)})
-        return self._document(ref, pages)
+        notes = (self._ocr.pages_note(len(pages), frames, self.kind),) if frames > len(pages) else ()
+        return self._document(ref, pages, notes)
 
-    def _document(self, ref: SourceRef, pages: list[str]) -> Document:
+    def _document(self, ref: SourceRef, pages: list[str], notes: tuple[str, ...] = ()) -> Document:
         starts, offset = [], 0
         for text in pages:
             starts.append(offset)
             offset += len(text) + 2
         paged = tuple(starts) if len(pages) > 1 else ()
         return Document(ref=ref, text="\n\n".join(pages), kind=self.kind, page_starts=paged,
-                        metadata=(("ocr", self._ocr.lang),))
+                        metadata=(("ocr", self._ocr.lang),), notes=notes)
 
     def __repr__(self) -> str:
         return f"ImageReader(lang={self._ocr.lang!r})"

@@ -19,6 +19,7 @@ import logging
 import re
 
 from indexer.plugin_api import Document, SourceError, SourceRef
+from indexer.plugin_api.parts import part_done
 
 logger = logging.getLogger(__name__)
 
@@ -326,6 +327,7 @@ class PdfReader:
 
     kind: str = "pdf"
     extensions: tuple[str, ...] = (".pdf",)
+    isolated = True  # pypdf, pdfium and OCR can take time and memory: the source runs it in its parse worker
 
     def __init__(self, max_chars: int = 20_000_000, options: dict[str, object] | None = None) -> None:
         from plugins.filesystem.ocr import OcrOptions
@@ -370,6 +372,7 @@ class PdfReader:
                         ref.path, f"PDF text exceeds {self.max_chars} characters; split or exclude the file"
                     )
                 pages.append(page_text)
+                part_done()
         except SourceError:
             raise
         except FileNotDecryptedError as exc:
@@ -377,23 +380,30 @@ class PdfReader:
         except (PdfReadError, Exception) as exc:  # pypdf raises many types (ValueError, KeyError...) on junk
             raise SourceError(ref.path, f"corrupt or unsupported PDF ({type(exc).__name__}: {exc})") from exc
         empty = [i for i, page_text in enumerate(pages) if not page_text.strip()]
+        notes: tuple[str, ...] = ()
         if empty:
-            pages = self._ocr_pages(ref, data, pages, empty)
+            from plugins.filesystem.ocr import missing
+
+            if len(empty) > self._ocr.max_pages and self._ocr.enabled and missing() is None:
+                notes = (self._ocr.pages_note(self._ocr.max_pages, len(empty), self.kind),)
+            pages = self._ocr_pages(ref, data, pages, empty[: self._ocr.max_pages], len(empty) == len(pages))
         starts: list[int] = []
         offset = 0
         for page_text in pages:
             starts.append(offset)
             offset += len(page_text) + 2
         text = "\n\n".join(pages)
-        return Document(ref=ref, text=text, kind=self.kind, page_starts=tuple(starts))
+        return Document(ref=ref, text=text, kind=self.kind, page_starts=tuple(starts), notes=notes)
 
-    def _ocr_pages(self, ref: SourceRef, data: bytes, pages: list[str], empty: list[int]) -> list[str]:
+    def _ocr_pages(
+        self, ref: SourceRef, data: bytes, pages: list[str], empty: list[int], all_scans: bool
+    ) -> list[str]:
         """Pages without a text layer, read by OCR; without OCR a PDF that is all scans is skipped."""
         from plugins.filesystem import ocr
 
         why = ocr.missing() if self._ocr.enabled else "OCR is off (reader_options pdf.ocr = false)"
         if why is not None:
-            if len(empty) == len(pages):
+            if all_scans:
                 raise SourceError(ref.path, f"scanned PDF without a text layer: {why}", code="missing_library")
             logger.info("%s: %d page(s) without a text layer not read: %s", ref.path, len(empty), why)
             return pages

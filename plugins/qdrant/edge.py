@@ -47,6 +47,7 @@ from indexer.plugin_api import (
     lexical,
     prepare_vector,
 )
+from plugins.qdrant import space
 from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, build_now, recover
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,9 @@ class EdgeStore:
                     "time opens it); stop that process, or run `indexer serve` and search through it, or use a "
                     "Qdrant server (--qdrant-url) or the FAISS store"
                 ) from exc
-            raise StoreError(f"embedded Qdrant ({self.path}) failed to {what}: {exc}") from exc
+            hint = ("; `indexer index --repair` rebuilds it from the cached vectors and the files" if what ==
+                    "open a shard" else "")  # fmt: skip
+            raise StoreError(f"embedded Qdrant ({self.path}) failed to {what}: {exc}{hint}") from exc
 
     def _shard(self, collection: str) -> Any | None:
         """The open shard of ``collection`` (migrated from local mode first if needed), or None."""
@@ -199,8 +202,11 @@ class EdgeStore:
                 recorded["dimensions"] = str(dimensions)
                 recorded["metric"] = self.metric.value
                 self._dir(collection).parent.mkdir(parents=True, exist_ok=True)  # gone if the folder was deleted
+                space.check(self.path, 0, f"create collection {collection!r}", space.CREATE_RESERVE)
+                # the settings first: a shard is never without them, even if its creation is cut short
+                self._call("record the collection's settings", partial(_write_json, self._meta_file(collection),
+                                                                       recorded))
                 self._shards[collection] = self._create(collection, dimensions, recorded, self._dir(collection))
-                _write_json(self._meta_file(collection), recorded)
                 logger.info("created embedded Qdrant collection %s (%d dims)", collection, dimensions)
         dims, _ = self._shape(collection)
         if dims != dimensions:
@@ -214,9 +220,17 @@ class EdgeStore:
         if cached is not None:
             return cached
         self._require(collection)
-        config = json.loads((self._dir(collection) / "edge_config.json").read_text())
-        params = config["vectors"][""]
-        shape = self._shapes[collection] = (int(params["size"]), _metric_from(str(params["distance"])))
+        try:
+            config = json.loads((self._dir(collection) / "edge_config.json").read_text())
+            params = config["vectors"][""]
+            size, distance = int(params["size"]), str(params["distance"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StoreError(
+                f"the settings of embedded Qdrant collection {collection!r} ({self._dir(collection)}) cannot be "
+                f"read ({type(exc).__name__}: {exc}); `indexer index --repair` rebuilds it from the cached vectors "
+                "and the files"
+            ) from None
+        shape = self._shapes[collection] = (size, _metric_from(distance))
         return shape
 
     def collection_meta(self, collection: str) -> dict[str, str] | None:
@@ -265,10 +279,13 @@ class EdgeStore:
 
     def _apply(self, collection: str, operations: Sequence[tuple[Any, tuple[str, list[Any]], int]]) -> None:
         """Apply updates to the live shard and flush, under the lock (a background build's swap never falls
-        between them); each is journaled for a build in progress; then start a build if one is due."""
+        between them); each is journaled for a build in progress; then start a build if one is due. Each update
+        first checks the disk's free space (:mod:`plugins.qdrant.space`)."""
         with self._writes, self._lock:
             shard = self._require(collection)
             for op, (kind, items), points in operations:
+                space.check(self.path, _bytes(kind, items), f"write {len(items)} points" if points else
+                            f"delete {len(items)} points")
                 self._call("update points", partial(shard.update, op))
                 self.builder.record(collection, kind, items, points)
             self._call("flush", shard.flush)
@@ -506,6 +523,17 @@ def _filter(where: Filter | None) -> Any:
     if where.ids is not None:  # the exact selection of the filter's other clauses (indexer.state.fields)
         must.append(qe.HasIdCondition(set(where.ids)))
     return qe.Filter(must=must) if must else None
+
+
+def _bytes(kind: str, items: list[Any]) -> int:
+    """About how many bytes an update of ``items`` (journal items: ids, or ``(id, vectors, payload)``) adds."""
+    if kind != "upsert":
+        return 64 * len(items)
+    total = 0
+    for _uid, vectors, payload in items:
+        indices, _values = vectors[LEXICAL]
+        total += len(json.dumps(payload, default=str)) + 8 * len(vectors[""]) + 12 * len(indices) + 64
+    return total
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:

@@ -63,9 +63,57 @@ def test_ocr_has_a_time_limit_per_page(tmp_path):
     path = tmp_path / "page.png"
     render_page(PAGE_TEXT * 10).save(path)
     started = time.perf_counter()
-    with pytest.raises(SourceError, match="page_timeout"):
+    with pytest.raises(SourceError, match="page_timeout") as info:
         _read(ImageReader().with_options({"page_timeout": 0.05}), path)
     assert time.perf_counter() - started < 5
+    assert info.value.code == "timeout"
+
+
+@needs_ocr
+def test_a_missing_language_is_reported_with_its_install_command_not_as_a_timeout(tmp_path):
+    path = tmp_path / "page.png"
+    render_page(["hello"]).save(path)
+    started = time.perf_counter()
+    with pytest.raises(SourceError) as info:
+        _read(ImageReader().with_options({"lang": "eng+chi_sim"}), path)
+    assert "apt-get install tesseract-ocr-chi-sim" in info.value.reason and "timeout" not in info.value.reason
+    assert "'chi_sim'" in info.value.reason and info.value.code == "missing_library"  # skipped, like no Tesseract
+    assert time.perf_counter() - started < 5
+
+
+@needs_ocr
+def test_an_image_too_wide_for_tesseract_is_reported_as_too_large_at_once(tmp_path):
+    from PIL import Image
+
+    path = tmp_path / "strip.png"
+    Image.new("L", (40_000, 99), 255).save(path)  # 4 M pixels: under max_pixels, over Tesseract's 32,767 a side
+    started = time.perf_counter()
+    with pytest.raises(SourceError, match="40000 x 99 pixels is too large for OCR") as info:
+        _read(ImageReader(), path)
+    assert info.value.code == "too_large" and "page_timeout" not in info.value.reason
+    assert time.perf_counter() - started < 2
+
+
+@needs_ocr
+def test_a_pdf_page_too_wide_for_tesseract_is_refused_before_it_is_rendered(tmp_path):
+    from PIL import Image
+
+    path = tmp_path / "banner.pdf"
+    Image.new("RGB", (200, 10), "white").save(path, "PDF", resolution=1)  # a 200 x 10 inch page, no text layer
+    with pytest.raises(SourceError, match="page 1 of 40000 x 2000 pixels is too large for OCR") as info:
+        _read(PdfReader(), path)
+    assert info.value.code == "too_large"
+
+
+def test_tesseract_errors_are_translated_to_distinct_reasons():
+    ref = SourceRef("/r", "/r/a.png", 1, 0)
+    lang = ocr.tesseract_failure(ref, "", "deu", "Failed loading language 'deu' Tesseract couldn't load any languages!")
+    assert lang.code == "missing_library" and "apt-get install tesseract-ocr-deu" in lang.reason
+    large = ocr.tesseract_failure(ref, " page 3", "eng", "Image too large: (1000000, 99) Error during processing.")
+    assert large.code == "too_large" and "page 3" in large.reason
+    other = ocr.tesseract_failure(ref, "", "eng", "Error in pixReadMem: Unknown format: no pix returned")
+    assert other.code == "unreadable" and "cannot read the image" in other.reason
+    assert ocr.install_command("eng+chi_sim") == "apt-get install tesseract-ocr-eng tesseract-ocr-chi-sim"
 
 
 def _png_header_only(path: Path, width: int, height: int) -> Path:
@@ -82,9 +130,19 @@ def _png_header_only(path: Path, width: int, height: int) -> Path:
 def test_a_huge_image_is_refused_before_it_is_decoded(tmp_path):
     path = _png_header_only(tmp_path / "huge.png", 30_000, 30_000)
     started = time.perf_counter()
-    with pytest.raises(SourceError, match="max_pixels|decode"):
+    with pytest.raises(SourceError, match="max_pixels|decode") as info:
         _read(ImageReader(), path)
     assert time.perf_counter() - started < 2
+    assert info.value.code in ("too_large", "unreadable")
+
+
+@needs_ocr
+def test_an_image_that_cannot_be_decoded_is_reported_unreadable(tmp_path):
+    path = tmp_path / "broken.png"
+    path.write_bytes(render_page(["hello"]).tobytes()[:1000])  # raw pixels under a .png name
+    with pytest.raises(SourceError, match="cannot decode the image") as info:
+        _read(ImageReader(), path)
+    assert info.value.code == "unreadable"
 
 
 def test_without_tesseract_images_and_scans_are_skipped_with_the_install_command(tmp_path, monkeypatch):

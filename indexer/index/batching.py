@@ -1,0 +1,74 @@
+"""Write batches bounded by count and by time, so one huge file never holds back its neighbours.
+
+A batch of small files is written once it holds ``batch_chunks`` chunks or has been open ``batch_seconds``
+(checked before each file is read, so files read quickly after a slow one are not kept waiting for a full batch).
+A file with more chunks than one batch is written on its own, slice by slice (each slice's vectors cached and
+its points recorded as pending before they are written: a kill loses at most the slice in flight, and the re-run
+takes the written slices' vectors from the cache). Such files are deferred until the small files of the run are
+written, up to :data:`MAX_DEFERRED_CHUNKS` chunks held in memory; past that one is written when it comes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+BATCH_SECONDS = 2.0
+MAX_DEFERRED_CHUNKS = 200_000
+
+
+class Sized(Protocol):
+    @property
+    def size(self) -> int: ...
+
+
+T = TypeVar("T", bound=Sized)
+
+
+@dataclass
+class Batch(Generic[T]):
+    """The files read and not yet written, with when the first came."""
+
+    limit_chunks: int
+    limit_seconds: float = BATCH_SECONDS
+    clock: Callable[[], float] | None = None  # time.monotonic when None
+    items: list[T] = field(default_factory=list)
+    chunks: int = 0
+    opened: float | None = None
+
+    def add(self, item: T) -> None:
+        if self.opened is None:
+            self.opened = self._now()
+        self.items.append(item)
+        self.chunks += item.size
+
+    def due(self) -> bool:
+        if not self.items:
+            return False
+        return self.chunks >= self.limit_chunks or self._now() - (self.opened or 0.0) >= self.limit_seconds
+
+    def _now(self) -> float:
+        return (self.clock or time.monotonic)()
+
+    def take(self) -> list[T]:
+        items, self.items, self.chunks, self.opened = self.items, [], 0, None
+        return items
+
+
+@dataclass
+class Deferred(Generic[T]):
+    """Files too large for one batch, kept for after the small ones (at most ``limit_chunks`` chunks)."""
+
+    limit_chunks: int = MAX_DEFERRED_CHUNKS
+    items: list[T] = field(default_factory=list)
+    chunks: int = 0
+
+    def offer(self, item: T) -> bool:
+        """Keep ``item`` for later; False when it would hold too many chunks in memory (write it now)."""
+        if self.chunks + item.size > self.limit_chunks:
+            return False
+        self.items.append(item)
+        self.chunks += item.size
+        return True
