@@ -10,18 +10,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from indexer.cli.ops import _fail  # one error line (and JSON object) for the operations commands
 from indexer.errors import IndexerError, InputError
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
-
-
-def _fail(exc: Exception, as_json: bool) -> typer.Exit:
-    message = " ".join(str(exc).split())
-    if as_json:
-        print(json.dumps({"error": {"type": type(exc).__name__, "message": message}}))
-    err.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
-    return typer.Exit(1)
 
 
 def eval_command(
