@@ -83,7 +83,9 @@ class CollectionParts:
                     )
                 embedder = loader.load_embedder(self.settings, path)
                 if self.record is not None:  # queries tokenized as the documents were
-                    tokenizer_record.apply(embedder, self.store.collection_meta(self.name), self.name)
+                    meta = self.store.collection_meta(self.name)  # None: the store was lost; the record says
+                    meta = meta if meta is not None else tokenizer_record.from_model_id(self.record.model_id)
+                    tokenizer_record.apply(embedder, meta, self.name)
                 if self.record is not None and embedder.model_id != self.record.model_id:
                     if same_vectors(self.record, self.state, self.store, embedder):  # same weights: keeps the vectors
                         embedder.model_id = self.record.model_id

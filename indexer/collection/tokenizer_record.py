@@ -56,6 +56,13 @@ def meta_for(embedder: Any) -> dict[str, str]:
     return {META_TOKENIZER: mode} if mode else {}
 
 
+def from_model_id(model_id: str) -> dict[str, str]:
+    """The tokenizer a collection's recorded model id names (``...+tok-reference``), as store meta: what a
+    collection whose store was lost was embedded with (its record outlives the store)."""
+    _, sep, mode = model_id.rpartition("+tok-")
+    return {META_TOKENIZER: mode} if sep else {}
+
+
 def apply(embedder: Any, meta: Mapping[str, str] | None, collection: str) -> None:
     """Tokenize as the collection's documents were (an old collection: llama.cpp's tokenizer, until reindexed)."""
     inner = _tokenizing(embedder)
