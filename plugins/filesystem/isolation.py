@@ -76,6 +76,11 @@ def _handle(job: tuple[Reader, SourceRef, bytes]) -> tuple[bool, Any]:
 
 def serve(memory_bytes: int) -> None:  # pragma: no cover - runs in the worker process
     import resource
+    import signal
+
+    # Ctrl-C reaches the terminal's whole process group: the user's command decides (and says one line); a
+    # worker's traceback would be noise. The parent ends the worker when it stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     try:
         _, hard = resource.getrlimit(resource.RLIMIT_DATA)

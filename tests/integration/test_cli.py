@@ -114,7 +114,7 @@ def test_ctrl_c_during_index_says_what_was_kept_and_a_rerun_resumes(tmp_path, em
         words = " ".join(f"word{(i * 31 + j) % 997}" for j in range(300))
         (folder / f"note{i:03d}.md").write_text(f"# Note {i}\n\n{words}\n")
     proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "index", str(folder)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ), start_new_session=True)
     state = os.path.join(os.environ["INDEXER_DATA_DIR"], "state.sqlite")
     deadline = time.monotonic() + 300
     kept = 0
@@ -127,7 +127,7 @@ def test_ctrl_c_during_index_says_what_was_kept_and_a_rerun_resumes(tmp_path, em
         except sqlite3.Error:
             pass
     assert proc.poll() is None and kept > 0, "indexing ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the command and its parse workers
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     lines = [line for line in err.splitlines() if line.strip()]
