@@ -114,7 +114,10 @@ def test_ctrl_c_during_index_says_what_was_kept_and_a_rerun_resumes(tmp_path, em
         words = " ".join(f"word{(i * 31 + j) % 997}" for j in range(300))
         (folder / f"note{i:03d}.md").write_text(f"# Note {i}\n\n{words}\n")
     proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "index", str(folder)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ), start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ), start_new_session=True,
+                            # as from a terminal: a suite started in the background (`... &`) ignores SIGINT, and
+                            # Python keeps an inherited SIG_IGN (no KeyboardInterrupt)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     state = os.path.join(os.environ["INDEXER_DATA_DIR"], "state.sqlite")
     deadline = time.monotonic() + 300
     kept = 0
