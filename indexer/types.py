@@ -286,8 +286,14 @@ class IndexReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     partial: list[tuple[str, str]] = field(default_factory=list)  # indexed, with parts left out (Document.notes)
+    notes: list[str] = field(default_factory=list)  # what the run decided for the user (nested roots adopted)
     seconds: float = 0.0
     embed_seconds: float = 0.0
+    stages: dict[str, float] = field(default_factory=dict)  # seconds per stage: scan, read, chunk, embed, write
+
+    def timed(self, stage: str, seconds: float) -> None:
+        """Add ``seconds`` to ``stage`` (what ``-v index`` prints as its stage timings)."""
+        self.stages[stage] = self.stages.get(stage, 0.0) + seconds
 
     def to_dict(self) -> dict[str, object]:
         """As JSON data for output: names that are not UTF-8 with ``\\x`` escapes (:func:`indexer.names.printable`)."""

@@ -10,18 +10,16 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 from rich.text import Text
 
 from indexer.cli.options import STATE, CollectionOpt, JsonOpt, VerboseOpt, add_verbose_everywhere, set_verbose
+from indexer.cli.progress import BarProgress, progress_bars
 from indexer.codec import decode_result, request_json, result_json
 from indexer.collection.facade import Collection, list_collections, open_collection
 from indexer.core import registry
@@ -79,33 +77,6 @@ def _main(
     """Index local folders with llama.cpp embeddings and search them."""
 
 
-class _BarProgress:
-    """Pipeline progress drawn with rich on stderr; silent when stderr is not a terminal."""
-
-    def __init__(self, bar: Progress) -> None:
-        self.bar = bar
-        self.files = bar.add_task("files", total=None)
-        self.chunks = bar.add_task("chunks embedded", total=None)
-        self.tokens = 0
-        self.started = time.monotonic()
-        self.done = 0
-        self.total: int | None = None
-
-    def files_total(self, n: int) -> None:
-        self.total = n
-        self.bar.update(self.files, total=n, completed=0)
-
-    def file_done(self, path: str) -> None:
-        self.done += 1
-        self.bar.advance(self.files)
-
-    def embedded(self, chunks: int, tokens: int) -> None:
-        self.tokens += tokens
-        elapsed = time.monotonic() - self.started
-        rate = f" ({self.tokens / elapsed:,.0f} tokens/s)" if elapsed > 0 else ""
-        self.bar.update(self.chunks, advance=chunks, description=f"chunks embedded{rate}")
-
-
 def _fail(exc: BaseException, code: int = EXIT_ERROR) -> typer.Exit:
     """Report ``exc`` as one line on stderr (and a JSON error object on stdout with --json)."""
     _report_error(type(exc).__name__, _one_line(str(exc)) or type(exc).__name__)
@@ -151,17 +122,7 @@ def index(
         with _open(collection, store=store, qdrant_url=qdrant_url, metric=metric, embed_model=model) as col:
             if repair:
                 col.repair_store()
-            show = sys.stderr.isatty() and not as_json
-            with Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                console=err,
-                disable=not show,
-                transient=True,
-            ) as bar:
-                progress = _BarProgress(bar)
+            with progress_bars(err, as_json) as progress:
                 try:
                     report = col.index(paths, progress=progress) if paths else col.sync(progress=progress)
                 except KeyboardInterrupt:
@@ -175,7 +136,7 @@ def index(
     raise typer.Exit(EXIT_FILES_FAILED if report.failed else EXIT_OK)
 
 
-def _interrupted(progress: _BarProgress) -> typer.Exit:
+def _interrupted(progress: BarProgress) -> typer.Exit:
     """Ctrl-C during indexing: one line saying what was kept, and that a re-run resumes; exit 130."""
     of = f" of {progress.total}" if progress.total is not None else ""
     _report_error(
@@ -202,6 +163,11 @@ def _print_report(r: IndexReport) -> None:
         out.print(f"  skipped: {printable(path)}: {reason}", highlight=False, markup=False)
     for path, reason in r.partial:
         out.print(f"  partly read: {printable(path)}: {reason}", highlight=False, markup=False)
+    for note in r.notes:
+        err.print(f"note: {printable(note)}", highlight=False, markup=False)
+    if _STATE["verbose"] and r.stages:
+        stages = ", ".join(f"{name} {seconds:.2f}" for name, seconds in r.stages.items())
+        err.print(f"stage timings (s): {stages}; total {r.seconds:.2f}", highlight=False, markup=False)
 
 
 @app.command()
@@ -326,14 +292,12 @@ def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verb
     if as_json:
         out.print_json(json.dumps(printable_data(info)))  # valid UTF-8 whatever the file names
         return
-    table = Table(show_header=False)
-    if "watcher" in info:
-        from indexer.state.watch_files import describe
+    from indexer.cli.status_view import lines
 
-        info["watcher"] = describe(info["watcher"])
-    for key, value in info.items():
-        table.add_row(key, ", ".join(value) if isinstance(value, list) else str(value))
-    out.print(table)
+    rows = lines(info, verbose=bool(_STATE["verbose"]))
+    width = max(len(label) for label, _ in rows)
+    for label, text in rows:
+        out.print(f"{label:<{width}}  {text}", highlight=False, markup=False)
 
 
 @app.command()

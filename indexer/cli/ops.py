@@ -108,23 +108,6 @@ def restore(
         )
 
 
-class _Bar:
-    """Pipeline progress drawn on stderr (files of the current pass)."""
-
-    def __init__(self, bar: Any) -> None:
-        self.bar = bar
-        self.task = bar.add_task("re-embedding files", total=None)
-
-    def files_total(self, n: int) -> None:
-        self.bar.update(self.task, total=n, completed=0)
-
-    def file_done(self, path: str) -> None:
-        self.bar.advance(self.task)
-
-    def embedded(self, chunks: int, tokens: int) -> None:
-        pass
-
-
 def reindex(
     model: str | None = typer.Option(None, "--model", metavar="MODEL", help="New embedding model (name or .gguf)."),
     collection: str | None = _COLLECTION,
@@ -133,10 +116,7 @@ def reindex(
 ) -> None:
     """Switch a collection to another embedding model without downtime (searches use the old vectors until the
     new ones are complete); run again to resume after an interruption."""
-    import sys
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
+    from indexer.cli.progress import progress_bars
     from indexer.collection import reindex as job
     from indexer.collection.facade import open_collection
 
@@ -149,16 +129,8 @@ def reindex(
                 result: dict[str, Any] = {"collection": col.name, "aborted": cancelled}
             else:
                 assert model is not None
-                show = sys.stderr.isatty() and not as_json
-                with Progress(
-                    TextColumn("{task.description}"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    console=err,
-                    disable=not show,
-                    transient=True,
-                ) as bar:
-                    result = job.run(col, model, _Bar(bar)).to_dict()
+                with progress_bars(err, as_json, "re-embedding files") as progress:
+                    result = job.run(col, model, progress).to_dict()
     except IndexerError as exc:
         raise _fail(exc, as_json) from exc
     if as_json:

@@ -8,6 +8,8 @@ server's query side holds one per collection (``Service.reader``).
 from __future__ import annotations
 
 import logging
+import re
+from datetime import datetime, timezone
 from dataclasses import replace
 from typing import Any
 
@@ -189,6 +191,7 @@ class CollectionReader(PartsView):
             "store_location": parts.store_location(rec),
             "metric": rec.metric,
             "model": rec.model_id,
+            "model_name": model_name(rec.model_id),
             "model_path": rec.model_path,
             "tokenizer": tokenizer_record.describe(parts.store.collection_meta(self.name), self.name),
             "weights": native.weights_status(rec.model_path),
@@ -205,7 +208,20 @@ class CollectionReader(PartsView):
             "health": health,
             "failures": [{"path": p, "reason": r} for p, r in parts.state.failures(self.name)],
             "reindex": job.progress(parts.settings.data_dir, self.name, parts.state),
+            "last_indexed": _iso(parts.state.last_indexed_ns(self.name)),
         }
+
+
+def model_name(model_id: str) -> str:
+    """A model's readable name: its identity without the weights fingerprint and the tokenizer tag
+    (``all-MiniLM-L6-v2-0027a7b6087b+tok-reference`` -> ``all-MiniLM-L6-v2``)."""
+    return re.sub(r"-[0-9a-f]{12}$", "", model_id.split("+tok-", 1)[0])
+
+
+def _iso(ns: int | None) -> str | None:
+    if ns is None:
+        return None
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
 
 
 def _watcher_status(settings: Settings, name: str) -> dict[str, Any] | None:

@@ -62,7 +62,15 @@ class CollectionWriter(PartsView):
         """Add ``paths`` as roots (if new) and sync them. Files under other roots are untouched."""
         self.parts.check_settings()
         roots = [_resolve_root(p) for p in paths]
-        return self._sync_roots(lambda: [self._attach_root(root) for root in roots], progress)
+        notes: list[str] = []
+
+        def attach() -> list[str]:
+            attached = [self._attach_root(root, notes) for root in roots]
+            return [r for r in dict.fromkeys(attached) if r in self.parts.state.roots(self.name)]  # each synced once
+
+        report = self._sync_roots(attach, progress)
+        report.notes.extend(notes)
+        return report
 
     def sync(self, progress: Progress | None = None) -> IndexReport:
         """Re-sync every root of the collection (a root that vanished keeps its points and is reported)."""
@@ -117,8 +125,18 @@ class CollectionWriter(PartsView):
         parts = self.parts
         root = str(Path(path).expanduser().resolve())
         if parts.record is None or root not in parts.state.roots(self.name):
-            known = ", ".join(parts.state.roots(self.name)) or "none"
-            raise InputError(f"{root} is not a root of collection {self.name!r} (roots: {known})")
+            known = parts.state.roots(self.name)
+            outer = next((r for r in known if within(root, r)), None)
+            if outer is not None:
+                rel = Path(root).relative_to(outer).as_posix()
+                raise InputError(
+                    f"{root} is inside root {outer} and indexed as part of it, not a root of its own; to stop indexing "
+                    f"it, add the line `/{rel}/` to {Path(outer) / '.indexerignore'} (the next sync removes its points), "
+                    f"or forget the whole root: `indexer forget {outer}`"
+                )
+            raise InputError(
+                f"{root} is not a root of collection {self.name!r} (roots: {', '.join(known) or 'none'})"
+            )
         report = IndexReport()
         with parts.writer_lock():
             pipeline = self._pipeline(parts.record, None)
@@ -231,16 +249,27 @@ class CollectionWriter(PartsView):
             progress=progress,
         )
 
-    def _attach_root(self, root: str) -> str:
-        """Record ``root``; a path inside an existing root syncs that root, one containing roots absorbs them."""
+    def _attach_root(self, root: str, notes: list[str]) -> str:
+        """Record ``root``. Roots never nest (a file belongs to one root and is counted once): a path inside an
+        existing root is synced as part of that root, one containing roots absorbs them; ``notes`` says which."""
         state = self.parts.state
         roots = state.roots(self.name)
         for existing in roots:
             if within(root, existing):
+                if root != existing:
+                    notes.append(
+                        f"{root} is inside the root {existing}, which already covers it: synced as part of it "
+                        f"(not a separate root; `indexer forget {existing}` removes both)"
+                    )
                 return existing
-        for existing in roots:
-            if within(existing, root):
-                state.remove_root(self.name, existing)
+        absorbed = [existing for existing in roots if within(existing, root)]
+        for existing in absorbed:
+            state.remove_root(self.name, existing)
+        if absorbed:
+            notes.append(
+                f"{root} contains the root{'s' if len(absorbed) > 1 else ''} {', '.join(absorbed)}: now one root "
+                f"{root} (their files stay indexed and are counted once)"
+            )
         state.add_root(self.name, root)
         return root
 

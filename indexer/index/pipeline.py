@@ -131,6 +131,7 @@ class Pipeline:
             report.files_seen += len(refs)
             self.progress.files_total(len(refs))
             todo = self._changed(refs, stats, report)
+        report.timed("scan", time.perf_counter() - started)
         # Whole records only for the files that need them: changed ones (read next) and those the scan had a
         # problem with (kept or skipped below). A no-change re-run builds none.
         wanted = [ref.path for ref in todo] + [problem.path for problem in source.problems]
@@ -255,12 +256,16 @@ class Pipeline:
     def _prepare(self, source: Source, ref: SourceRef, rec: FileRecord | None, report: IndexReport) -> _Prepared | None:
         """Read and chunk one file; None when there is nothing to write (failed, or only its stat changed)."""
         try:
+            started = time.perf_counter()
             doc = source.read(ref)
+            report.timed("read", time.perf_counter() - started)
             if rec is not None and rec.status == "indexed" and doc.content_hash == rec.content_hash:
                 self._touch(ref, doc, rec)
                 report.files_touched += 1
                 return None
+            started = time.perf_counter()
             chunks = list(self.chunker.chunk(doc))
+            report.timed("chunk", time.perf_counter() - started)
         except SourceError as exc:
             if exc.code in ("binary", "missing_library"):  # not text, or no parser installed: skipped, not failed
                 report.skipped.append((ref.path, exc.reason))
@@ -331,12 +336,14 @@ class Pipeline:
         # stale ones owned, so recover keeps them (a full sync re-writes them if the store lost them)
         in_flight = [(p.id, str(p.payload["path"])) for p in points]
         in_flight += [(pid, path) for path, ids in old_ids.items() for pid in ids if pid not in new_ids]
+        started = time.perf_counter()
         self.state.add_pending(self.collection, in_flight)
         if points:
             self.store.upsert(self.collection, points)
         if stale:
             self.store.delete(self.collection, stale)
         self.state.commit_files(self.collection, updates)
+        report.timed("write", time.perf_counter() - started)
 
         report.files_indexed += len(batch)
         report.points_upserted += len(points)
@@ -364,9 +371,11 @@ class Pipeline:
                 records.append(_chunk_record(pid, chunk))
                 if pid not in held:
                     points.append(Point(pid, vectors[chunk.content_hash], payload))
+            started = time.perf_counter()
             self.state.add_pending(self.collection, [(p.id, ref.path) for p in points])
             if points:
                 self.store.upsert(self.collection, points)
+            report.timed("write", time.perf_counter() - started)
             written += len(points)
             logger.info("%s: %d of %d chunks written", printable(ref.path), start + len(part), prepared.size)
         new_ids = {r.point_id for r in records}
@@ -389,19 +398,40 @@ class Pipeline:
             if chunk.content_hash not in vectors:
                 missing.setdefault(chunk.content_hash, chunk)
         report.chunks_reused += len(chunks) - len(missing)
-        if missing:
-            todo = list(missing.values())
+        for step in _embed_steps(list(missing.values())):
             started = time.perf_counter()
-            embedded = self.embedder.embed_batch([c.text for c in todo], self.normalization)
+            embedded = self.embedder.embed_batch([c.text for c in step], self.normalization)
             report.embed_seconds += time.perf_counter() - started
-            fresh = [(c.content_hash, np.asarray(v, dtype=np.float32)) for c, v in zip(todo, embedded, strict=True)]
+            report.timed("embed", time.perf_counter() - started)
+            fresh = [(c.content_hash, np.asarray(v, dtype=np.float32)) for c, v in zip(step, embedded, strict=True)]
             self.state.put_vectors(self.model_key, fresh)
             vectors.update(fresh)
-            tokens = sum(c.n_tokens for c in todo)
-            report.chunks_embedded += len(todo)
+            tokens = sum(c.n_tokens for c in step)
+            report.chunks_embedded += len(step)
             report.tokens_embedded += tokens
-            self.progress.embedded(len(todo), tokens)
+            self.progress.embedded(len(step), tokens)
         return vectors
+
+
+# Chunks are embedded (and their vectors cached) in steps of about this many tokens (about a second of work for
+# the default model on a 2-core Xeon), so progress moves inside a large file and a kill loses at most a step's
+# embedding. Far above the engine's packs (128 tokens), so packing is as good as in one call. The first step is
+# smaller, so the first movement comes sooner.
+EMBED_STEP_TOKENS = 4096
+FIRST_STEP_TOKENS = 1024
+
+
+def _embed_steps(todo: list[Chunk]) -> Iterator[list[Chunk]]:
+    step: list[Chunk] = []
+    tokens, limit = 0, FIRST_STEP_TOKENS
+    for chunk in todo:
+        step.append(chunk)
+        tokens += max(1, chunk.n_tokens)
+        if tokens >= limit:
+            yield step
+            step, tokens, limit = [], 0, EMBED_STEP_TOKENS
+    if step:
+        yield step
 
 
 def _refs_below(source: Source, folder: str) -> list[SourceRef]:

@@ -77,12 +77,12 @@ def _check_quant(quant: str) -> None:
 
 def converter_version(path: Path) -> int | None:
     """The ``indexer.converter_version`` a GGUF file was written with; None when absent or unreadable."""
-    import gguf  # heavy-ish; only needed when a cached file is checked
+    from indexer.models.gguf_header import read_header
 
     try:
-        field = gguf.GGUFReader(path).fields.get(KEY_CONVERTER_VERSION)
-        return None if field is None else int(field.contents())
-    except (OSError, ValueError, TypeError, IndexError, KeyError) as exc:
+        value = read_header(path, [KEY_CONVERTER_VERSION]).values.get(KEY_CONVERTER_VERSION)
+        return None if value is None else int(value)
+    except (OSError, ValueError, TypeError) as exc:
         logger.debug("cannot read %s from %s: %s", KEY_CONVERTER_VERSION, path, exc)
         return None
 

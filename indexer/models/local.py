@@ -105,10 +105,9 @@ def list_local() -> list[LocalModel]:
 
 
 def _source(path: Path) -> str:
-    import gguf
+    from indexer.models.gguf_header import read_header
 
     try:
-        field = gguf.GGUFReader(path).fields.get("indexer.source")
-        return "" if field is None else str(field.contents())
-    except (OSError, ValueError, TypeError, IndexError, KeyError):
+        return str(read_header(path, ["indexer.source"]).values.get("indexer.source", ""))
+    except (OSError, ValueError):
         return ""

@@ -491,17 +491,25 @@ def write_tiny_checkpoint(root: Path, seed: int = 0) -> None:
 
 
 def weight_types(path: str | os.PathLike[str]) -> set[str]:
-    """The types of a GGUF file's matrices (2-D tensors), by name (``q8_0``, ``f16``, ...)."""
-    import gguf
+    """The types of a GGUF file's matrices (2-D tensors), by name (``q8_0``, ``f16``, ...).
+
+    Read from the header's tensor table, skipping the metadata values (gguf-py's reader decodes every value, the
+    vocabulary's strings included: 1.5 s for MiniLM, paid on every model load and ``status``)."""
+    from gguf import GGMLQuantizationType
+
+    from indexer.models.gguf_header import read_header
 
     try:
-        reader = gguf.GGUFReader(str(path))
+        header = read_header(path)
     except (OSError, ValueError) as exc:
         raise ModelError(f"{path}: not a readable GGUF file ({exc}); point at a .gguf model") from exc
     kinds = set()
-    for tensor in reader.tensors:
-        if len(tensor.shape) >= 2 and int(tensor.shape[1]) > 1:
-            kinds.add(tensor.tensor_type.name.lower())
+    for dims, kind in header.tensors:
+        if len(dims) >= 2 and int(dims[1]) > 1:
+            try:
+                kinds.add(GGMLQuantizationType(kind).name.lower())
+            except ValueError:
+                kinds.add(f"type{kind}")
     return kinds
 
 

@@ -14,7 +14,8 @@ from indexer.ports import Embedder, Reranker, VectorStore
 from indexer.search import filters
 from indexer.search.fusion import MODES, FusionConfig, retrieve
 from indexer.search.rerank import RerankBudget, rerank_stage
-from indexer.search.snippets import snippet
+from indexer.search.rows import matched_rows
+from indexer.search.snippets import matched_lines, snippet, without_shown_headings
 from indexer.types import MAX_QUERY_CHARS, Filter, Hit, SearchHit, SearchRequest, SearchResult
 
 if TYPE_CHECKING:
@@ -264,9 +265,16 @@ def run_search(
 def _to_hit(hit: Hit, rerank_score: float | None, query: str) -> SearchHit:
     p = hit.payload
     text = str(p.get("text", ""))
-    passage, marks = snippet(text, query)
     page = p.get("page")
     heading: Sequence[str] = p.get("heading") or ()
+    locator, location = str(p.get("locator") or ""), dict(p.get("location") or {})
+    passage, marks = snippet(without_shown_headings(text, locator), query)
+    if "range" in location:  # a spreadsheet block: name the rows that matched, and show them
+        lines = matched_lines(text, query)
+        named = matched_rows(text, location, lines)
+        if named is not None:
+            locator, location = named
+            passage, marks = snippet("\n".join(line for i, line in enumerate(text.split("\n")) if i in lines), query)
     return SearchHit(
         path=str(p.get("path", "")),
         score=float(hit.score),
@@ -277,8 +285,8 @@ def _to_hit(hit: Hit, rerank_score: float | None, query: str) -> SearchHit:
         page=int(page) if page is not None else None,
         heading=tuple(heading),
         chunk_id=hit.id,
-        locator=str(p.get("locator") or ""),
-        location=dict(p.get("location") or {}),
+        locator=locator,
+        location=location,
         metadata=dict(p.get("metadata") or {}),
         snippet=passage,
         marks=tuple(marks),

@@ -10,6 +10,7 @@ words per hit (about 0.1 ms for a 1,000-character chunk).
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from indexer.search.lexical import query_terms, terms
@@ -30,6 +31,54 @@ def matches(text: str, query: str) -> list[tuple[int, int, str]]:
         if hit is not None:
             out.append((m.start(), m.end(), hit))
     return out
+
+
+def without_shown_headings(text: str, shown: str) -> str:
+    """``text`` without its leading Markdown heading lines whose title the hit's line already shows (a slide
+    title, a mail subject or a sheet name in the locator) and header lines whose value it shows (a mail's sender
+    and day), so the snippet does not repeat them; ``text`` itself when nothing else would be left."""
+    lines = text.split("\n")
+    folded = shown.casefold()
+    start = 0
+    while start < len(lines):
+        line = lines[start].strip()
+        title = line.lstrip("#").strip()
+        if not line:
+            start += 1
+        elif line.startswith("#") and title and title.casefold() in folded:
+            start += 1
+        elif _shown_field(line, folded):
+            start += 1
+        else:
+            break
+    rest = "\n".join(lines[start:])
+    return rest if rest.strip() else text
+
+
+_FIELD = re.compile(r"^(from|to|cc|date|sender|subject|title|sheet): (.+)$", re.IGNORECASE)
+
+
+def _shown_field(line: str, shown: str) -> bool:
+    """A header line (``From: ...``, ``Date: 2026-03-03T09:30``) whose value the hit's locator already shows (a
+    date by its day), or a message's recipients when the locator names the message."""
+    m = _FIELD.match(line)
+    if not m:
+        return False
+    name, value = m.group(1).lower(), m.group(2).strip().casefold()
+    if name in ("to", "cc"):  # a message's recipients, between its sender and date: the viewer shows them
+        return " — " in shown or "message" in shown
+    return value in shown or (m.group(1).lower() == "date" and value[:10] in shown)
+
+
+def matched_lines(text: str, query: str) -> set[int]:
+    """The indexes of the lines of ``text`` (split on ``\n``) matching the most distinct terms of ``query``
+    (so a word every line shares, such as a column name, does not pick them all when one line has more)."""
+    found: dict[int, set[str]] = {}
+    starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+    for a, _, term in matches(text, query):
+        found.setdefault(bisect.bisect_right(starts, a) - 1, set()).add(term)
+    best = max((len(t) for t in found.values()), default=0)
+    return {line for line, t in found.items() if len(t) == best}
 
 
 def snippet(text: str, query: str, width: int = WIDTH) -> tuple[str, list[tuple[int, int]]]:

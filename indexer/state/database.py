@@ -297,6 +297,11 @@ class StateStore:
             out.update((r[0], FileRecord(*r)) for r in rows)
         return out
 
+    def last_indexed_ns(self, collection: str) -> int | None:
+        """When a file of the collection was last committed (indexed or failed), in ns since the epoch."""
+        row = self._db.execute("SELECT MAX(checked_ns) FROM files WHERE collection=?", (collection,)).fetchone()
+        return int(row[0]) if row and row[0] else None
+
     def failures(self, collection: str) -> list[tuple[str, str]]:
         rows = self._db.execute(
             "SELECT path, COALESCE(error, '') FROM files WHERE collection=? AND status='failed' ORDER BY path",

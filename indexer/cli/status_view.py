@@ -1,0 +1,89 @@
+"""``indexer status`` as a person reads it: a few labelled lines, model names and relative times.
+
+``--json`` prints the facade's dictionary unchanged (the machine contract); this module only arranges it. The
+details that matter to a maintainer (store options, prompts, the weight-type probe, health counts) come with
+``-v``.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+from indexer.state.watch_files import describe as describe_watcher
+
+
+def ago(when: str | float | None, now: float | None = None) -> str:
+    """``"3 minutes ago (2026-12-02 04:10 UTC)"`` for an ISO time or a Unix time; ``"never"`` for None."""
+    if when is None or when == "":
+        return "never"
+    stamp = datetime.fromisoformat(when).timestamp() if isinstance(when, str) else float(when)
+    seconds = max(0.0, (time.time() if now is None else now) - stamp)
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if seconds >= size:
+            n = int(seconds // size)
+            rel = f"{n} {unit}{'s' if n != 1 else ''} ago"
+            break
+    else:
+        rel = "just now" if seconds < 10 else f"{int(seconds)} seconds ago"
+    clock = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(stamp))
+    return f"{rel} ({clock})"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
+    """The ``(label, text)`` rows of the readable status of one collection."""
+    health = info.get("health") or {}
+    ok = "in step" if health.get("ok") else f"NOT in step: {health.get('problem') or 'see `indexer status -v`'}"
+    contents = (
+        f"{_plural(info['files'], 'file')}"
+        + (f" ({info['failed_files']:,} failed)" if info.get("failed_files") else "")
+        + f", {_plural(info['chunks'], 'chunk')}, {_plural(info['tokens'], 'token')}; "
+        f"{_plural(info['points'], 'point')} in the store ({ok})"
+    )
+    model = (
+        f"{info.get('model_name') or info['model']} ({info['dimensions']} dimensions, {info['metric']}, "
+        f"{info['normalization']} normalization; tokenizer: {info.get('tokenizer')})"
+    )
+    search = info.get("search_mode") or "hybrid"
+    lexical = info.get("lexical_index")
+    search += ", lexical index ready" if lexical else f", no lexical index: {info.get('lexical_note')}"
+    search += f", rerank with {info['reranker']}" if info.get("reranker") else ", no rerank model"
+    rows = [
+        ("collection", info["collection"]),
+        ("contents", contents),
+        ("model", model),
+        ("store", f"{info['store']} at {info.get('store_location') or '?'}"),
+        ("roots", ", ".join(info.get("roots") or []) or "none yet (`indexer index FOLDER`)"),
+        ("search", search),
+        ("last indexed", ago(info.get("last_indexed"))),
+        ("watcher", describe_watcher(info.get("watcher"))),
+    ]
+    reindex = info.get("reindex")
+    if reindex:
+        rows.append((
+            "reindex",
+            f"to {reindex.get('model')}: {reindex.get('files_done')} of {reindex.get('files_total')} files, "
+            f"started {ago(reindex.get('started_at'))}",
+        ))
+    failures = info.get("failures") or []
+    for f in failures[: None if verbose else 5]:
+        rows.append(("failed", f"{f['path']}: {f['reason']}"))
+    if len(failures) > 5 and not verbose:
+        rows.append(("", f"... and {len(failures) - 5} more (`indexer status -v` lists them)"))
+    if verbose:
+        weights = info.get("weights") or {}
+        rows += [
+            ("model id", str(info["model"])),
+            ("model file", str(info.get("model_path"))),
+            ("weights", str(weights.get("probe") or weights)),
+            ("store options", ", ".join(f"{k}={v}" for k, v in (info.get("store_options") or {}).items())),
+            ("chunk tokens", str(info.get("chunk_tokens"))),
+            ("prompts", f"query {info['prompts'].get('query')!r}, document {info['prompts'].get('document')!r}"),
+            ("health", ", ".join(f"{k}={v}" for k, v in health.items())),
+        ]
+    return rows
