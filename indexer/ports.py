@@ -214,3 +214,6 @@ class Progress(Protocol):
     def file_done(self, path: str) -> None: ...
 
     def embedded(self, chunks: int, tokens: int) -> None: ...
+
+    # Optional: ``chunked(n: int) -> None``, n more chunks split from the file being read (found with getattr, so
+    # a progress without it works); the CLI shows embedded chunks of those split.

@@ -129,6 +129,8 @@ def index(
                     raise _interrupted(progress) from None
     except IndexerError as exc:
         raise _fail(exc) from exc
+    for note in report.notes:  # what the run decided for the user: said with --json too
+        err.print(f"note: {printable(note)}", highlight=False, markup=False)
     if as_json:
         out.print_json(json.dumps(report.to_dict()))
     else:
@@ -163,8 +165,6 @@ def _print_report(r: IndexReport) -> None:
         out.print(f"  skipped: {printable(path)}: {reason}", highlight=False, markup=False)
     for path, reason in r.partial:
         out.print(f"  partly read: {printable(path)}: {reason}", highlight=False, markup=False)
-    for note in r.notes:
-        err.print(f"note: {printable(note)}", highlight=False, markup=False)
     if _STATE["verbose"] and r.stages:
         stages = ", ".join(f"{name} {seconds:.2f}" for name, seconds in r.stages.items())
         err.print(f"stage timings (s): {stages}; total {r.seconds:.2f}", highlight=False, markup=False)

@@ -1,9 +1,10 @@
 """Progress of long commands (``index``, ``reindex``) drawn with rich on stderr; silent when stderr is not a
 terminal or the output is ``--json``.
 
-Two lines: files done of the total, and chunks embedded with the token rate. The pipeline reports embedding in
-steps of about a second of work (``indexer.index.pipeline.EMBED_STEP_TOKENS``), so the second line moves within
-seconds of the start, inside the first file, however large it is.
+Two lines: files done of the total, and chunks embedded of those split so far, with the token rate. The
+pipeline reports splitting every quarter second and embedding in steps of about a second of work
+(``indexer.index.pipeline.EMBED_STEP_TOKENS``), so the second line moves within seconds of the start, inside the
+first file, however large it is.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class BarProgress:
         self.files = bar.add_task(files_label, total=None)
         self.chunks = bar.add_task("chunks embedded", total=None)
         self.tokens = 0
+        self.split = 0  # chunks split so far: the chunk line's total
         self.started = time.monotonic()
         self.done = 0
         self.total: int | None = None
@@ -36,6 +38,10 @@ class BarProgress:
     def file_done(self, path: str) -> None:
         self.done += 1
         self.bar.advance(self.files)
+
+    def chunked(self, chunks: int) -> None:
+        self.split += chunks
+        self.bar.update(self.chunks, total=self.split)
 
     def embedded(self, chunks: int, tokens: int) -> None:
         self.tokens += tokens

@@ -65,11 +65,13 @@ def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
     ]
     reindex = info.get("reindex")
     if reindex:
-        rows.append((
-            "reindex",
-            f"to {reindex.get('model')}: {reindex.get('files_done')} of {reindex.get('files_total')} files, "
-            f"started {ago(reindex.get('started_at'))}",
-        ))
+        rows.append(
+            (
+                "reindex",
+                f"to {reindex.get('model')}: {reindex.get('files_done')} of {reindex.get('files_total')} files, "
+                f"started {ago(reindex.get('started_at'))}",
+            )
+        )
     failures = info.get("failures") or []
     for f in failures[: None if verbose else 5]:
         rows.append(("failed", f"{f['path']}: {f['reason']}"))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime, timezone
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any
 
 from indexer.collection import health as agreement_checks

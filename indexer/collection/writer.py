@@ -130,9 +130,9 @@ class CollectionWriter(PartsView):
             if outer is not None:
                 rel = Path(root).relative_to(outer).as_posix()
                 raise InputError(
-                    f"{root} is inside root {outer} and indexed as part of it, not a root of its own; to stop indexing "
-                    f"it, add the line `/{rel}/` to {Path(outer) / '.indexerignore'} (the next sync removes its points), "
-                    f"or forget the whole root: `indexer forget {outer}`"
+                    f"{root} is inside root {outer} and indexed as part of it, not a root of its own; to stop "
+                    f"indexing it, add the line `/{rel}/` to {Path(outer) / '.indexerignore'} (the next sync removes "
+                    f"its points), or forget the whole root: `indexer forget {outer}`"
                 )
             raise InputError(
                 f"{root} is not a root of collection {self.name!r} (roots: {', '.join(known) or 'none'})"

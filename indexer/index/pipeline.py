@@ -264,7 +264,7 @@ class Pipeline:
                 report.files_touched += 1
                 return None
             started = time.perf_counter()
-            chunks = list(self.chunker.chunk(doc))
+            chunks = self._chunk(doc)
             report.timed("chunk", time.perf_counter() - started)
         except SourceError as exc:
             if exc.code in ("binary", "missing_library"):  # not text, or no parser installed: skipped, not failed
@@ -282,6 +282,22 @@ class Pipeline:
             logger.warning("%s partly read: %s", printable(ref.path), note)
             report.partial.append((ref.path, note))
         return _Prepared(ref, doc, chunks, rec)
+
+    def _chunk(self, doc: Document) -> list[Chunk]:
+        """The document's chunks; a progress that counts them (``chunked``, optional) hears of them every quarter
+        second, so a large file's progress moves while it is still being split."""
+        chunked = getattr(self.progress, "chunked", None)
+        if chunked is None:
+            return list(self.chunker.chunk(doc))
+        chunks: list[Chunk] = []
+        told, last = 0, time.monotonic()
+        for chunk in self.chunker.chunk(doc):
+            chunks.append(chunk)
+            if time.monotonic() - last >= 0.25:
+                chunked(len(chunks) - told)
+                told, last = len(chunks), time.monotonic()
+        chunked(len(chunks) - told)
+        return chunks
 
     def _touch(self, ref: SourceRef, doc: Document, rec: FileRecord) -> None:
         """Content unchanged: refresh the stat data so the next run skips the file without reading it."""
@@ -418,7 +434,7 @@ class Pipeline:
 # embedding. Far above the engine's packs (128 tokens), so packing is as good as in one call. The first step is
 # smaller, so the first movement comes sooner.
 EMBED_STEP_TOKENS = 4096
-FIRST_STEP_TOKENS = 1024
+FIRST_STEP_TOKENS = 256
 
 
 def _embed_steps(todo: list[Chunk]) -> Iterator[list[Chunk]]:

@@ -46,6 +46,7 @@ def matched_rows(text: str, location: dict[str, Any], matched_lines: set[int]) -
     if len(found) > 8:
         named += f" and {len(found) - 8} more"
     out = dict(location)
+    out["range"] = cells if not m["sheet"] else f"{m['sheet']}!{cells}"
     out["rows"] = ",".join(map(str, found))
-    out["block"] = cell_range
+    out["block"] = cell_range  # the reader's block of rows the chunk holds
     return f"{named} ({where})", out

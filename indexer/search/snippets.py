@@ -43,11 +43,8 @@ def without_shown_headings(text: str, shown: str) -> str:
     while start < len(lines):
         line = lines[start].strip()
         title = line.lstrip("#").strip()
-        if not line:
-            start += 1
-        elif line.startswith("#") and title and title.casefold() in folded:
-            start += 1
-        elif _shown_field(line, folded):
+        heading = line.startswith("#") and bool(title) and title.casefold() in folded
+        if not line or heading or _shown_field(line, folded):
             start += 1
         else:
             break

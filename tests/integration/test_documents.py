@@ -20,6 +20,8 @@ from tests.unit.test_document_readers import WHERE
 pytestmark = pytest.mark.slow
 
 STORES = [{"store": "faiss"}, {"store": "qdrant"}]
+# The row a spreadsheet hit names (indexer.search.rows), where the reader's block is WHERE's range.
+HIT_ROWS = {"xlsx": "row 3 (Sales!A3:D3)", "csv": "row 3 (A3:D3)", "ods": "row 3 (Budget!A3:D3)"}
 
 
 @pytest.fixture(params=STORES, ids=lambda o: o["store"])
@@ -40,12 +42,14 @@ def test_every_format_is_found_by_its_phrase_and_says_where(tmp_path, embed_mode
             assert hit.path == str(path.resolve()), (ext, [h.path for h in result.hits])
             assert UNIQUE[ext] in hit.text
             heading, locator = WHERE[ext]
+            locator = HIT_ROWS.get(ext, locator)  # a spreadsheet hit names the row that matched
             assert (hit.heading, hit.locator) == (heading, locator), ext
         slide = col.search(UNIQUE["pptx"], k=1).hits[0]
         assert slide.location == {"slide": 2, "title": "Quarterly results"}
         assert slide.metadata["author"] == "Grace Hopper"
         cells = col.search(UNIQUE["xlsx"], k=1).hits[0]
-        assert cells.location == {"sheet": "Sales", "range": "A1:D4"}
+        assert cells.location == {"sheet": "Sales", "range": "A3:D3", "rows": "3", "block": "A1:D4"}
+        assert cells.snippet.endswith("Note: zircon invoice") and "North" not in cells.snippet
         mail = col.search(UNIQUE["mbox"], k=1).hits[0]
         assert mail.metadata["subject"] == "Budget" and mail.metadata["date"].startswith("2026-03-04")
         assert col.search(UNIQUE["ipynb"], k=1).hits[0].location == {"cell": 3, "cell_type": "code"}
