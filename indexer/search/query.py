@@ -271,7 +271,7 @@ def _to_hit(hit: Hit, rerank_score: float | None, query: str) -> SearchHit:
     passage, marks = snippet(without_shown_headings(text, locator), query)
     if "range" in location:  # a spreadsheet block: name the rows that matched, and show them
         lines = matched_lines(text, query)
-        named = matched_rows(text, location, lines)
+        named = matched_rows(text, location, lines, int(p.get("start_line", 0)))
         if named is not None:
             locator, location = named
             passage, marks = snippet("\n".join(line for i, line in enumerate(text.split("\n")) if i in lines), query)

@@ -119,6 +119,7 @@ class TextBuilder:
     def __init__(self, limits: Limits | None = None, ref: SourceRef | None = None) -> None:
         self.parts: list[str] = []
         self.length = 0
+        self.newlines = 0
         self.sections: list[Section] = []
         self.limits = limits or Limits()
         self.ref = ref
@@ -154,6 +155,10 @@ class TextBuilder:
     def end_paragraph(self) -> None:
         self._paragraph_break()
 
+    def next_line(self) -> int:
+        """The 1-based line number (in the document's text) of the next character written."""
+        return self.newlines + 1
+
     def table(self, rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> None:
         """A table as lines a model can read: the header row, then each row as ``Header: value; ...``."""
         self._paragraph_break()
@@ -172,6 +177,7 @@ class TextBuilder:
     def _add(self, text: str) -> None:
         self.parts.append(text)
         self.length += len(text)
+        self.newlines += text.count("\n")
         if self.length > self.limits.max_chars and self.ref is not None:
             raise SourceError(self.ref.path, f"extracted text exceeds {self.limits.max_chars} characters (max_chars); "
                               "split or exclude the file")

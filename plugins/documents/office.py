@@ -239,6 +239,19 @@ def _cell_text(value: object) -> str:
     return str(value)
 
 
+def compact_numbers(numbers: Sequence[int]) -> str:
+    """``[2, 3, 4, 7]`` -> ``"2-4,7"`` (read back by :func:`indexer.search.rows.expand_numbers`)."""
+    out: list[str] = []
+    for n in numbers:
+        if out and "-" in out[-1] and int(out[-1].split("-")[1]) == n - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{n}"
+        elif out and "-" not in out[-1] and int(out[-1]) == n - 1:
+            out[-1] = f"{out[-1]}-{n}"
+        else:
+            out.append(str(n))
+    return ",".join(out)
+
+
 def write_sheet(out: TextBuilder, sheet: str, rows: Sequence[tuple[int, Sequence[str]]], width: int) -> None:
     """Write one sheet: rows (``(row number, cells)``) grouped into sections of about ROWS_PER_SECTION_CHARS
     characters with their cell range (``Sales!A2:D9``), every row written with the sheet's header row (the
@@ -251,27 +264,31 @@ def write_sheet(out: TextBuilder, sheet: str, rows: Sequence[tuple[int, Sequence
     header = kept[0][1] if has_header else [column_letter(i + 1) for i in range(width)]
     body = kept[1:] if has_header else kept
     last_col = column_letter(max(1, width))
-    groups: list[tuple[int, int, list[str]]] = []
+    groups: list[tuple[int, int, list[str], list[int]]] = []
     for number, cells in body:
         lines = table_lines([cells], header)
         line = lines[-1] if lines else ""
         if not line:
             continue
         if groups and sum(len(x) for x in groups[-1][2]) + len(line) <= ROWS_PER_SECTION_CHARS:
-            start, _, lines = groups[-1]
-            groups[-1] = (start, number, [*lines, line])
+            start, _, lines, numbers = groups[-1]
+            groups[-1] = (start, number, [*lines, line], [*numbers, number])
         else:
-            groups.append((number, number, [line]))
+            groups.append((number, number, [line], [number]))
     if not groups:  # a header row alone
-        groups = [(kept[0][0], kept[0][0], [])]
-    for index, (start, end, lines) in enumerate(groups):
+        groups = [(kept[0][0], kept[0][0], [], [])]
+    for index, (start, end, lines, numbers) in enumerate(groups):
         top = kept[0][0] if index == 0 and has_header else start
         cell_range = f"A{top}:{last_col}{end}"
+        out.end_paragraph()
+        # where each row's line is, so a hit names the rows it matched (indexer.search.rows)
+        first_row_line = out.next_line() + (1 if sheet else 0) + (1 if has_header else 0)
+        rows_at = (("row_numbers", compact_numbers(numbers)), ("first_row_line", first_row_line))
         if sheet:
-            out.section(f"{sheet}!{cell_range}", (("sheet", sheet), ("range", cell_range)))
+            out.section(f"{sheet}!{cell_range}", (("sheet", sheet), ("range", cell_range), *rows_at))
             out.heading(2, sheet)
         else:  # a CSV file: one sheet without a name
-            out.section(f"rows {top}-{end} ({cell_range})", (("range", cell_range),))
+            out.section(f"rows {top}-{end} ({cell_range})", (("range", cell_range), *rows_at))
         if has_header:
             out.line(" | ".join(h for h in header if h))
         for line in lines:

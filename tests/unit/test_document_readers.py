@@ -98,7 +98,12 @@ def test_spreadsheet_rows_carry_their_header_and_cell_range(samples):
     doc = read(XlsxReader(), samples["xlsx"])
     assert [s.locator for s in doc.sections] == ["Summary!A1:A2", "Sales!A1:D4"]
     assert "Region: South; Owner: Grace; Revenue: 950; Note: zircon invoice" in doc.text
-    assert dict(doc.sections[1].fields) == {"sheet": "Sales", "range": "A1:D4"}
+    fields = dict(doc.sections[1].fields)
+    assert {k: fields[k] for k in ("sheet", "range", "row_numbers")} == {"sheet": "Sales", "range": "A1:D4",
+                                                                         "row_numbers": "2-4"}
+    lines = doc.text.split("\n")  # the row map points at the rows' lines (a hit names the rows it matched)
+    assert lines[fields["first_row_line"] - 1].startswith("Region: North;")
+    assert lines[fields["first_row_line"]].endswith("Note: zircon invoice")
     ods = read(OdsReader(), samples["ods"])
     assert "Region: South; Owner: Grace; Revenue: 950; Note: tangerine voltage" in ods.text
 

@@ -43,3 +43,19 @@ def test_snippets_do_not_repeat_the_title_or_sender_the_locator_shows():
     mail = "# Lunch\nFrom: Grace <g@x.org>\nTo: team@x.org\nDate: 2026-03-03T09:30:00+00:00\nShall we?"
     assert without_shown_headings(mail, "message 1: Lunch — Grace <g@x.org>, 2026-03-03") == "Shall we?"
     assert without_shown_headings("## Only a title", "slide 1: Only a title") == "## Only a title"
+
+
+def test_the_readers_row_map_names_rows_in_any_chunk_of_a_split_block():
+    from indexer.search.rows import expand_numbers
+    from plugins.documents.office import compact_numbers
+
+    assert compact_numbers([2, 3, 4, 7, 9, 10]) == "2-4,7,9-10" and expand_numbers("2-4,7,9-10") == [2, 3, 4, 7, 9, 10]
+    # a block of rows 134-144 (first row on document line 158); a chunk holding its lines 162-166 (rows 138-142)
+    location = {"range": "A134:B144", "row_numbers": "134-144", "first_row_line": 158}
+    chunk = "\n".join(f"name: n{r}; code: C{r}" for r in range(138, 143)).replace("n140", "target")
+    locator, where = matched_rows(chunk, location, matched_lines(chunk, "target"), start_line=162)
+    assert locator == "row 140 (A140:B140)" and where["block"] == "A134:B144"
+    gap = {"range": "A2:B7", "row_numbers": "2-4,7", "first_row_line": 3}  # rows 5 and 6 were empty
+    text = "name | code\nname: a; code: 1\nname: b; code: 2\nname: c; code: 3\nname: target; code: 4"
+    assert matched_rows(text, gap, matched_lines(text, "target"), start_line=2)[0] == "row 7 (A7:B7)"
+    assert matched_rows(chunk, location, matched_lines(chunk, "name"), start_line=162) is None  # every row alike
