@@ -284,8 +284,8 @@ class Pipeline:
         return _Prepared(ref, doc, chunks, rec)
 
     def _chunk(self, doc: Document) -> list[Chunk]:
-        """The document's chunks; a progress that counts them (``chunked``, optional) hears of them every quarter
-        second, so a large file's progress moves while it is still being split."""
+        """The document's chunks; a progress that counts them (``chunked``, optional) hears of the first at once
+        and then every quarter second, so a large file's progress moves while it is still being split."""
         chunked = getattr(self.progress, "chunked", None)
         if chunked is None:
             return list(self.chunker.chunk(doc))
@@ -293,7 +293,7 @@ class Pipeline:
         told, last = 0, time.monotonic()
         for chunk in self.chunker.chunk(doc):
             chunks.append(chunk)
-            if time.monotonic() - last >= 0.25:
+            if told == 0 or time.monotonic() - last >= 0.25:  # the first chunk at once, then 4 times a second
                 chunked(len(chunks) - told)
                 told, last = len(chunks), time.monotonic()
         chunked(len(chunks) - told)
