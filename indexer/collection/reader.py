@@ -96,9 +96,16 @@ class CollectionReader(PartsView):
             fusion=self.fusion_config(),
             budget=self._rerank_budget,
             select=self.select,
+            hidden=self.hidden,
         )
         warning = agreement_checks.search_warning(parts)
         return replace(result, warning=warning) if warning else result
+
+    def hidden(self) -> frozenset[str]:
+        """Point ids no search may see: written but not committed (a large file's slices while it is written, so
+        a search sees the file's previous version until the new one is complete). One indexed SELECT, on a
+        table that is empty between writes."""
+        return frozenset(self.parts.state.pending_orphans(self.name))
 
     def select(self, req: SearchRequest) -> Selection:
         """The exact evaluation of a prepared request's filter clauses and facets in the state database: the

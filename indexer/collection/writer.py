@@ -20,9 +20,11 @@ from indexer.collection import leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import within
 from indexer.errors import InputError, NotFoundError
+from indexer.index.batching import BATCH_SECONDS
 from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.prompts import prompted_model_id
+from indexer.index.reads import ReadAhead
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, PayloadScan, Source
 from indexer.search.lexical import LexicalSearch
@@ -39,14 +41,32 @@ class CollectionWriter(PartsView):
     def __init__(self, parts: CollectionParts, *, owns_parts: bool = True) -> None:
         self.parts = parts
         self._owns_parts = owns_parts
-
-
-
-
+        self._reads: ReadAhead | None = None  # files read in threads, kept across calls (indexer.index.reads)
+        self._following = False
 
     def close(self) -> None:
+        if self._reads is not None:
+            self._reads.close()
+            self._reads = None
         if self._owns_parts:
             self.parts.close()
+
+    def follow_reads(self, listener: Callable[[str], None] | None) -> None:
+        """Let ``sync_paths`` leave a slow read (a file still being parsed after a batch's time) running in the
+        background and return; ``listener(path)`` hears when it ends (the watcher syncs the path again, and
+        the finished document is taken). None: every call waits for its reads (the default)."""
+        reads = self._read_ahead()
+        reads.listener = listener
+        self._following = listener is not None
+
+    def reading(self) -> list[dict[str, Any]]:
+        """Files being read in the background (path, seconds so far): status."""
+        return [] if self._reads is None else self._reads.reading()
+
+    def _read_ahead(self) -> ReadAhead:
+        if self._reads is None:
+            self._reads = ReadAhead(self.parts.settings.parse_workers)
+        return self._reads
 
     def source_for(self, root: str) -> Source:
         """The source of ``root`` (the configured source plugin; it says which paths are its own)."""
@@ -229,6 +249,8 @@ class CollectionWriter(PartsView):
             normalization=rec.normalization,
             batch_chunks=parts.settings.embed_batch_chunks,
             progress=progress,
+            reads=self._read_ahead(),
+            detach_after=BATCH_SECONDS if self._following else None,
         )
 
     def _attach_root(self, root: str) -> str:
