@@ -332,8 +332,15 @@ def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verb
 
         info["watcher"] = describe(info["watcher"])
     for key, value in info.items():
-        table.add_row(key, ", ".join(value) if isinstance(value, list) else str(value))
+        table.add_row(key, ", ".join(map(_cell, value)) if isinstance(value, list) else str(value))
     out.print(table)
+
+
+def _cell(item: Any) -> str:
+    """One item of a list in `indexer status`'s table: a path and its figures for a dict ("writing", "failures")."""
+    if isinstance(item, dict):
+        return " ".join(str(v) for v in item.values())
+    return str(item)
 
 
 @app.command()

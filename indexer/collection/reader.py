@@ -212,6 +212,10 @@ class CollectionReader(PartsView):
             "health": health,
             "failures": [{"path": p, "reason": r} for p, r in parts.state.failures(self.name)],
             "reindex": job.progress(parts.settings.data_dir, self.name, parts.state),
+            # large files being written (by any process): chunks written so far, hidden from searches until the
+            # file commits; the watcher's status adds the total and the files still being read
+            "writing": [{"path": p, "chunks_written": n}
+                        for p, n in sorted(parts.state.pending_by_path(self.name).items())],
         }
 
 

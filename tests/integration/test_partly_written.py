@@ -29,6 +29,7 @@ class _MidWrite:
     def __init__(self, col: indexer.Collection, path: str) -> None:
         self.col, self.path = col, path
         self.seen: list[tuple[int, int, dict[str, set[str]]]] = []
+        self.writing: list[tuple[int, list[dict[str, object]]]] = []
 
     def files_total(self, n: int) -> None:
         pass
@@ -51,6 +52,7 @@ class _MidWrite:
                                    where=["type=txt"]).hits  # fmt: skip
         versions["filtered"] = {h.text.split(" ", 1)[0] for h in filtered if h.path == self.path}
         self.seen.append((done, total, versions))
+        self.writing.append((done, self.col.status()["writing"]))
 
 
 @pytest.mark.parametrize("options", STORES, ids=lambda o: "-".join(map(str, o.values())))
@@ -67,6 +69,7 @@ def test_a_partly_reindexed_file_is_seen_as_its_previous_version_until_complete(
         before = col.search("lighthouse keeper storm", k=200, candidates=200, mode="dense", rerank=False).hits
         old_chunks = {h.chunk_id for h in before if h.path == str(big)}
         assert len(old_chunks) > 8  # more than two slices of 4
+        assert col.status()["writing"] == []
 
         big.write_text(_version("new"))
         watch = _MidWrite(col, str(big))
@@ -74,6 +77,10 @@ def test_a_partly_reindexed_file_is_seen_as_its_previous_version_until_complete(
         assert len(watch.seen) >= 2, "the new version was written in slices"
         for done, total, versions in watch.seen:  # mid-write: the old version only, in every mode, filtered or not
             assert all(v == {"old"} for v in versions.values()), (done, total, versions)
+        # status shows the large file's progress: its chunks written so far (hidden until it commits)
+        assert [w for _, w in watch.writing] == [[{"path": str(big), "chunks_written": done}] for done, _ in
+                                                 watch.writing]  # fmt: skip
+        assert col.status()["writing"] == []
         after = col.search("lighthouse keeper storm", k=200, candidates=200, mode="dense", rerank=False).hits
         assert {h.text.split(" ", 1)[0] for h in after if h.path == str(big)} == {"new"}
         assert not {h.chunk_id for h in after} & old_chunks
