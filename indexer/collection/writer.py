@@ -55,9 +55,14 @@ class CollectionWriter(PartsView):
         """Let ``sync_paths`` leave a slow read (a file still being parsed after a batch's time) running in the
         background and return; ``listener(path)`` hears when it ends (the watcher syncs the path again, and
         the finished document is taken). None: every call waits for its reads (the default)."""
-        reads = self._read_ahead()
-        reads.listener = listener
-        self._following = listener is not None
+        if listener is None:  # the watcher stops: reads left in the background end now (their paths are queued)
+            if self._reads is not None:
+                self._reads.close()
+                self._reads = None
+            self._following = False
+            return
+        self._read_ahead().listener = listener
+        self._following = True
 
     def reading(self) -> list[dict[str, Any]]:
         """Files being read in the background (path, seconds so far): status."""
