@@ -43,11 +43,17 @@ class CollectionWriter(PartsView):
         self._owns_parts = owns_parts
         self._reads: ReadAhead | None = None  # files read in threads, kept across calls (indexer.index.reads)
         self._following = False
+        self._sources: dict[str, Source] = {}  # root -> the source sync_paths reads with (its parse workers stay warm)
 
     def close(self) -> None:
         if self._reads is not None:
             self._reads.close()
             self._reads = None
+        for source in self._sources.values():
+            closer = getattr(source, "close", None)
+            if closer is not None:
+                closer()
+        self._sources.clear()
         if self._owns_parts:
             self.parts.close()
 
@@ -67,6 +73,18 @@ class CollectionWriter(PartsView):
     def reading(self) -> list[dict[str, Any]]:
         """Files being read in the background (path, seconds so far): status."""
         return [] if self._reads is None else self._reads.reading()
+
+    def _kept_source(self, root: str) -> Source:
+        """The source of ``root`` kept across ``sync_paths`` calls (the watcher's batches): its parse workers stay
+        started, so a batch with a document does not start a process first. ``sync_paths`` reads only the
+        problems a call adds; the list is emptied first so it never grows."""
+        source = self._sources.get(root)
+        if source is None:
+            source = self._sources[root] = self.parts.source_for(root)
+        problems = getattr(source, "problems", None)
+        if isinstance(problems, list):
+            problems.clear()
+        return source
 
     def _read_ahead(self) -> ReadAhead:
         if self._reads is None:
@@ -129,7 +147,7 @@ class CollectionWriter(PartsView):
             # ensure_created re-made it empty) are re-written with this batch, from the vector cache
             lost = self._mark_lost_points()
             for root, group in _group_by_root([*paths, *lost], parts.state.roots(self.name)).items():
-                pipeline.sync_paths(parts.source_for(root), root, group, report)
+                pipeline.sync_paths(self._kept_source(root), root, group, report)
             if lost:
                 report.points_deleted += self._remove_orphans()
             parts.repaired()

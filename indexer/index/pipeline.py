@@ -268,8 +268,11 @@ class Pipeline:
                         batch.add(prepared)
                     elif not large.offer(prepared):
                         self._write_large(prepared, report)
-                if batch.due() or (batch.items and not done and not queue):
-                    self._write_batch(batch.take(), report)  # due, or nothing but slow reads left
+                stalled = batch.items and not done and (not queue or self.detach_after is not None)
+                if batch.due() or stalled:
+                    # due; or no read ended within the wait: only slow reads left, or (the watcher, where a change
+                    # waits for this batch) a pause in the reads
+                    self._write_batch(batch.take(), report)
                 if not queue and running and not done:
                     self._detach_slow(reads, running, report)
             if batch.items:
@@ -286,7 +289,7 @@ class Pipeline:
         if batch.items:
             waits.append(batch.seconds_left())
         if self.detach_after is not None:
-            waits.append(min(self.detach_after, 0.25))
+            waits.append(min(self.detach_after, 0.1))
         return max(0.0, min(waits)) if waits else None
 
     def _detach_slow(self, reads: ReadAhead, running: dict[Future[Document], SourceRef], report: IndexReport) -> None:

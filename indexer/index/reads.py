@@ -9,7 +9,8 @@ writing stay in the caller's thread.
 A read may outlive the call that started it: the watcher (:meth:`ReadAhead.detach`) leaves a read that has run
 longer than a batch in the background, syncs the other changes, and is told (``listener``) when the read ends;
 the next sync of that path takes the finished document (if the file has not changed since) instead of reading
-it again. At most ``width`` such reads run in the background, beside ``width`` reads of the calls after them.
+it again. At most ``width - 1`` such reads (at least one) run in the background, so a parse worker stays free
+for the documents of the calls after them.
 """
 
 from __future__ import annotations
@@ -73,9 +74,11 @@ class ReadAhead:
         return 0.0 if read is None else time.monotonic() - read.started
 
     def can_detach(self) -> int:
-        """How many more reads may be left running in the background."""
+        """How many more reads may be left running in the background: ``width - 1`` at most (at least one), so
+        a parse worker stays free for the documents of the next calls."""
         with self._lock:
-            return self.width - sum(1 for r in self._reads.values() if r.detached and not r.future.done())
+            busy = sum(1 for r in self._reads.values() if r.detached and not r.future.done())
+        return max(1, self.width - 1) - busy
 
     def detach(self, path: str) -> None:
         """Leave the read of ``path`` running after the call returns; ``listener(path)`` hears when it ends."""

@@ -586,6 +586,11 @@ class FilesystemSource:
             raise SourceError(path, f"{reader.kind} reader failed ({type(exc).__name__}: {exc})") from exc
         return dataclasses.replace(doc, ref=ref, content_hash=hashlib.sha256(data).hexdigest())
 
+    def close(self) -> None:
+        """End the parse workers (after the reads in flight)."""
+        if self._worker is not None:
+            self._worker.close()
+
     def abort_reads(self) -> None:
         """End the parse workers now (a shutdown that must not wait for a long parse): reads in flight fail."""
         if self._worker is not None:
