@@ -27,6 +27,7 @@ from indexer.ports import Source
 from indexer.types import Document, SourceRef
 
 logger = logging.getLogger(__name__)
+UNTAKEN_SECONDS = 300.0  # a background read's document is kept this long for the sync that takes it
 
 
 @dataclass
@@ -36,6 +37,7 @@ class _Read:
     source: Source
     started: float = field(default_factory=time.monotonic)
     detached: bool = False
+    ended: float | None = None
 
 
 class ReadAhead:
@@ -54,6 +56,7 @@ class ReadAhead:
         """The read of ``ref``: one already started for the same file content (size and mtime) if any."""
         key = (ref.size, ref.mtime_ns)
         with self._lock:
+            self._forget_untaken()
             known = self._reads.get(ref.path)
             if known is not None and known.key == key and not known.future.cancelled():
                 known.detached = False
@@ -98,9 +101,18 @@ class ReadAhead:
             return [{"path": p, "seconds": round(now - r.started, 1)} for p, r in self._reads.items()
                     if r.detached and not r.future.done()]  # fmt: skip
 
+    def _forget_untaken(self) -> None:
+        """Drop background reads that ended long ago and were never taken (the file was deleted or changed
+        meanwhile): their documents are not kept in memory. Under ``_lock``."""
+        now = time.monotonic()
+        for path in [p for p, r in self._reads.items() if r.ended is not None and now - r.ended > UNTAKEN_SECONDS]:
+            del self._reads[path]
+
     def _ended(self, path: str, future: Future[Document]) -> None:
         with self._lock:
             read = self._reads.get(path)
+            if read is not None and read.future is future:
+                read.ended = time.monotonic()
             tell = read is not None and read.future is future and read.detached and not self._closed
         if tell:
             self._tell(path)
