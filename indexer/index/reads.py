@@ -20,8 +20,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 
 from indexer.ports import Source
 from indexer.types import Document, SourceRef

@@ -56,7 +56,9 @@ class _MidWrite:
 
 
 @pytest.mark.parametrize("options", STORES, ids=lambda o: "-".join(map(str, o.values())))
-def test_a_partly_reindexed_file_is_seen_as_its_previous_version_until_complete(tmp_path: Path, options, embed_model_path):
+def test_a_partly_reindexed_file_is_seen_as_its_previous_version_until_complete(
+    tmp_path: Path, options, embed_model_path
+):
     folder = tmp_path / "docs"
     folder.mkdir()
     big = folder / "log.txt"
