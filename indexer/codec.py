@@ -123,8 +123,6 @@ def compact_result_json(result: SearchResult, collection: str | None = None) -> 
     snippet around the match (cut to ``COMPACT_SNIPPET`` characters), without the chunk's whole text; paths
     relative to ``base``, the folder all hits share, given once. About 250 characters per hit on SciFact abstracts
     (bench/mcp_answer_size.py) instead of ~1,100 with the text."""
-    from indexer.search.snippets import trim
-
     base = _common_folder([h.path for h in result.hits])
     hits = []
     for h in result.hits:
@@ -134,7 +132,7 @@ def compact_result_json(result: SearchResult, collection: str | None = None) -> 
             hit["locator"] = h.locator
         if h.rerank_score is not None:
             hit["rerank_score"] = round(h.rerank_score, 3)
-        hit["snippet"] = trim(h.snippet or " ".join(h.text.split()), list(h.marks), COMPACT_SNIPPET)
+        hit["snippet"] = _trim(h.snippet or " ".join(h.text.split()), list(h.marks), COMPACT_SNIPPET)
         hits.append(hit)
     body: dict[str, Any] = {"base": base, "hits": hits} if base else {"hits": hits}
     body["reranked"] = result.reranked
@@ -145,6 +143,24 @@ def compact_result_json(result: SearchResult, collection: str | None = None) -> 
     if result.warning:
         body["warning"] = result.warning
     return body if collection is None else {"collection": collection, **body}
+
+
+def _trim(passage: str, marks: list[tuple[int, int]] | tuple[tuple[int, int], ...], width: int) -> str:
+    """``passage`` cut to about ``width`` characters around its first mark, at word boundaries, '…' where cut
+    (MCP's compact answer shortens the hit's snippet without matching it again)."""
+    if len(passage) <= width:
+        return passage
+    first = marks[0][0] if marks else 0
+    start = max(0, min(first - 40, len(passage) - width))
+    if start > 0:
+        space = passage.find(" ", start)
+        start = space + 1 if 0 <= space < first else start
+    end = min(len(passage), start + width)
+    if end < len(passage):
+        space = passage.rfind(" ", start, end)
+        end = space if space > start + width // 2 else end
+    text = passage[start:end].strip("…").strip()
+    return f"{'…' if start > 0 else ''}{text}{'…' if end < len(passage) else ''}"
 
 
 def _common_folder(paths: list[str]) -> str:

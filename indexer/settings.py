@@ -96,6 +96,10 @@ class Settings(BaseSettings):
     max_unpack_ratio: float = Field(50.0, gt=0, description="most unpacked bytes per packed byte (zip bombs)")
     parse_timeout: float = Field(60.0, gt=0, description="seconds one document may take to parse (worker process)")
     parse_memory_mb: int = Field(2048, ge=64, description="memory (MiB) the document parser process may use")
+    parse_workers: int = Field(
+        2, ge=1, le=64, description="files read at once, each document in its own parser process (each within "
+        "parse_memory_mb): a slow file never holds back the others"
+    )
     embed_batch_chunks: int = Field(256, ge=1, description="chunks embedded and written per batch")
     threads: int | None = Field(None, ge=1, description="llama.cpp threads (default: all cores)")
     # indexer watch

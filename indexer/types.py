@@ -193,14 +193,19 @@ class Filter:
     ``ids``, when set, is the exact selection of point ids the other clauses of the request matched (computed
     from the state database: :mod:`indexer.state.fields`); a store searches only among them, and among the
     points that also match ``path_prefix`` and ``file_types``. An empty selection matches nothing.
+
+    ``hidden`` are point ids a search must never return, filtered or not: points written but not yet committed
+    (a large file's slices while it is being written; the state's pending ids no committed chunk owns). A store
+    excludes them inside its search (an id selection), so a partly written file is seen as its previous version.
     """
 
     path_prefix: str | None = None  # absolute directory or file path
     file_types: tuple[str, ...] = ()  # reader kinds or extensions without dot, e.g. ("md", "py")
     ids: frozenset[str] | None = None
+    hidden: frozenset[str] = frozenset()
 
     def is_empty(self) -> bool:
-        return self.path_prefix is None and not self.file_types and self.ids is None
+        return self.path_prefix is None and not self.file_types and self.ids is None and not self.hidden
 
 
 FILTER_OPS = ("=", "==", "!=", "<", "<=", ">", ">=", "^=", "~", "in")
@@ -287,6 +292,7 @@ class IndexReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     partial: list[tuple[str, str]] = field(default_factory=list)  # indexed, with parts left out (Document.notes)
     notes: list[str] = field(default_factory=list)  # what the run decided for the user (nested roots adopted)
+    reading: list[str] = field(default_factory=list)  # still being read in the background (the watcher's syncs)
     seconds: float = 0.0
     embed_seconds: float = 0.0
     stages: dict[str, float] = field(default_factory=dict)  # seconds per stage: scan, read, chunk, embed, write
@@ -301,6 +307,7 @@ class IndexReport:
         out["failed"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.failed]
         out["skipped"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.skipped]
         out["partial"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.partial]
+        out["reading"] = [printable(p) for p in self.reading]
         return out
 
 

@@ -9,8 +9,13 @@ with their header, list items in reading order.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import mailbox
+import os
+import subprocess
+import sys
+import zipfile
 from datetime import datetime, timezone
 from email.message import EmailMessage
 from email.utils import format_datetime
@@ -327,3 +332,40 @@ def make_scanned_pdf(path: Path, pages: list[list[str]], dpi: int = 200) -> Path
     images = [render_page(lines, dpi).convert("RGB") for lines in pages]
     images[0].save(path, "PDF", resolution=dpi, save_all=True, append_images=images[1:])
     return path
+
+
+HOSTILE_LAUGHS = (
+    '<!DOCTYPE w:document [<!ENTITY lol "lollollollollollollollollollol">'
+    + "".join(f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">' for i in range(1, 10))
+    + "]>"
+)
+
+
+def hostile_files(folder: Path) -> dict[str, bytes]:
+    """The three files of issue 31's item 6, as bytes (made once, copied under fresh names per edit)."""
+    from docx import Document
+
+    out: dict[str, bytes] = {"png": b"\x89PNG\r\n\x1a\n" + os.urandom(4096)}  # a PNG signature, then garbage
+    pdf = folder / "poster.pdf"
+    # one 20,000 x 20,000 image, made in a child (400 MB of pixels that must not count in this process's peak)
+    code = ("import sys; from PIL import Image; "
+            "Image.new('L', (20_000, 20_000), 255).save(sys.argv[1], 'PDF', resolution=600)")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code, str(pdf)], check=True)
+    out["pdf"] = pdf.read_bytes()
+    pdf.unlink()
+    plain = folder / "plain.docx"
+    doc = Document()
+    doc.add_paragraph("Closing words.")
+    doc.save(str(plain))
+    with zipfile.ZipFile(plain) as src:
+        body = src.read("word/document.xml").decode()
+        end = body.index("?>") + 2
+        body = body[:end] + HOSTILE_LAUGHS + body[end:].replace("Closing words.", "&lol9;", 1)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as dst:
+            for info in src.infolist():
+                data = body.encode() if info.filename == "word/document.xml" else src.read(info.filename)
+                dst.writestr(info, data)
+    out["docx"] = buf.getvalue()
+    plain.unlink()
+    return out

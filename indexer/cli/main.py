@@ -300,6 +300,7 @@ def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verb
         out.print(f"{label:<{width}}  {text}", highlight=False, markup=False)
 
 
+
 @app.command()
 def fields(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verbose: bool = VerboseOpt) -> None:
     """List the fields a search can filter on (--where), with their kind, chunk counts and commonest values."""

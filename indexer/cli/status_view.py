@@ -72,6 +72,8 @@ def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
                 f"started {ago(reindex.get('started_at'))}",
             )
         )
+    for w in info.get("writing") or []:  # a large file being written: hidden from searches until complete
+        rows.append(("writing", f"{w['path']}: {w['chunks_written']:,} chunks written so far"))
     failures = info.get("failures") or []
     for f in failures[: None if verbose else 5]:
         rows.append(("failed", f"{f['path']}: {f['reason']}"))

@@ -9,7 +9,7 @@ the two apart (the server) open the faces themselves: :func:`open_reader`, :func
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ class Collection(PartsView):
         self.close()
 
     def close(self) -> None:
+        self.writer.close()  # its background reads (the parts are the facade's)
         self.parts.close()
 
     # -- the parts -----------------------------------------------------------------------------------------
@@ -136,6 +137,15 @@ class Collection(PartsView):
     def warm_up(self) -> None:
         """Load the embedding model (a watcher's first change then does not pay for it)."""
         self.writer.warm_up()
+
+    def follow_reads(self, listener: Callable[[str], None] | None) -> None:
+        """Let syncs leave a slow read running in the background; ``listener(path)`` hears when it ends
+        (:meth:`CollectionWriter.follow_reads`: the watcher)."""
+        self.writer.follow_reads(listener)
+
+    def reading(self) -> list[dict[str, Any]]:
+        """Files being read in the background (path, seconds so far)."""
+        return self.writer.reading()
 
 
 def open_parts(name: str | None = None, settings: Settings | None = None, **overrides: Any) -> CollectionParts:

@@ -98,9 +98,16 @@ class CollectionReader(PartsView):
             fusion=self.fusion_config(),
             budget=self._rerank_budget,
             select=self.select,
+            hidden=self.hidden,
         )
         warning = agreement_checks.search_warning(parts)
         return replace(result, warning=warning) if warning else result
+
+    def hidden(self) -> frozenset[str]:
+        """Point ids no search may see: written but not committed (a large file's slices while it is written, so
+        a search sees the file's previous version until the new one is complete). One indexed SELECT, on a
+        table that is empty between writes."""
+        return frozenset(self.parts.state.pending_orphans(self.name))
 
     def select(self, req: SearchRequest) -> Selection:
         """The exact evaluation of a prepared request's filter clauses and facets in the state database: the
@@ -209,6 +216,10 @@ class CollectionReader(PartsView):
             "failures": [{"path": p, "reason": r} for p, r in parts.state.failures(self.name)],
             "reindex": job.progress(parts.settings.data_dir, self.name, parts.state),
             "last_indexed": _iso(parts.state.last_indexed_ns(self.name)),
+            # large files being written (by any process): chunks written so far, hidden from searches until the
+            # file commits; the watcher's status adds the total and the files still being read
+            "writing": [{"path": p, "chunks_written": n}
+                        for p, n in sorted(parts.state.pending_by_path(self.name).items())],
         }
 
 

@@ -20,9 +20,11 @@ from indexer.collection import leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import within
 from indexer.errors import InputError, NotFoundError
+from indexer.index.batching import BATCH_SECONDS
 from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.prompts import prompted_model_id
+from indexer.index.reads import ReadAhead
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, PayloadScan, Source
 from indexer.search.lexical import LexicalSearch
@@ -39,14 +41,55 @@ class CollectionWriter(PartsView):
     def __init__(self, parts: CollectionParts, *, owns_parts: bool = True) -> None:
         self.parts = parts
         self._owns_parts = owns_parts
-
-
-
-
+        self._reads: ReadAhead | None = None  # files read in threads, kept across calls (indexer.index.reads)
+        self._following = False
+        self._sources: dict[str, Source] = {}  # root -> the source sync_paths reads with (its parse workers stay warm)
 
     def close(self) -> None:
+        if self._reads is not None:
+            self._reads.close()
+            self._reads = None
+        for source in self._sources.values():
+            closer = getattr(source, "close", None)
+            if closer is not None:
+                closer()
+        self._sources.clear()
         if self._owns_parts:
             self.parts.close()
+
+    def follow_reads(self, listener: Callable[[str], None] | None) -> None:
+        """Let ``sync_paths`` leave a slow read (a file still being parsed after a batch's time) running in the
+        background and return; ``listener(path)`` hears when it ends (the watcher syncs the path again, and
+        the finished document is taken). None: every call waits for its reads (the default)."""
+        if listener is None:  # the watcher stops: reads left in the background end now (their paths are queued)
+            if self._reads is not None:
+                self._reads.close()
+                self._reads = None
+            self._following = False
+            return
+        self._read_ahead().listener = listener
+        self._following = True
+
+    def reading(self) -> list[dict[str, Any]]:
+        """Files being read in the background (path, seconds so far): status."""
+        return [] if self._reads is None else self._reads.reading()
+
+    def _kept_source(self, root: str) -> Source:
+        """The source of ``root`` kept across ``sync_paths`` calls (the watcher's batches): its parse workers stay
+        started, so a batch with a document does not start a process first. ``sync_paths`` reads only the
+        problems a call adds; the list is emptied first so it never grows."""
+        source = self._sources.get(root)
+        if source is None:
+            source = self._sources[root] = self.parts.source_for(root)
+        problems = getattr(source, "problems", None)
+        if isinstance(problems, list):
+            problems.clear()
+        return source
+
+    def _read_ahead(self) -> ReadAhead:
+        if self._reads is None:
+            self._reads = ReadAhead(self.parts.settings.parse_workers)
+        return self._reads
 
     def source_for(self, root: str) -> Source:
         """The source of ``root`` (the configured source plugin; it says which paths are its own)."""
@@ -112,7 +155,7 @@ class CollectionWriter(PartsView):
             # ensure_created re-made it empty) are re-written with this batch, from the vector cache
             lost = self._mark_lost_points()
             for root, group in _group_by_root([*paths, *lost], parts.state.roots(self.name)).items():
-                pipeline.sync_paths(parts.source_for(root), root, group, report)
+                pipeline.sync_paths(self._kept_source(root), root, group, report)
             if lost:
                 report.points_deleted += self._remove_orphans()
             parts.repaired()
@@ -247,6 +290,8 @@ class CollectionWriter(PartsView):
             normalization=rec.normalization,
             batch_chunks=parts.settings.embed_batch_chunks,
             progress=progress,
+            reads=self._read_ahead(),
+            detach_after=BATCH_SECONDS if self._following else None,
         )
 
     def _attach_root(self, root: str, notes: list[str]) -> str:

@@ -49,6 +49,12 @@ class Batch(Generic[T]):
             return False
         return self.chunks >= self.limit_chunks or self._now() - (self.opened or 0.0) >= self.limit_seconds
 
+    def seconds_left(self) -> float:
+        """Seconds until the open batch is due by time (0 when it is; the limit when it is empty)."""
+        if self.opened is None:
+            return self.limit_seconds
+        return max(0.0, self.opened + self.limit_seconds - self._now())
+
     def _now(self) -> float:
         return (self.clock or time.monotonic)()
 

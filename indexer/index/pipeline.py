@@ -23,7 +23,9 @@ import logging
 import os
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ from indexer.core.normalization import Normalization, cache_tag
 from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
 from indexer.index.batching import BATCH_SECONDS, Batch, Deferred
+from indexer.index.reads import ReadAhead
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore
 from indexer.state.database import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
@@ -95,6 +98,8 @@ class Pipeline:
         batch_chunks: int = 256,
         progress: Progress | None = None,
         batch_seconds: float = BATCH_SECONDS,
+        reads: ReadAhead | None = None,
+        detach_after: float | None = None,
     ) -> None:
         self.collection = collection
         self.state = state
@@ -108,6 +113,10 @@ class Pipeline:
         # Unchanged files are reported one by one only to a listener: at 100k files the calls alone cost ~0.1 s.
         self._listening = progress is not None
         self.model_key = f"{embedder.model_id}|norm={cache_tag(normalization)}"
+        # Files are read in threads (indexer.index.reads); with ``detach_after`` (the watcher) a read running
+        # longer than that, once every other file of the call is written, is left running in the background.
+        self.reads = reads
+        self.detach_after = detach_after
 
     # -- recovery ----------------------------------------------------------------------------------------
     def recover(self) -> int:
@@ -233,32 +242,81 @@ class Pipeline:
         self, source: Source, todo: Iterable[SourceRef], known: dict[str, FileRecord], report: IndexReport
     ) -> None:
         """Read, chunk and write ``todo`` in batches bounded by count and time; a file larger than a batch is
-        written on its own in slices, after the small files (:mod:`indexer.index.batching`)."""
+        written on its own in slices, after the small files (:mod:`indexer.index.batching`).
+
+        Files are read smallest first, up to the source's ``parallel_reads`` at a time in threads
+        (:mod:`indexer.index.reads`), and taken as each read ends: a slow one (a scan being OCR'd) holds one
+        reader while the others go on, and a batch is written when it is due even while reads are running."""
         batch: Batch[_Prepared] = Batch(self.batch_chunks, self.batch_seconds)
         large: Deferred[_Prepared] = Deferred()
-        for ref in todo:
-            if batch.due():  # before a read that may be slow: what is read is written
-                self._write_batch(batch.take(), report)
-            prepared = self._prepare(source, ref, known.get(ref.path), report)
-            if prepared is None:
-                continue
-            if prepared.size <= self.batch_chunks:
-                batch.add(prepared)
-            elif not large.offer(prepared):
-                self._write_large(prepared, report)
-            if batch.due():
-                self._write_batch(batch.take(), report)
-        if batch.items:
-            self._write_batch(batch.take(), report)
-        for prepared in large.items:
-            self._write_large(prepared, report)
-
-    def _prepare(self, source: Source, ref: SourceRef, rec: FileRecord | None, report: IndexReport) -> _Prepared | None:
-        """Read and chunk one file; None when there is nothing to write (failed, or only its stat changed)."""
+        reads = self.reads or ReadAhead(1)
+        width = max(1, min(reads.width, int(getattr(source, "parallel_reads", 1) or 1)))
+        queue = deque(sorted(todo, key=lambda r: r.size))  # small files first
+        running: dict[Future[Document], SourceRef] = {}
         try:
-            started = time.perf_counter()
-            doc = source.read(ref)
-            report.timed("read", time.perf_counter() - started)
+            while queue or running:
+                while queue and len(running) < width:
+                    ref = queue.popleft()
+                    running[reads.submit(source, ref)] = ref
+                waited = time.perf_counter()
+                done, _ = wait(list(running), timeout=self._wait_seconds(batch), return_when=FIRST_COMPLETED)
+                report.timed("read", time.perf_counter() - waited)  # the time spent waiting for reads
+                for future in [f for f in running if f in done]:  # in the order they were started
+                    ref = running.pop(future)
+                    reads.taken(ref.path)
+                    prepared = self._prepare(future, ref, known.get(ref.path), report)
+                    if prepared is None:
+                        continue
+                    if prepared.size <= self.batch_chunks:
+                        batch.add(prepared)
+                    elif not large.offer(prepared):
+                        self._write_large(prepared, report)
+                stalled = batch.items and not done and (not queue or self.detach_after is not None)
+                if batch.due() or stalled:
+                    # due; or no read ended within the wait: only slow reads left, or (the watcher, where a change
+                    # waits for this batch) a pause in the reads
+                    self._write_batch(batch.take(), report)
+                if not queue and running and not done:
+                    self._detach_slow(reads, running, report)
+            if batch.items:
+                self._write_batch(batch.take(), report)
+            for prepared in large.items:
+                self._write_large(prepared, report)
+        finally:
+            if self.reads is None:
+                reads.close()
+
+    def _wait_seconds(self, batch: Batch[_Prepared]) -> float | None:
+        """How long to wait for a read: until the open batch is due, or the next check for slow reads."""
+        waits = []
+        if batch.items:
+            waits.append(batch.seconds_left())
+        if self.detach_after is not None:
+            waits.append(min(self.detach_after, 0.1))
+        return max(0.0, min(waits)) if waits else None
+
+    def _detach_slow(self, reads: ReadAhead, running: dict[Future[Document], SourceRef], report: IndexReport) -> None:
+        """With ``detach_after`` set (the watcher): once only reads older than that are left, leave them running
+        in the background (the next sync of their paths takes the documents) and return."""
+        if self.detach_after is None:
+            return
+        if any(reads.age(ref.path) < self.detach_after for ref in running.values()):
+            return
+        if reads.can_detach() < len(running):
+            return
+        for ref in running.values():
+            logger.info("%s is still being read after %.0f s; syncing the other changes meanwhile",
+                        printable(ref.path), reads.age(ref.path))
+            reads.detach(ref.path)
+            report.reading.append(ref.path)
+        running.clear()
+
+    def _prepare(
+        self, read: Future[Document], ref: SourceRef, rec: FileRecord | None, report: IndexReport
+    ) -> _Prepared | None:
+        """Chunk one file that was read; None when there is nothing to write (failed, or only its stat changed)."""
+        try:
+            doc = read.result()
             if rec is not None and rec.status == "indexed" and doc.content_hash == rec.content_hash:
                 self._touch(ref, doc, rec)
                 report.files_touched += 1
@@ -394,6 +452,9 @@ class Pipeline:
             report.timed("write", time.perf_counter() - started)
             written += len(points)
             logger.info("%s: %d of %d chunks written", printable(ref.path), start + len(part), prepared.size)
+            file_part = getattr(self.progress, "file_part", None)  # a listener that shows a big file's progress
+            if file_part is not None:
+                file_part(ref.path, start + len(part), prepared.size)
         new_ids = {r.point_id for r in records}
         stale = [pid for pid in old_ids if pid not in new_ids]
         self.state.add_pending(self.collection, [(pid, ref.path) for pid in stale])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -205,11 +205,14 @@ def run_search(
     fusion: FusionConfig | None = None,
     budget: RerankBudget | None = None,
     select: Selector | None = None,
+    hidden: Callable[[], frozenset[str]] | None = None,
 ) -> SearchResult:
     """Run one search. ``reranker`` may be None when the caller skipped loading it because the query asked for no
     rerank; ``reranker_configured`` then says whether one exists (for the note in the result). ``select``
     evaluates the request's filter clauses exactly (the collection's state database); the store then searches
-    among the matching points only, so a filter never loses a match to a limited candidate list."""
+    among the matching points only, so a filter never loses a match to a limited candidate list. ``hidden``
+    gives the point ids no search may return (written, not yet committed: a large file mid-write), which the
+    store excludes inside its search, filtered or not."""
     if req.k is None or req.candidates is None:
         raise ValueError("run_search needs a prepared request (indexer.search.query.prepare fills in k and candidates)")
     k, candidates = req.k, req.candidates
@@ -229,6 +232,9 @@ def run_search(
         timings["filter"] = (time.perf_counter() - t0) * 1000
     if selection.ids is not None:
         where = Filter(req.path_prefix, req.file_types, ids=selection.ids)
+    unseen = hidden() if hidden is not None else frozenset()
+    if unseen:
+        where = replace(where, hidden=unseen) if where is not None else Filter(hidden=unseen)
     if where is not None and where.ids is not None and not where.ids:
         hits: list[Hit] = []
     else:

@@ -106,20 +106,3 @@ def _best_start(found: list[tuple[int, int, str]], width: int) -> int:
             best, best_key = a, key
     return max(0, best - LEAD)
 
-
-def trim(passage: str, marks: list[tuple[int, int]] | tuple[tuple[int, int], ...], width: int) -> str:
-    """``passage`` cut to about ``width`` characters around its first mark, at word boundaries, '…' where cut
-    (MCP's compact answer shortens the hit's snippet without matching it again)."""
-    if len(passage) <= width:
-        return passage
-    first = marks[0][0] if marks else 0
-    start = max(0, min(first - LEAD, len(passage) - width))
-    if start > 0:
-        space = passage.find(" ", start)
-        start = space + 1 if 0 <= space < first else start
-    end = min(len(passage), start + width)
-    if end < len(passage):
-        space = passage.rfind(" ", start, end)
-        end = space if space > start + width // 2 else end
-    text = passage[start:end].strip("…").strip()
-    return f"{'…' if start > 0 else ''}{text}{'…' if end < len(passage) else ''}"

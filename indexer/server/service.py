@@ -330,7 +330,8 @@ def search_request(body: Any) -> SearchRequest:
 def watch_status(watcher: Any) -> dict[str, Any]:
     """What /status shows of a watcher."""
     st: dict[str, Any] = watcher.status()
-    return {k: st.get(k) for k in ("state", "roots", "queued", "last_error", "freshness", "batches", "totals")}
+    keys = ("state", "roots", "queued", "last_error", "freshness", "batches", "totals", "reading", "writing")
+    return {k: st.get(k) for k in keys}
 
 
 @dataclass

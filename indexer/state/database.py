@@ -327,6 +327,16 @@ class StateStore:
         )
         return [r[0] for r in rows]
 
+    def pending_by_path(self, collection: str) -> dict[str, int]:
+        """Per file, how many of its points are written and not yet committed (a large file mid-write)."""
+        rows = self._db.execute(
+            "SELECT p.path, COUNT(*) FROM pending p LEFT JOIN chunks c"
+            " ON c.collection=p.collection AND c.point_id=p.point_id"
+            " WHERE p.collection=? AND c.point_id IS NULL GROUP BY p.path",
+            (collection,),
+        )
+        return {str(path): int(n) for path, n in rows}
+
     def clear_pending(self, collection: str) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM pending WHERE collection=?", (collection,))

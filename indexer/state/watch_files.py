@@ -170,6 +170,11 @@ def describe(status: dict[str, Any] | None) -> str:
         f"{status.get('queued', 0)} queued" + (f" ({held} held back)" if held else ""),
         f"{len(status.get('errors') or {})} files with errors",
     ]
+    if status.get("running"):
+        parts += [f"reading {r['path']} ({r['seconds']:.0f}s so far)" for r in status.get("reading") or []]
+        writing = status.get("writing")
+        if writing:
+            parts.append(f"writing {writing['path']}: {writing['chunks_written']} of {writing['chunks_total']} chunks")
     if fresh.get("samples"):
         parts.append(
             f"change->searchable last {fresh['last_ms']} ms, p50 {fresh['p50_ms']} ms, p95 {fresh['p95_ms']} ms"

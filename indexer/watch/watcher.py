@@ -29,6 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,9 +78,21 @@ class _Stopping(Exception):
 class _StopCheck:
     """Pipeline progress that only checks whether the watcher is stopping."""
 
-    def __init__(self, stopping: threading.Event, tick: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        stopping: threading.Event,
+        tick: Callable[[], None] | None = None,
+        on_part: Callable[[str, int, int], None] | None = None,
+    ) -> None:
         self.stopping = stopping
         self.tick = tick
+        self.on_part = on_part
+
+    def file_part(self, path: str, done: int, total: int) -> None:
+        """A large file's slice was written: ``done`` of ``total`` chunks (status shows it)."""
+        if self.on_part is not None:
+            self.on_part(path, done, total)
+        self._check()
 
     def files_total(self, n: int) -> None:
         self._check()
@@ -163,6 +176,8 @@ class Watcher:
         self.last_batch: dict[str, Any] | None = None
         self.last_error: str | None = None
         self.started_at = time.time()
+        self._writing: dict[str, Any] | None = None  # the large file being written: path, chunks done, total
+        self._background: set[str] = set()  # paths still being read after their batch returned
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -177,6 +192,9 @@ class Watcher:
             self._stop_observers()
             self._release_lock()
             raise
+        follow = getattr(self.collection, "follow_reads", None)
+        if follow is not None:  # a slow read goes on in the background; its end queues the path again
+            follow(self._read_ended)
         self._write_status()
         OVERFLOW.watchers.add(self)
         self._thread = threading.Thread(target=self._run, name=f"indexer-watch-{self.name}", daemon=True)
@@ -267,7 +285,14 @@ class Watcher:
             "batches": self.batches,
             "totals": totals,
             "last_batch": self.last_batch,
+            # large files: being read in the background (path, seconds so far), being written (chunks so far)
+            "reading": printable_data(self._reading()),
+            "writing": printable_data(self._writing),
         }
+
+    def _reading(self) -> list[dict[str, Any]]:
+        reading = getattr(self.collection, "reading", None)
+        return list(reading()) if reading is not None else []
 
     def _running_batch(self) -> dict[str, Any] | None:
         """The batch in flight (paths, start, seconds so far, estimated seconds), or None; under ``_cond``."""
@@ -402,6 +427,13 @@ class Watcher:
             if observer.is_alive():
                 observer.join(5.0)
 
+    def _read_ended(self, path: str) -> None:
+        """A read left running in the background ended (a reader thread): sync the path again, which takes the
+        finished document."""
+        with self._cond:
+            self._background.discard(path)
+        self.on_event(path, What.CLOSED)
+
     # -- events (observer threads) ---------------------------------------------------------------------
     def on_event(self, path: str, what: What) -> None:
         """Record one change (called by the observer's handler; public for embedding and tests)."""
@@ -477,7 +509,11 @@ class Watcher:
             in_flight = self._in_flight.paths if self._in_flight else ()
             self._in_flight = None
             self._batch_started = None
-        save_queue(self.data_dir, self.name, [*leftover.paths, *in_flight])
+            background = sorted(self._background)
+        follow = getattr(self.collection, "follow_reads", None)
+        if follow is not None:
+            follow(None)
+        save_queue(self.data_dir, self.name, [*leftover.paths, *in_flight, *background])
         self._state = "stopped"
         self._stopped.set()
         self._write_status()
@@ -489,7 +525,7 @@ class Watcher:
         self._write_status()
         started = self._clock()
         try:
-            stop = _StopCheck(self._stopping, self._status_tick)
+            stop = _StopCheck(self._stopping, self._status_tick, self._file_part)
             if self._add_paths:
                 report = self.collection.index(self._add_paths, progress=stop)
             else:
@@ -504,6 +540,9 @@ class Watcher:
             self._retry_later(f"reconciliation scan failed: {exc}")
             return
         self._succeeded()
+        with self._cond:
+            self._writing = None
+            self._background |= set(report.reading)
         if not self._reconciled:
             self._warm_up()
         else:
@@ -557,6 +596,11 @@ class Watcher:
         with self._cond:
             self._in_flight = None
             self._batch_started = None
+            self._writing = None
+            reading = set(report.reading)
+            self._background |= reading
+            if reading:  # a read left in the background is no measure of its path's cost: it comes back
+                batch = replace(batch, costs={p: c for p, c in batch.costs.items() if p not in reading})
             self._batcher.learn(batch, now - started, now)  # cost model and per-path rate limit
         self._succeeded()
         self._finish_batch(batch, report)
@@ -564,10 +608,14 @@ class Watcher:
     def _sync(self, paths: list[str]) -> IndexReport:
         sync_paths = self.collection.sync_paths
         if "progress" in inspect.signature(sync_paths).parameters:  # stop() interrupts between file batches
-            report: IndexReport = sync_paths(paths, progress=_StopCheck(self._stopping, self._status_tick))
+            progress = _StopCheck(self._stopping, self._status_tick, self._file_part)
+            report: IndexReport = sync_paths(paths, progress=progress)
         else:
             report = sync_paths(paths)
         return report
+
+    def _file_part(self, path: str, done: int, total: int) -> None:
+        self._writing = {"path": path, "chunks_written": done, "chunks_total": total}
 
     def _failed(self, batch: Batch, exc: Exception) -> None:
         """Retry what may pass later; narrow other failures down to the path that causes them, then skip it."""

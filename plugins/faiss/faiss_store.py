@@ -437,10 +437,14 @@ class FaissStore:
                 with coll.sidecar.read():
                     index = self._sync(coll)
                     allowed = _allowed(coll.sidecar, where)
+                    # points written but not committed (a large file mid-write): out of the selection, or excluded
+                    excluded = _iids(where.hidden) if where is not None and where.hidden else None
+                    if excluded is not None and allowed is not None:
+                        allowed, excluded = np.setdiff1d(allowed, excluded, assume_unique=True), None
                     if index.structure == "ivf" and allowed is not None and len(allowed) <= self.auto.exact_below:
                         raw, iids = _exact(coll.sidecar.vectors_of(allowed, coll.dim), query, limit, index.ip)
                     else:
-                        raw, iids = self._search_index(index, query, limit, allowed)
+                        raw, iids = self._search_index(index, query, limit, allowed, excluded)
                         if allowed is not None and len(iids) < min(limit, len(allowed)):
                             # An approximate structure found fewer than the filter matches: search them exactly.
                             raw, iids = _exact(coll.sidecar.vectors_of(allowed, coll.dim), query, limit, index.ip)
@@ -456,16 +460,17 @@ class FaissStore:
         return hits
 
     def _search_index(
-        self, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None
+        self, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None,
+        excluded: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """One query with ``search_threads`` OpenMP threads (one query gains nothing from more: they
         spin and wait, ~4x slower on a busy 2-core machine); the process-wide setting is restored."""
         if self.search_threads is None:
-            return index.search(query, limit, allowed)
+            return index.search(query, limit, allowed, excluded)
         previous = faiss.omp_get_max_threads()
         faiss.omp_set_num_threads(self.search_threads)
         try:
-            return index.search(query, limit, allowed)
+            return index.search(query, limit, allowed, excluded)
         finally:
             faiss.omp_set_num_threads(previous)
 
@@ -524,6 +529,7 @@ class FaissStore:
                         where.file_types if where else (),
                         lexical.TITLE_WEIGHT,
                         None if where is None or where.ids is None else _iids(where.ids),
+                        None if where is None or not where.hidden else _iids(where.hidden),
                     )
             except sqlite3.Error as exc:
                 raise sidecar_error(exc, coll.sidecar.path, "lexical search") from exc

@@ -180,13 +180,18 @@ class VectorIndex:
         return faiss.rev_swig_ptr(storage.get_xb(), n * self.dim).reshape(n, self.dim)
 
     # --- search ----------------------------------------------------------------------------------
-    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """(raw distances, ids) best first: inner products, or squared L2 distances."""
+    def search(
+        self, query: np.ndarray, k: int, allowed: np.ndarray | None, excluded: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(raw distances, ids) best first: inner products, or squared L2 distances; only ``allowed`` ids (None:
+        all), never ``excluded`` ones (points written but not committed), both inside FAISS's search."""
         q = np.ascontiguousarray(query.reshape(1, self.dim), dtype=np.float32)
         if self.index.ntotal == 0 or k <= 0:
             return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+        if excluded is not None and not len(excluded):
+            excluded = None
         if self.structure == "ivf":
-            return self._search_ivf(q, k, allowed)
+            return self._search_ivf(q, k, allowed, excluded)
         if self.structure == "flat":
             params = None
             selector: Any = None  # kept referenced until the search returns
@@ -194,7 +199,9 @@ class VectorIndex:
                 if len(allowed) == 0:
                     return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
                 selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
-                params = _faiss.SearchParameters(sel=selector)
+            selector = _excluding(selector, excluded)
+            if selector is not None:
+                params = _faiss.SearchParameters(sel=_sel(selector))
             dist, labels = self.index.search(q, k, params=params)
             del selector
             keep = labels[0] >= 0
@@ -202,6 +209,8 @@ class VectorIndex:
         mask = self.slot_iid >= 0
         if allowed is not None:
             mask &= np.isin(self.slot_iid, allowed)
+        if excluded is not None:
+            mask &= ~np.isin(self.slot_iid, excluded)
         n_match = int(mask.sum())
         if n_match == 0:
             return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
@@ -219,15 +228,18 @@ class VectorIndex:
         keep = slots[0] >= 0
         return dist[0][keep], self.slot_iid[slots[0][keep]]
 
-    def _search_ivf(self, q: np.ndarray, k: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def _search_ivf(
+        self, q: np.ndarray, k: int, allowed: np.ndarray | None, excluded: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         selector: Any = None
         if allowed is not None:
             if len(allowed) == 0:
                 return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
             selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
+        selector = _excluding(selector, excluded)
         params = _faiss.SearchParametersIVF(nprobe=self.auto.nprobe)
         if selector is not None:
-            params.sel = selector
+            params.sel = _sel(selector)
         dist, labels = self.index.search(q, k, params=params)
         del selector
         keep = labels[0] >= 0
@@ -324,3 +336,26 @@ class VectorIndex:
             out.slot_iid = np.frombuffer(body[n_index:], dtype="<i8").astype(np.int64)
             out.dead = int((out.slot_iid < 0).sum())
         return out
+
+
+class _Excluding:
+    """A FAISS selector that keeps the ids ``inner`` keeps (all when None) except ``excluded``: the selectors it
+    is built from stay referenced as long as it is (SWIG does not keep them alive)."""
+
+    def __init__(self, inner: Any, excluded: np.ndarray) -> None:
+        self.batch = faiss.IDSelectorBatch(np.ascontiguousarray(excluded, dtype=np.int64))
+        self.inner = inner
+        self.not_excluded = faiss.IDSelectorNot(self.batch)
+        self.selector = self.not_excluded if inner is None else faiss.IDSelectorAnd(inner, self.not_excluded)
+
+
+def _excluding(selector: Any, excluded: np.ndarray | None) -> Any:
+    """``selector`` (None: every id) without the ``excluded`` ids: an object whose ``.selector`` is the FAISS
+    selector (the caller keeps the object referenced until the search returns), or ``selector`` itself."""
+    if excluded is None:
+        return selector
+    return _Excluding(selector, excluded)
+
+
+def _sel(holder: Any) -> Any:
+    return holder.selector if isinstance(holder, _Excluding) else holder

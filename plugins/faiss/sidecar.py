@@ -189,14 +189,17 @@ class Sidecar:
 
     def search_lexical(
         self, match: str, limit: int, path_prefix: str | None, file_types: Sequence[str], title_weight: float,
-        iids: np.ndarray | None = None,
+        iids: np.ndarray | None = None, excluded: np.ndarray | None = None,
     ) -> list[tuple[str, str, float]]:
         """(uuid, payload JSON, BM25 score, higher is better) of the best ``limit`` points matching ``match``,
-        among ``iids`` when given (the exact selection of a filter's other clauses)."""
+        among ``iids`` when given (the exact selection of a filter's other clauses), never ``excluded``."""
         where, args = _filter_sql(path_prefix, file_types)
         if iids is not None:
             where += " AND p.iid IN (SELECT value FROM json_each(?))"
             args.append(json.dumps(iids.tolist()))
+        if excluded is not None and len(excluded):
+            where += " AND p.iid NOT IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(excluded.tolist()))
         sql = (
             "SELECT p.uuid, p.payload, -bm25(lexical, ?, 1.0) AS score FROM lexical "
             "JOIN points p ON p.iid = lexical.rowid "

@@ -10,6 +10,10 @@ with the reason, and the next file gets a fresh worker.
 The worker is a plain ``python -m plugins.filesystem.parse_worker`` child (not multiprocessing: nothing of the
 parent, its threads, its models or its ``__main__`` is copied or re-run), started on first use and kept for the
 files after it; jobs and results travel as length-prefixed pickles over its stdin and stdout.
+
+A :class:`ParsePool` holds ``parse_workers`` such workers, so that many files parse at once (the indexer reads
+files in threads: a 3,000-page scan in one worker never holds back the small files after it); each worker has
+the limits above, so the parsers together use at most ``parse_workers x parse_memory_mb``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import queue
 import select
 import subprocess
 import sys
@@ -189,6 +194,44 @@ class ParseWorker:
     def close(self) -> None:
         with self._lock:
             self._stop()
+
+    def abort(self) -> None:
+        """End the worker now, even in the middle of a parse (another thread's ``read`` then fails): for a
+        shutdown that must not wait for a long file."""
+        process = self._process
+        if process is not None:
+            _end(process)
+
+
+class ParsePool:
+    """``size`` :class:`ParseWorker` s, started on first use: ``read`` takes an idle one (the most recently
+    used first, so one file at a time keeps one process warm) and blocks while all are busy."""
+
+    def __init__(self, timeout: float = 60.0, memory_mb: int = 2048, size: int = 1) -> None:
+        self.size = max(1, size)
+        self._workers = [ParseWorker(timeout, memory_mb) for _ in range(self.size)]
+        self._idle: queue.LifoQueue[ParseWorker] = queue.LifoQueue()
+        for worker in reversed(self._workers):
+            self._idle.put(worker)
+
+    @property
+    def timeout(self) -> float:
+        return self._workers[0].timeout
+
+    def read(self, reader: Reader, ref: SourceRef, data: bytes) -> Document:
+        worker = self._idle.get()
+        try:
+            return worker.read(reader, ref, data)
+        finally:
+            self._idle.put(worker)
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.close()
+
+    def abort(self) -> None:
+        for worker in self._workers:
+            worker.abort()
 
 
 def _end(process: subprocess.Popen[bytes]) -> int | None:

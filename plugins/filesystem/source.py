@@ -37,7 +37,7 @@ from indexer.plugin_api import (
     printable,
 )
 from plugins.filesystem.ignore import IGNORE_FILES, Globs, IgnoreLevel, IgnoreStack, load_ignore_level
-from plugins.filesystem.isolation import ParseWorker
+from plugins.filesystem.isolation import ParsePool
 from plugins.filesystem.readers import TextReader
 from plugins.filesystem.readers import looks_like_text as sniff_text
 
@@ -162,6 +162,7 @@ class FilesystemSource:
         on_problem: Callable[[ScanProblem], None] | None = None,
         parse_timeout: float | None = 60.0,
         parse_memory_mb: int = 2048,
+        parse_workers: int = 1,
     ) -> None:
         resolved: list[str] = []
         for root in roots:
@@ -192,8 +193,10 @@ class FilesystemSource:
         self._fallback: Reader = next((r for r in self.readers if r.kind == "text"), text_reader)
         self._ignore_cache: dict[str, tuple[tuple[tuple[int, int] | None, ...], IgnoreLevel | None]] = {}
         # Readers marked ``isolated`` (the document readers) parse in a worker process with these limits;
-        # parse_timeout None parses them in this process (tests of the readers themselves).
-        self._worker = ParseWorker(parse_timeout, parse_memory_mb) if parse_timeout is not None else None
+        # parse_timeout None parses them in this process (tests of the readers themselves). Up to
+        # ``parse_workers`` files parse at once (``read`` is thread-safe), each in its own worker.
+        self._worker = ParsePool(parse_timeout, parse_memory_mb, parse_workers) if parse_timeout is not None else None
+        self.parallel_reads = parse_workers if parse_timeout is not None else 1
 
     @classmethod
     def from_settings(cls, roots: Sequence[Path], settings: Settings, readers: Sequence[Reader]) -> FilesystemSource:
@@ -215,6 +218,7 @@ class FilesystemSource:
             follow_symlinks=follow,
             parse_timeout=settings.parse_timeout,
             parse_memory_mb=settings.parse_memory_mb,
+            parse_workers=settings.parse_workers,
         )
 
     def __repr__(self) -> str:
@@ -581,6 +585,16 @@ class FilesystemSource:
         except Exception as exc:  # a reader bug or library error must not escape as something else
             raise SourceError(path, f"{reader.kind} reader failed ({type(exc).__name__}: {exc})") from exc
         return dataclasses.replace(doc, ref=ref, content_hash=hashlib.sha256(data).hexdigest())
+
+    def close(self) -> None:
+        """End the parse workers (after the reads in flight)."""
+        if self._worker is not None:
+            self._worker.close()
+
+    def abort_reads(self) -> None:
+        """End the parse workers now (a shutdown that must not wait for a long parse): reads in flight fail."""
+        if self._worker is not None:
+            self._worker.abort()
 
     def _read_bytes(self, path: str) -> bytes:
         cap = self.max_file_size

@@ -560,7 +560,9 @@ def _filter(where: Filter | None) -> qm.Filter | None:
         must.append(qm.FieldCondition(key="file_type", match=qm.MatchAny(any=list(where.file_types))))
     if where.ids is not None:  # the exact selection of the filter's other clauses (indexer.state.fields)
         must.append(qm.HasIdCondition(has_id=sorted(where.ids)))
-    return qm.Filter(must=must) if must else None
+    # points written but not committed (a large file mid-write): never seen, filtered or not
+    must_not: list[Any] = [qm.HasIdCondition(has_id=sorted(where.hidden))] if where.hidden else []
+    return qm.Filter(must=must or None, must_not=must_not or None) if must or must_not else None
 
 
 def _content(exc: UnexpectedResponse) -> str:

@@ -522,7 +522,9 @@ def _filter(where: Filter | None) -> Any:
         must.append(qe.FieldCondition("file_type", match=qe.MatchAny(list(where.file_types))))
     if where.ids is not None:  # the exact selection of the filter's other clauses (indexer.state.fields)
         must.append(qe.HasIdCondition(set(where.ids)))
-    return qe.Filter(must=must) if must else None
+    # points written but not committed (a large file mid-write): never seen, filtered or not
+    must_not = [qe.HasIdCondition(set(where.hidden))] if where.hidden else []
+    return qe.Filter(must=must or None, must_not=must_not or None) if must or must_not else None
 
 
 def _bytes(kind: str, items: list[Any]) -> int:

@@ -250,8 +250,11 @@ class AttachedStore:
         # The exact id selection of a filter's clauses runs in Qdrant; path and type are checked here, in our
         # terms, widening the search until ``limit`` hits match or the collection is exhausted (never fewer
         # hits than match: the true top-k of the matching points).
-        flt = None if where is None or where.ids is None else qm.Filter(
-            must=[qm.HasIdCondition(has_id=sorted(where.ids))])
+        must: list[Any] = [] if where is None or where.ids is None else [qm.HasIdCondition(has_id=sorted(where.ids))]
+        # points written but not committed (a large file mid-write) are never seen, filtered or not
+        hidden = where.hidden if where is not None else frozenset()
+        must_not: list[Any] = [qm.HasIdCondition(has_id=sorted(hidden))] if hidden else []
+        flt = qm.Filter(must=must or None, must_not=must_not or None) if must or must_not else None
         local = where is not None and (where.path_prefix is not None or bool(where.file_types))
         fetch = limit * 4 if local else limit
         while True:

@@ -293,3 +293,23 @@ def test_cosine_takes_unit_vectors_and_refuses_others(make_store: StoreFactory, 
     zero = Point(str(uuid.uuid4()), np.zeros(DIM, dtype=np.float32), {"text": "empty"})
     store.upsert(collection, [zero])  # an empty text embeds as zeros: accepted
     assert store.count(collection) == 4
+
+
+def test_hidden_points_are_never_returned_filtered_or_not(make_store: StoreFactory, collection: str) -> None:
+    """Filter.hidden (points written but not committed: a large file mid-write) is excluded inside the search:
+    the top k are the true top k of the other points, with or without other clauses."""
+    store = make_store()
+    store.ensure_collection(collection, DIM, {})
+    points = _points(len(PATHS + OTHERS) * 9, seed=5, paths=PATHS + OTHERS)
+    store.upsert(collection, points)
+    rng = np.random.default_rng(6)
+    hidden = frozenset(p.id for p in points if p.payload["path"] in ("/r/a/x.md", "/other/f3.rst") or
+                       p.payload["chunk"] % 3 == 0)  # fmt: skip
+    for where, allowed in [(Filter(hidden=hidden), ALL), (Filter(path_prefix="/r/a", hidden=hidden),
+                                                          {"/r/a/x.md", "/r/a/sub/y.py", "/r/a"})]:  # fmt: skip
+        query = _query(rng)
+        visible = [p for p in points if p.id not in hidden and p.payload["path"] in allowed]
+        expected = _brute_force(visible, query, Metric.COSINE, 8)
+        hits = store.search(collection, query, 8, where)
+        assert [h.id for h in hits] == [e[0] for e in expected], where.path_prefix
+        assert not {h.id for h in hits} & hidden

@@ -257,6 +257,17 @@ def test_describe_status_for_the_cli():
         "running (pid 42), idle; 3 queued; 1 files with errors; change->searchable last 120.0 ms, p50 150.0 ms, "
         "p95 300.0 ms; polling /mnt/nfs"
     )
+    busy = describe(
+        {
+            "running": True, "pid": 42, "state": "syncing", "queued": 0,
+            "reading": [{"path": "/r/scan.pdf", "seconds": 41.6}],
+            "writing": {"path": "/r/big.mbox", "chunks_written": 2560, "chunks_total": 20000},
+        }
+    )  # fmt: skip
+    assert busy == (
+        "running (pid 42), syncing; 0 queued; 0 files with errors; reading /r/scan.pdf (42s so far); "
+        "writing /r/big.mbox: 2560 of 20000 chunks"
+    )
 
 
 class SlowTarget(FakeCollection):

@@ -5,12 +5,16 @@ open too long is written before the next read."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from indexer.core.normalization import Normalization
 from indexer.errors import StoreUnavailableError
 from indexer.index.batching import Batch, Deferred
 from indexer.index.pipeline import Pipeline
+from indexer.index.reads import ReadAhead
 from tests.unit.test_pipeline_logic import HashEmbedder, MemorySource, MemoryStore, ParagraphChunker, _state
 
 
@@ -128,3 +132,78 @@ def test_the_time_bound_writes_small_files_before_a_slow_read(tmp_path):
         state.close()
     # f0 read at 1.5 s, f1 at 3.0, f2 at 4.5: the batch open 3 s is written then, not one batch of 4 at 6 s
     assert [len(b) for b in store.batches] == [3, 1]
+
+
+class _GatedSource(MemorySource):
+    """A source whose read of ``slow.txt`` waits for ``gate`` (a parse that takes as long as the test wants),
+    read ``parallel_reads`` files at a time; counts the reads of each path."""
+
+    parallel_reads = 2
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.gate = threading.Event()
+        self.reads: dict[str, int] = {}
+
+    def read(self, ref):  # type: ignore[no-untyped-def]
+        self.reads[ref.path] = self.reads.get(ref.path, 0) + 1
+        if ref.path.endswith("slow.txt"):
+            assert self.gate.wait(30), "the test never released the slow read"
+        return super().read(ref)
+
+
+def _gated(tmp_path, reads: ReadAhead | None = None, detach_after: float | None = None):  # type: ignore[no-untyped-def]
+    state = _state(tmp_path / "state.sqlite")
+    store, src = RecordingStore(), _GatedSource("/root")
+    src.put("slow.txt", "a file whose parse takes long")  # the smallest: read first
+    for i in range(20):
+        src.put(f"note-{i:02}.txt", f"a small note number {i} with some words")
+    pipe = Pipeline(collection="c", state=state, store=store, embedder=HashEmbedder(),
+                    chunker=ParagraphChunker(), normalization=Normalization.L2,  # type: ignore[arg-type]
+                    batch_chunks=8, batch_seconds=0.2, reads=reads, detach_after=detach_after)  # fmt: skip
+    return pipe, src, store, state
+
+
+def test_a_slow_read_holds_one_reader_while_the_other_files_are_read_and_written(tmp_path):
+    pipe, src, store, state = _gated(tmp_path, ReadAhead(2))
+    result: list[object] = []
+    runner = threading.Thread(target=lambda: result.append(pipe.sync(src, "/root")))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(store.points) < 20 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # every small file is written (and committed) while the slow one is still being read
+        assert len(store.points) == 20 and runner.is_alive()
+        assert len(state.files("c")) == 20 and "/root/slow.txt" not in state.files("c")
+    finally:
+        src.gate.set()
+        runner.join(30)
+        pipe.reads.close()  # type: ignore[union-attr]
+    assert len(store.points) == 21 and result[0].files_indexed == 21  # type: ignore[attr-defined]
+    state.close()
+
+
+def test_the_watcher_leaves_a_slow_read_in_the_background_and_takes_its_document_later(tmp_path):
+    reads = ReadAhead(2)
+    ended: list[str] = []
+    reads.listener = ended.append
+    pipe, src, store, state = _gated(tmp_path, reads, detach_after=0.3)
+    try:
+        report = pipe.sync(src, "/root")
+        # returned with the slow file still being read: the others written, the slow one said
+        assert report.reading == ["/root/slow.txt"] and report.files_indexed == 20 and len(store.points) == 20
+        assert reads.reading()[0]["path"] == "/root/slow.txt"
+        src.gate.set()
+        deadline = time.monotonic() + 10
+        while not ended and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ended == ["/root/slow.txt"]  # the listener heard the end (the watcher queues the path again)
+        again = pipe.sync(src, "/root")
+        assert again.files_indexed == 1 and again.files_unchanged == 20 and again.reading == []
+        assert len(store.points) == 21
+        assert src.reads["/root/slow.txt"] == 1  # the finished document was taken, not read again
+    finally:
+        src.gate.set()
+        reads.close()
+        state.close()
