@@ -154,12 +154,34 @@ class CollectionReader(PartsView):
             return False
 
     # -- reading ------------------------------------------------------------------------------------------
-    def indexed_file(self, path: str) -> dict[str, Any]:
+    def indexed_file(
+        self, path: str, query: str | None = None, lines: tuple[int, int | None] = (1, None)
+    ) -> dict[str, Any]:
         """The text of ``path`` as the indexing reader extracted it, if it is an indexed file of this collection
-        inside one of its roots (anything else is a NotFoundError): the rule of :mod:`indexer.collection.files`."""
+        inside one of its roots (anything else is a NotFoundError): the rule of :mod:`indexer.collection.files`.
+        With ``query``: ``marks``, the [start, end) offsets in the text of the words that match it on ``lines``
+        (first, last; 1-based), marked as a hit's snippet is (:func:`indexer.search.snippets.passage_marks`)."""
         from indexer.collection.files import read_indexed_file
+        from indexer.search.snippets import passage_marks
 
-        return read_indexed_file(self.parts, path)
+        out = read_indexed_file(self.parts, path)
+        if query:
+            out["marks"] = passage_marks(out["text"], query, *lines)
+        return out
+
+    def overview(self, watcher: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The collection at a glance for a person (:func:`indexer.collection.overview.overview`): counts, roots,
+        last commit, models by name, the watcher (``watcher``: a running one's status; else its status file) and
+        example queries. State reads only: no store or model call."""
+        from indexer.collection.overview import overview
+        from indexer.state.watch_files import describe
+
+        parts = self.parts
+        if parts.record is None:
+            raise leftovers.not_found(parts.settings, self.name)
+        if watcher is None:
+            watcher = _watcher_status(parts.settings, self.name)
+        return overview(parts.state, self.name, parts.record, parts.settings, watcher, describe(watcher))
 
     def health(self) -> dict[str, Any]:
         """Whether the store holds exactly the points the state says (:func:`indexer.collection.health.health`)."""

@@ -365,6 +365,15 @@ class FieldIndex:
                 out[name] = [(str(v), int(n)) for v, n in self._db.execute(sql, args)]
         return out
 
+    def commonest(self, collection: str, names: Sequence[str], limit: int) -> list[tuple[str, int]]:
+        """The ``limit`` commonest values of the metadata fields ``names`` (e.g. titles), with their chunk counts."""
+        if not names:
+            return []
+        sql = (f"SELECT MIN(value) AS v, COUNT(*) AS n FROM chunk_fields WHERE collection = ? AND name IN "
+               f"({','.join('?' * len(names))}) GROUP BY folded ORDER BY n DESC, v LIMIT ?")
+        with self._lock:
+            return [(str(v), int(n)) for v, n in self._db.execute(sql, (collection, *names, limit))]
+
     def summary(self, collection: str, examples: int = 3) -> list[dict[str, Any]]:
         """The collection's filterable fields: name, kind, chunks that have it, and the commonest values."""
         with self._lock:
