@@ -43,8 +43,8 @@ from indexer.server.security import (
 )
 from indexer.server.service import Service, search_request
 from indexer.server.worker import Overloaded
-from indexer.types import MAX_QUERY_CHARS
 from indexer.settings import Settings, load_settings
+from indexer.types import MAX_QUERY_CHARS
 
 logger = logging.getLogger(__name__)
 
