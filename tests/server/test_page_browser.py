@@ -357,6 +357,14 @@ def test_page_at_1280px_keyboard_two_columns_and_marks_in_the_viewer(served: Ser
             "return m.top >= v.top && m.bottom <= v.bottom")
         _no_horizontal_scroll(browser)
         browser.save_screenshot(str(artifacts / "1280-viewer.png"))
+        # every control shown has a name (a label, aria-label or its text)
+        unnamed = browser.execute_script(
+            "return [...document.querySelectorAll('input, select, button, textarea')]"
+            ".filter(n => n.getClientRects().length)"
+            ".filter(n => !((n.getAttribute('aria-label') || '').trim() ||"
+            " (n.labels && [...n.labels].some(l => l.textContent.trim())) || n.textContent.trim()))"
+            ".map(n => n.id || n.outerHTML.slice(0, 80))")
+        assert unnamed == [], unnamed
         browser.switch_to.active_element.send_keys(Keys.ESCAPE)
         wait.until(lambda d: not viewer.is_displayed())
         assert _active_id(browser) == "hit-0"
