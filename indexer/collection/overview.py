@@ -5,9 +5,10 @@ every load: the counts, the roots (with the name the ``folder`` facet gives each
 the models by name, the watcher in one line, and a few example queries drawn from the collection.
 
 Example queries (:func:`example_queries`): the commonest document titles and subjects the readers recorded
-(``title``/``subject`` metadata: one GROUP BY over ``chunk_fields``), then the words of file names spread over
-the collection's path order (file names are what a person named their documents by). Cost: two indexed queries,
-up to :data:`PATHS_READ` paths; no chunk text is read.
+(``title``/``subject`` metadata among a uniform sample of about 5,000 chunks:
+:meth:`~indexer.state.fields.FieldIndex.commonest`), then the words of file names spread over the collection's
+path order (file names are what a person named their documents by). Cost: two indexed range reads, up to
+:data:`PATHS_READ` paths; no chunk text is read.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def root_name(root: str) -> str:
     return os.path.basename(root.rstrip("/")) or root
 
 
-def example_queries(state: StateStore, collection: str, limit: int = EXAMPLES) -> list[str]:
+def example_queries(state: StateStore, collection: str, chunks: int, limit: int = EXAMPLES) -> list[str]:
     """Up to ``limit`` queries a person could try: titles/subjects first, then file-name words."""
     out: list[str] = []
     seen: set[str] = set()
@@ -56,7 +57,7 @@ def example_queries(state: StateStore, collection: str, limit: int = EXAMPLES) -
             seen.add(key)
             out.append(text)
 
-    for value, _ in state.fields.commonest(collection, TITLE_FIELDS, limit):
+    for value, _ in state.fields.commonest(collection, TITLE_FIELDS, limit, chunks):
         add(value)
     paths = state.paths(collection, PATHS_READ)
     phrases = [p for p in (_name_phrase(path) for path in paths) if p]
@@ -104,5 +105,5 @@ def overview(state: StateStore, collection: str, record: Any, settings: Any, wat
             "updated_at": (watcher or {}).get("updated_at"),
             "line": watcher_line,
         },
-        "examples": example_queries(state, collection),
+        "examples": example_queries(state, collection, counts["chunks"]),
     }
