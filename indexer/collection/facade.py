@@ -97,9 +97,16 @@ class Collection(PartsView):
         """None when state and store agree (give or take a write in flight), else the problem and its repair."""
         return self.reader.agreement()
 
-    def indexed_file(self, path: str) -> dict[str, Any]:
-        """The text of an indexed file of this collection, as the indexing reader extracted it."""
-        return self.reader.indexed_file(path)
+    def indexed_file(
+        self, path: str, query: str | None = None, lines: tuple[int, int | None] = (1, None)
+    ) -> dict[str, Any]:
+        """The text of an indexed file of this collection, as the indexing reader extracted it; with ``query``,
+        the marks of the words that match it on ``lines`` (:meth:`CollectionReader.indexed_file`)."""
+        return self.reader.indexed_file(path, query, lines)
+
+    def overview(self) -> dict[str, Any]:
+        """The collection at a glance for a person (:meth:`CollectionReader.overview`)."""
+        return self.reader.overview()
 
     def lexical_hint(self) -> str:
         """Why this collection has no lexical index, and whether anything builds one."""

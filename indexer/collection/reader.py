@@ -8,7 +8,6 @@ server's query side holds one per collection (``Service.reader``).
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -17,6 +16,7 @@ from indexer.collection import health as agreement_checks
 from indexer.collection import job, leftovers, tokenizer_record
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.normalization import normalization_name
+from indexer.engine.adapters import model_name
 from indexer.errors import StoreError
 from indexer.index.prompts import with_prompt
 from indexer.models import native
@@ -163,12 +163,34 @@ class CollectionReader(PartsView):
             return False
 
     # -- reading ------------------------------------------------------------------------------------------
-    def indexed_file(self, path: str) -> dict[str, Any]:
+    def indexed_file(
+        self, path: str, query: str | None = None, lines: tuple[int, int | None] = (1, None)
+    ) -> dict[str, Any]:
         """The text of ``path`` as the indexing reader extracted it, if it is an indexed file of this collection
-        inside one of its roots (anything else is a NotFoundError): the rule of :mod:`indexer.collection.files`."""
+        inside one of its roots (anything else is a NotFoundError): the rule of :mod:`indexer.collection.files`.
+        With ``query``: ``marks``, the [start, end) offsets in the text of the words that match it on ``lines``
+        (first, last; 1-based), marked as a hit's snippet is (:func:`indexer.search.snippets.passage_marks`)."""
         from indexer.collection.files import read_indexed_file
+        from indexer.search.snippets import passage_marks
 
-        return read_indexed_file(self.parts, path)
+        out = read_indexed_file(self.parts, path)
+        if query:
+            out["marks"] = passage_marks(out["text"], query, *lines)
+        return out
+
+    def overview(self, watcher: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The collection at a glance for a person (:func:`indexer.collection.overview.overview`): counts, roots,
+        last commit, models by name, the watcher (``watcher``: a running one's status; else its status file) and
+        example queries. State reads only: no store or model call."""
+        from indexer.collection.overview import overview
+        from indexer.state.watch_files import describe
+
+        parts = self.parts
+        if parts.record is None:
+            raise leftovers.not_found(parts.settings, self.name)
+        if watcher is None:
+            watcher = _watcher_status(parts.settings, self.name)
+        return overview(parts.state, self.name, parts.record, parts.settings, watcher, describe(watcher))
 
     def health(self) -> dict[str, Any]:
         """Whether the store holds exactly the points the state says (:func:`indexer.collection.health.health`)."""
@@ -198,7 +220,7 @@ class CollectionReader(PartsView):
             "store_location": parts.store_location(rec),
             "metric": rec.metric,
             "model": rec.model_id,
-            "model_name": model_name(rec.model_id),
+            "model_name": model_name(rec.model_id),  # the id without fingerprint and tokenizer tag
             "model_path": rec.model_path,
             "tokenizer": tokenizer_record.describe(parts.store.collection_meta(self.name), self.name),
             "weights": native.weights_status(rec.model_path),
@@ -215,7 +237,7 @@ class CollectionReader(PartsView):
             "health": health,
             "failures": [{"path": p, "reason": r} for p, r in parts.state.failures(self.name)],
             "reindex": job.progress(parts.settings.data_dir, self.name, parts.state),
-            "last_indexed": _iso(parts.state.last_indexed_ns(self.name)),
+            "last_indexed": _iso(parts.state.last_commit(self.name)),
             # large files being written (by any process): chunks written so far, hidden from searches until the
             # file commits; the watcher's status adds the total and the files still being read
             "writing": [{"path": p, "chunks_written": n}
@@ -223,16 +245,10 @@ class CollectionReader(PartsView):
         }
 
 
-def model_name(model_id: str) -> str:
-    """A model's readable name: its identity without the weights fingerprint and the tokenizer tag
-    (``all-MiniLM-L6-v2-0027a7b6087b+tok-reference`` -> ``all-MiniLM-L6-v2``)."""
-    return re.sub(r"-[0-9a-f]{12}$", "", model_id.split("+tok-", 1)[0])
-
-
-def _iso(ns: int | None) -> str | None:
-    if ns is None:
+def _iso(seconds: float | None) -> str | None:
+    if seconds is None:
         return None
-    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="seconds")
 
 
 def _watcher_status(settings: Settings, name: str) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,19 @@ def model_identity(path: str | os.PathLike[str], metadata: dict[str, str]) -> st
     """``<GGUF general.name or file stem>-<fingerprint>``: changes whenever the weights file changes."""
     name = (metadata.get("general.name") or "").strip() or Path(path).stem
     return f"{name.replace(' ', '_')}-{model_fingerprint(path)}"
+
+
+_IDENTITY_TAIL = re.compile(r"-[0-9a-f]{12}(\+.*)?$")
+
+
+def model_name(model_id: str | None) -> str | None:
+    """A model's name for a person: its identity (:func:`model_identity`, :func:`tokenized_identity`) without the
+    weights fingerprint and tags (``all-MiniLM-L6-v2-0a1b2c3d4e5f+tok-reference`` -> ``all-MiniLM-L6-v2``); a
+    path gives its file stem."""
+    if not model_id:
+        return None
+    name = _IDENTITY_TAIL.sub("", model_id)
+    return Path(name).stem if name.endswith(".gguf") else name
 
 
 def tokenized_identity(file_id: str, tokenizer: str) -> str:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from indexer.engine.adapters import model_name
 from indexer.errors import InputError
 from indexer.ports import Reranker
 
@@ -101,7 +102,7 @@ def rerank_stage(
     n = len(scores)
     ranked = sorted(range(n), key=lambda i: scores[i], reverse=True)[:k]  # n >= min(k, candidates) always
     of = "" if n == len(texts) else f" of {len(texts)}"
-    note = f"reranked {n}{of} candidates with {reranker.model_id}"
+    note = f"reranked {n}{of} candidates with {model_name(reranker.model_id)}"
     if budget is not None and fixed is None and n < len(texts):
         note += f" (rerank_budget_ms={budget.budget_ms:g}; measured {budget.ms_per_pair or 0:.1f} ms per pair)"
     return Reranked(

@@ -78,6 +78,19 @@ def matched_lines(text: str, query: str) -> set[int]:
     return {line for line, t in found.items() if len(t) == best}
 
 
+def passage_marks(text: str, query: str, first_line: int = 1, last_line: int | None = None) -> list[tuple[int, int]]:
+    """[start, end) offsets in ``text`` of the words matching ``query`` (as :func:`matches` matches them) on
+    lines ``first_line``..``last_line`` (1-based, inclusive; None: to the end): the file viewer's marks for a hit."""
+    lines = text.split("\n")
+    first = max(1, first_line)
+    last = len(lines) if last_line is None else min(len(lines), last_line)
+    if first > last:
+        return []
+    start = sum(len(line) + 1 for line in lines[: first - 1])
+    end = start + sum(len(line) + 1 for line in lines[first - 1 : last]) - 1
+    return [(start + a, start + b) for a, b, _ in matches(text[start:end], query)]
+
+
 def snippet(text: str, query: str, width: int = WIDTH) -> tuple[str, list[tuple[int, int]]]:
     """(passage, marks): at most ``width`` characters of ``text`` (whitespace folded, '…' where cut) around the
     best-matching span, and the [start, end) of each matching word inside the passage."""

@@ -44,6 +44,7 @@ from indexer.server.security import (
 from indexer.server.service import Service, search_request
 from indexer.server.worker import Overloaded
 from indexer.settings import Settings, load_settings
+from indexer.types import MAX_QUERY_CHARS
 
 logger = logging.getLogger(__name__)
 
@@ -269,9 +270,22 @@ async def file_text(
     request: Request,
     path: str = Query(..., max_length=4096, description="absolute path of an indexed file"),
     collection: str = Query("default", max_length=200, pattern=COLLECTION_PATTERN),
+    query: str | None = Query(None, max_length=MAX_QUERY_CHARS, description="mark the words matching this query"),
+    start: int = Query(1, ge=1, alias="from", description="first line to mark"),
+    end: int | None = Query(None, ge=1, alias="to", description="last line to mark (default: the end)"),
 ) -> dict[str, Any]:
-    """The text of an indexed file (only files the collection indexed, inside its roots)."""
-    return await _service(request).file_text(collection, path)
+    """The text of an indexed file (only files the collection indexed, inside its roots); with `query`, `marks`:
+    the [start, end) offsets in the text of the words matching it on lines `from`..`to` (as a hit's snippet)."""
+    return await _service(request).file_text(collection, path, query, (start, end))
+
+
+async def overview(
+    request: Request,
+    collection: str = Query("default", max_length=200, pattern=COLLECTION_PATTERN),
+) -> dict[str, Any]:
+    """A collection at a glance for a person: files, chunks, roots, last commit, models by name, the watcher,
+    example queries (the search page's empty view). /status stays the machine contract."""
+    return await _service(request).overview(collection)
 
 
 async def sync(name: str, request: Request) -> dict[str, Any]:
@@ -295,6 +309,7 @@ def _add_routes(router: APIRouter) -> None:
     router.add_api_route("/fields", fields, methods=["GET"], tags=["search"])
     router.add_api_route("/metrics", metrics, methods=["GET"], tags=["status"], response_class=Response)
     router.add_api_route("/files", file_text, methods=["GET"], tags=["search"])
+    router.add_api_route("/overview", overview, methods=["GET"], tags=["status"])
     router.add_api_route(
         "/collections/{name}/sync", sync, methods=["POST"], response_model=schemas.SyncOut, tags=["admin"]
     )

@@ -203,8 +203,21 @@ class Service:
             return col
 
     # -- file text for the search page (model worker: the state store is the query side's) --------------------
-    async def file_text(self, collection: str, path: str) -> dict[str, Any]:
-        return await self.worker.run(lambda: self.reader(collection).indexed_file(path), PRIORITY_SEARCH)
+    async def file_text(
+        self, collection: str, path: str, query: str | None = None, lines: tuple[int, int | None] = (1, None)
+    ) -> dict[str, Any]:
+        return await self.worker.run(
+            lambda: self.reader(collection).indexed_file(path, query, lines), PRIORITY_SEARCH
+        )
+
+    async def overview(self, collection: str) -> dict[str, Any]:
+        """The collection at a glance (state reads only: the status thread), with this server's watcher if any."""
+        watcher = self.watchers.get(collection)
+
+        def run() -> dict[str, Any]:
+            return self.reader(collection).overview(watcher.status() if watcher is not None else None)
+
+        return await self.run_on_status_thread(run)
 
     # -- /v1 models (model worker) ------------------------------------------------------------------------------
     def model_names(self) -> list[str]:

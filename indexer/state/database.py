@@ -223,6 +223,18 @@ class StateStore:
             "tokens": one("SELECT COALESCE(SUM(n_tokens), 0) FROM chunks WHERE collection=?"),
         }
 
+    def last_commit(self, collection: str) -> float | None:
+        """When a file of the collection was last committed (seconds since the epoch), None before any."""
+        row = self._db.execute("SELECT MAX(checked_ns) FROM files WHERE collection=?", (collection,)).fetchone()
+        return row[0] / 1e9 if row and row[0] else None
+
+    def paths(self, collection: str, limit: int) -> list[str]:
+        """Up to ``limit`` indexed file paths of the collection, in path order."""
+        rows = self._db.execute(
+            "SELECT path FROM files WHERE collection=? AND status='indexed' ORDER BY path LIMIT ?", (collection, limit)
+        )
+        return [r[0] for r in rows]
+
     def point_ids(self, collection: str) -> set[str]:
         """Every point id a committed chunk of the collection owns."""
         rows = self._db.execute("SELECT point_id FROM chunks WHERE collection=?", (collection,))
@@ -296,11 +308,6 @@ class StateStore:
             )
             out.update((r[0], FileRecord(*r)) for r in rows)
         return out
-
-    def last_indexed_ns(self, collection: str) -> int | None:
-        """When a file of the collection was last committed (indexed or failed), in ns since the epoch."""
-        row = self._db.execute("SELECT MAX(checked_ns) FROM files WHERE collection=?", (collection,)).fetchone()
-        return int(row[0]) if row and row[0] else None
 
     def failures(self, collection: str) -> list[tuple[str, str]]:
         rows = self._db.execute(

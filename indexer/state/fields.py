@@ -365,6 +365,29 @@ class FieldIndex:
                 out[name] = [(str(v), int(n)) for v, n in self._db.execute(sql, args)]
         return out
 
+    def commonest(
+        self, collection: str, names: Sequence[str], limit: int, chunks: int, sample: int = 5000
+    ) -> list[tuple[str, int]]:
+        """The ``limit`` commonest values of the metadata fields ``names`` (e.g. titles) among about ``sample`` of
+        the collection's ``chunks``, with their counts there. Point ids are UUIDs (name-based: uniformly spread), so
+        the chunks whose id falls in the first ``sample / chunks`` of the id space are a uniform sample, read by a
+        range of the primary key: the cost is that of ``sample`` chunks whatever the collection's size (~25 ms for
+        5,000 of 1M chunks with a subject each)."""
+        if not names:
+            return []
+        with self._lock:
+            share = min(1.0, sample / chunks) if chunks else 1.0
+            bound = "g" if share >= 1.0 else f"{int(share * 16**8):08x}"  # "g" sorts after every hex digit
+            rows = self._db.execute(
+                f"SELECT value, folded FROM chunk_fields WHERE collection = ? AND point_id < ? AND +name IN "
+                f"({','.join('?' * len(names))})", (collection, bound, *names)).fetchall()
+        counts: dict[str, list[Any]] = {}
+        for value, folded in rows:
+            seen = counts.setdefault(folded, [value, 0])
+            seen[0], seen[1] = min(seen[0], value), seen[1] + 1
+        ranked = sorted(counts.values(), key=lambda vn: (-vn[1], vn[0]))
+        return [(str(v), int(n)) for v, n in ranked[:limit]]
+
     def summary(self, collection: str, examples: int = 3) -> list[dict[str, Any]]:
         """The collection's filterable fields: name, kind, chunks that have it, and the commonest values."""
         with self._lock:

@@ -45,6 +45,7 @@ def test_keys_are_required_and_scoped(locked: ServerHandle) -> None:
         health = c.get("/healthz")
         page = c.get("/")
         status_anon = c.get("/status")
+        overview_anon = c.get("/overview")
         embeddings_anon = c.post("/v1/embeddings", json={"input": "x"})
     assert anonymous.status_code == 401 and "API key is required" in anonymous.json()["error"]["message"]
     assert anonymous.headers["www-authenticate"] == "Bearer"
@@ -58,6 +59,7 @@ def test_keys_are_required_and_scoped(locked: ServerHandle) -> None:
     assert report["files_indexed"] == 0 and report["files_unchanged"] + report["files_touched"] == 5
     assert health.status_code == 200 and page.status_code == 200 and "<form" in page.text
     assert status_anon.status_code == 401 and embeddings_anon.status_code == 401
+    assert overview_anon.status_code == 401
 
 
 def test_body_cap_by_length_and_when_streamed(locked: ServerHandle) -> None:
@@ -111,6 +113,7 @@ def _routes(c, file_path: str) -> dict[str, object]:
         "files": c.get("/files", params={"path": file_path}, headers=EVIL),
         "search": c.post("/search", json={"query": "backup"}, headers=EVIL),
         "status": c.get("/status", headers=EVIL),
+        "overview": c.get("/overview", headers=EVIL),
         "collections": c.get("/collections", headers=EVIL),
         "v1": c.post("/v1/embeddings", json={"input": "x"}, headers=EVIL),
         "qdrant": c.post("/collections/default/points/query", json={"query": {"text": "x"}}, headers=EVIL),

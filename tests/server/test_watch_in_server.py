@@ -46,6 +46,11 @@ def test_saved_file_becomes_searchable_and_deleted_one_disappears(watching: Serv
         metrics = c.get("/metrics").text
     assert status["server"]["watchers"] == ["default"]
     assert 'indexer_freshness_lag_seconds{collection="default"}' in metrics
+    # the page's overview says it in words: the watcher inside the server runs, and how fresh the index is
+    with watching.client() as c:
+        watcher = c.get("/overview").json()["watcher"]
+    assert watcher["running"] is True and watcher["state"] == "idle"
+    assert watcher["freshness_ms"]["last"] is not None and "change->searchable last" in watcher["line"]
 
     new.unlink()
     wait_for(lambda: _top(watching, "magma chamber basalt lava eruption") != str(new), 120, "the deletion")
