@@ -8,12 +8,15 @@ server's query side holds one per collection (``Service.reader``).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import replace
 from typing import Any
 
 from indexer.collection import health as agreement_checks
 from indexer.collection import job, leftovers, tokenizer_record
+from indexer.collection.files import Thumbnails, read_indexed_bytes
 from indexer.collection.parts import CollectionParts, PartsView
+from indexer.core.images import MAX_IMAGE_BYTES
 from indexer.core.normalization import normalization_name
 from indexer.errors import StoreError
 from indexer.index.prompts import with_prompt
@@ -44,6 +47,7 @@ class CollectionReader(PartsView):
         self.parts = parts
         self._owns_parts = owns_parts
         self._rerank_budget = RerankBudget(parts.settings.rerank_budget_ms)  # paced by this collection's searches
+        self._thumbnails = Thumbnails()
 
     # -- what the parts hold ------------------------------------------------------------------------------
 
@@ -62,7 +66,7 @@ class CollectionReader(PartsView):
             self.parts.close()
 
     # -- searching ---------------------------------------------------------------------------------------
-    def search(self, request: SearchRequest | str, **options: Any) -> SearchResult:
+    def search(self, request: SearchRequest | str = "", **options: Any) -> SearchResult:
         """Run one search. ``request`` is a :class:`SearchRequest`, or the query text with the request's fields
         as keyword options. Defaults (``top_k``, ``candidates``, mode, rerank) and caps come from the settings;
         anything out of range is an InputError naming the valid range. Follows a model switch made by
@@ -76,6 +80,8 @@ class CollectionReader(PartsView):
             request = SearchRequest.from_options(request, **options)
         elif options:
             request = replace(request, **options)
+        if isinstance(request.image, (str, os.PathLike)):  # a path: only an indexed file inside a root is read
+            request = replace(request, image=read_indexed_bytes(parts, os.fspath(request.image), MAX_IMAGE_BYTES))
         req = prepare(request, self.query_limits())
         parts.check_settings()
         parts.check_store_meta(rec)
@@ -160,6 +166,11 @@ class CollectionReader(PartsView):
         from indexer.collection.files import read_indexed_file
 
         return read_indexed_file(self.parts, path)
+
+    def thumbnail(self, path: str, size: int = 256) -> bytes:
+        """A JPEG thumbnail (at most ``size`` pixels a side) of an indexed image inside a root (the same rule as
+        :meth:`indexed_file`; made once, then cached)."""
+        return self._thumbnails.get(self.parts, path, size)
 
     def health(self) -> dict[str, Any]:
         """Whether the store holds exactly the points the state says (:func:`indexer.collection.health.health`)."""

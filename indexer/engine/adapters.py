@@ -53,10 +53,19 @@ def model_identity(path: str | os.PathLike[str], metadata: dict[str, str]) -> st
     return f"{name.replace(' ', '_')}-{model_fingerprint(path)}"
 
 
-def tokenized_identity(file_id: str, tokenizer: str) -> str:
+def tokenized_identity(file_id: str, tokenizer: str, projector: str | None = None) -> str:
     """A model's identity with the tokenizer behaviour it embeds with: llama.cpp's as it is (what every
-    collection made before the behaviour was recorded used) adds nothing."""
-    return file_id if tokenizer == tokenization.RUNTIME else f"{file_id}+tok-{tokenizer}"
+    collection made before the behaviour was recorded used) adds nothing; and the fingerprint of its MTMD
+    projector when it embeds images (image vectors come from the projector too)."""
+    out = file_id if tokenizer == tokenization.RUNTIME else f"{file_id}+tok-{tokenizer}"
+    return out if projector is None else f"{out}+mmproj-{projector}"
+
+
+def projector_beside(model_path: str | os.PathLike[str]) -> Path | None:
+    """The model's MTMD projector, ``<stem>.mmproj.gguf`` beside it (the converter's name), when there is one."""
+    path = Path(model_path)
+    projector = path.with_name(path.stem + ".mmproj.gguf")
+    return projector if projector.is_file() else None
 
 
 # The project's normalization values in LlamaEmbedding's integer modes: the only place that translates them.
@@ -87,8 +96,14 @@ def _load(model_path: str | os.PathLike[str], role: str, **opts: Any) -> LlamaEm
 class LlamaEmbedder:
     """Embedder port on a llama.cpp GGUF sentence-embedding model (MEAN, CLS or LAST pooling)."""
 
-    def __init__(self, model_path: str | os.PathLike[str], **opts: Any) -> None:
+    def __init__(self, model_path: str | os.PathLike[str], *, mmproj_path: str | os.PathLike[str] | None = None,
+                 **opts: Any) -> None:
         self.model_path = str(model_path)
+        # with a projector the model embeds images too (embed_images); its fingerprint joins the identity
+        self.projector_id: str | None = model_fingerprint(mmproj_path) if mmproj_path is not None else None
+        self.media_kinds: tuple[str, ...] = ("image",) if mmproj_path is not None else ()
+        if mmproj_path is not None:
+            opts["mmproj_path"] = str(mmproj_path)
         self._engine: LlamaEmbedding | None = _load(model_path, "embedding", **opts)
         engine = self._engine
         if engine.pooling in (LLAMA_POOLING_TYPE_NONE, LLAMA_POOLING_TYPE_RANK):
@@ -101,7 +116,7 @@ class LlamaEmbedder:
         meta = dict(engine.metadata or {})
         self._file_id = model_identity(model_path, meta)
         self.best_tokenizer: str = engine.tokenizer_mode
-        self.model_id: str = tokenized_identity(self._file_id, self.best_tokenizer)
+        self.model_id: str = tokenized_identity(self._file_id, self.best_tokenizer, self.projector_id)
         self.dimensions: int = engine.n_embd_out
         self.similarity: str = self._similarity(meta)
         limit = engine.max_tokens
@@ -147,7 +162,7 @@ class LlamaEmbedder:
             got = self.engine.use_tokenizer(mode)
         except ValueError as exc:
             raise ModelError(f"{self.model_path}: {exc}") from exc
-        self.model_id = tokenized_identity(self._file_id, got)
+        self.model_id = tokenized_identity(self._file_id, got, self.projector_id)
         return got
 
     def count_tokens(self, text: str) -> int:
@@ -181,6 +196,23 @@ class LlamaEmbedder:
             arr = np.asarray(r)
             if arr.size:  # an empty token list (possible only for models without BOS/EOS) stays zero
                 out[i] = arr
+        return out
+
+    def embed_images(self, images: Sequence[bytes], normalize: Normalization) -> np.ndarray:
+        """float32 array (len(images), dimensions): each image (encoded bytes, indexer.core.images.prepare_image's
+        PNG) embedded alone through the projector; ModelError when the model has no projector."""
+        if not self.media_kinds:
+            raise ModelError(f"{self.model_path} embeds text only: it has no MTMD projector beside it "
+                             "(<stem>.mmproj.gguf); use a multimodal model such as a Qwen3-VL embedding model")
+        mode = _engine_mode(normalize)
+        out = np.zeros((len(images), self.dimensions), dtype=np.float32)
+        for i, data in enumerate(images):
+            try:
+                out[i] = self.engine.embed_multimodal(parts=[bytes(data)], normalize=mode)
+            except (ValueError, TypeError) as exc:
+                raise InputError(f"image {i} cannot be embedded: {exc}") from exc
+            except (RuntimeError, NotImplementedError) as exc:
+                raise ModelError(f"embedding image {i} failed: {exc}") from exc
         return out
 
     @property

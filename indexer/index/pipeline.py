@@ -35,7 +35,7 @@ from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
 from indexer.index.batching import BATCH_SECONDS, Batch, Deferred
 from indexer.names import encodable, printable
-from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore
+from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore, embeds_images
 from indexer.state.database import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
 from indexer.types import BAD_NAME, Chunk, Document, IndexReport, Point, ScanProblem, SourceRef
 
@@ -261,6 +261,7 @@ class Pipeline:
                 report.files_touched += 1
                 return None
             chunks = list(self.chunker.chunk(doc))
+            chunks += self._media_chunks(doc, len(chunks))
         except SourceError as exc:
             if exc.code in ("binary", "missing_library"):  # not text, or no parser installed: skipped, not failed
                 report.skipped.append((ref.path, exc.reason))
@@ -277,6 +278,15 @@ class Pipeline:
             logger.warning("%s partly read: %s", printable(ref.path), note)
             report.partial.append((ref.path, note))
         return _Prepared(ref, doc, chunks, rec)
+
+    def _media_chunks(self, doc: Document, start: int) -> list[Chunk]:
+        """One point per picture the reader attached, after the text chunks, when the model embeds images (a
+        text-only model indexes the text alone, as before media existed)."""
+        if not doc.media or not embeds_images(self.embedder):
+            return []
+        lines = max(1, doc.text.count("\n") + 1) if doc.text else 1
+        return [Chunk(doc.ref.path, start + i, "", 0, 0, 1, lines, 0, metadata=doc.metadata, media=part)
+                for i, part in enumerate(doc.media) if part.kind == "image"]
 
     def _touch(self, ref: SourceRef, doc: Document, rec: FileRecord) -> None:
         """Content unchanged: refresh the stat data so the next run skips the file without reading it."""
@@ -390,9 +400,15 @@ class Pipeline:
                 missing.setdefault(chunk.content_hash, chunk)
         report.chunks_reused += len(chunks) - len(missing)
         if missing:
-            todo = list(missing.values())
+            todo = [c for c in missing.values() if c.media is None]
+            pictures = [c for c in missing.values() if c.media is not None]
             started = time.perf_counter()
-            embedded = self.embedder.embed_batch([c.text for c in todo], self.normalization)
+            embedded = list(self.embedder.embed_batch([c.text for c in todo], self.normalization)) if todo else []
+            if pictures:  # only chunks _media_chunks made: the embedder embeds images
+                images = self.embedder.embed_images([c.media.data for c in pictures if c.media is not None],  # type: ignore[attr-defined]
+                                                    self.normalization)
+                embedded += list(images)
+                todo += pictures
             report.embed_seconds += time.perf_counter() - started
             fresh = [(c.content_hash, np.asarray(v, dtype=np.float32)) for c, v in zip(todo, embedded, strict=True)]
             self.state.put_vectors(self.model_key, fresh)
@@ -462,6 +478,13 @@ def _chunk_record(pid: str, chunk: Chunk) -> ChunkRecord:
 def _payload(prepared: _Prepared, chunk: Chunk) -> dict[str, object]:
     path = prepared.ref.path
     suffix = Path(path).suffix.lower().lstrip(".")
+    payload = _text_payload(prepared, chunk, path, suffix)
+    if chunk.media is not None:  # an image point: no text (no lexical side, nothing for a cross-encoder)
+        payload |= {"media": chunk.media.kind, "width": chunk.media.width, "height": chunk.media.height}
+    return payload
+
+
+def _text_payload(prepared: _Prepared, chunk: Chunk, path: str, suffix: str) -> dict[str, object]:
     return {
         "path": path,
         "root": prepared.ref.root,
