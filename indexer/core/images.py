@@ -14,7 +14,7 @@ import io
 from dataclasses import dataclass
 
 __all__ = ["IMAGE_EXTENSIONS", "MAX_IMAGE_BYTES", "MAX_PIXELS", "MAX_SIDE", "ImageError", "PreparedImage",
-           "image_size", "prepare_image", "thumbnail"]
+           "prepare_image", "thumbnail"]
 
 MAX_PIXELS = 100_000_000  # the OCR path's cap (plugins/filesystem/ocr.py DEFAULT_MAX_PIXELS)
 MAX_SIDE = 1024  # longest side handed to the projector; larger images are downscaled first
@@ -33,7 +33,8 @@ class ImageError(ValueError):
 
 @dataclass(frozen=True)
 class PreparedImage:
-    """The PNG handed to the projector, its pixel size, and the original's size and format."""
+    """The PNG handed to the projector, its pixel size, and the original's size (as shown: EXIF orientation
+    applied) and format."""
 
     data: bytes
     width: int
@@ -61,18 +62,15 @@ def _open(data: bytes, max_pixels: int) -> object:
     return image
 
 
-def image_size(data: bytes, max_pixels: int = MAX_PIXELS) -> tuple[int, int]:
-    """(width, height) from the header alone, orientation not applied."""
-    image = _open(data, max_pixels)
-    return int(image.width), int(image.height)  # type: ignore[attr-defined]
-
-
 def _decoded(data: bytes, max_pixels: int, side: int) -> tuple[object, str, int, int]:
     from PIL import Image, ImageOps
 
     image = _open(data, max_pixels)
     fmt = str(getattr(image, "format", "") or "").lower()
+    width, height = int(image.width), int(image.height)  # type: ignore[attr-defined]  # the header's, before draft
     try:
+        if image.getexif().get(0x0112) in (5, 6, 7, 8):  # type: ignore[attr-defined]  # shown turned a quarter
+            width, height = height, width
         image.seek(0)  # type: ignore[attr-defined]  # a GIF's or WebP's first frame
         if fmt == "jpeg":
             image.draft("RGB", (side, side))  # type: ignore[attr-defined]  # DCT scaling: a huge JPEG never decodes whole
@@ -80,10 +78,9 @@ def _decoded(data: bytes, max_pixels: int, side: int) -> tuple[object, str, int,
         rgb = with_orientation.convert("RGB")
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise ImageError(f"cannot decode the image ({type(exc).__name__}: {exc})") from None
-    original = (int(image.width), int(image.height))  # type: ignore[attr-defined]
     if max(rgb.size) > side:
         rgb.thumbnail((side, side), Image.Resampling.LANCZOS)
-    return rgb, fmt, *original
+    return rgb, fmt, width, height
 
 
 def prepare_image(data: bytes, *, max_pixels: int = MAX_PIXELS, max_side: int = MAX_SIDE) -> PreparedImage:

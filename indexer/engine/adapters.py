@@ -17,6 +17,7 @@ import numpy as np
 
 from indexer.core.normalization import Normalization
 from indexer.engine import tokenization
+from indexer.engine.multimodal import MTMDEmbeddingHandler
 from indexer.engine.llama_embedding import (
     LLAMA_POOLING_TYPE_NONE,
     LLAMA_POOLING_TYPE_RANK,
@@ -32,6 +33,7 @@ logger = logging.getLogger(__name__)
 META_SIMILARITY = "indexer.similarity"
 META_MAX_SEQ_LENGTH = "indexer.max_seq_length"
 _FINGERPRINT_SPAN = 1 << 20  # bytes read from each end of the file
+IMAGE_TEXT_MARGIN = 32  # tokens of a request left for the text and special tokens around an image
 
 
 def model_fingerprint(path: str | os.PathLike[str]) -> str:
@@ -102,10 +104,14 @@ class LlamaEmbedder:
         # with a projector the model embeds images too (embed_images); its fingerprint joins the identity
         self.projector_id: str | None = model_fingerprint(mmproj_path) if mmproj_path is not None else None
         self.media_kinds: tuple[str, ...] = ("image",) if mmproj_path is not None else ()
-        if mmproj_path is not None:
-            opts["mmproj_path"] = str(mmproj_path)
         self._engine: LlamaEmbedding | None = _load(model_path, "embedding", **opts)
         engine = self._engine
+        if mmproj_path is not None:
+            # an image is never cut: its tokens are capped (llama.cpp shrinks it) so that it fits one request
+            limit = min(engine.n_batch_eff, engine.n_ubatch_eff, int(engine.n_ctx()))
+            engine.embedding_handler = MTMDEmbeddingHandler(
+                str(mmproj_path), n_threads=opts.get("n_threads"), image_max_tokens=max(8, limit - IMAGE_TEXT_MARGIN),
+                verbose=bool(opts.get("verbose", False)))
         if engine.pooling in (LLAMA_POOLING_TYPE_NONE, LLAMA_POOLING_TYPE_RANK):
             pooling = "NONE" if engine.pooling == LLAMA_POOLING_TYPE_NONE else "RANK"
             engine.close()

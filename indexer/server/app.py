@@ -274,6 +274,18 @@ async def file_text(
     return await _service(request).file_text(collection, path)
 
 
+async def thumbnail(
+    request: Request,
+    path: str = Query(..., max_length=4096, description="absolute path of an indexed image"),
+    collection: str = Query("default", max_length=200, pattern=COLLECTION_PATTERN),
+    size: int = Query(256, ge=16, le=512, description="longest side in pixels"),
+) -> Response:
+    """A JPEG thumbnail of an indexed image (only images the collection indexed, inside its roots; made once,
+    then cached)."""
+    data = await _service(request).thumbnail(collection, path, size)
+    return Response(data, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=300"})
+
+
 async def sync(name: str, request: Request) -> dict[str, Any]:
     """Re-sync every root of a collection (admin scope); searches keep being answered meanwhile."""
     if not valid_collection_name(name):
@@ -295,6 +307,7 @@ def _add_routes(router: APIRouter) -> None:
     router.add_api_route("/fields", fields, methods=["GET"], tags=["search"])
     router.add_api_route("/metrics", metrics, methods=["GET"], tags=["status"], response_class=Response)
     router.add_api_route("/files", file_text, methods=["GET"], tags=["search"])
+    router.add_api_route("/thumbnail", thumbnail, methods=["GET"], tags=["search"], response_class=Response)
     router.add_api_route(
         "/collections/{name}/sync", sync, methods=["POST"], response_model=schemas.SyncOut, tags=["admin"]
     )
