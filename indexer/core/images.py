@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
 
 __all__ = ["IMAGE_EXTENSIONS", "MAX_IMAGE_BYTES", "MAX_PIXELS", "MAX_SIDE", "ImageError", "PreparedImage",
            "prepare_image", "thumbnail"]
@@ -44,7 +48,7 @@ class PreparedImage:
     format: str
 
 
-def _open(data: bytes, max_pixels: int) -> object:
+def _open(data: bytes, max_pixels: int) -> PILImage:
     from PIL import Image
 
     if len(data) > MAX_IMAGE_BYTES:
@@ -62,19 +66,19 @@ def _open(data: bytes, max_pixels: int) -> object:
     return image
 
 
-def _decoded(data: bytes, max_pixels: int, side: int) -> tuple[object, str, int, int]:
+def _decoded(data: bytes, max_pixels: int, side: int) -> tuple[PILImage, str, int, int]:
     from PIL import Image, ImageOps
 
     image = _open(data, max_pixels)
     fmt = str(getattr(image, "format", "") or "").lower()
-    width, height = int(image.width), int(image.height)  # type: ignore[attr-defined]  # the header's, before draft
+    width, height = int(image.width), int(image.height)  # the header's, before draft
     try:
-        if image.getexif().get(0x0112) in (5, 6, 7, 8):  # type: ignore[attr-defined]  # shown turned a quarter
+        if image.getexif().get(0x0112) in (5, 6, 7, 8):  # shown turned a quarter
             width, height = height, width
-        image.seek(0)  # type: ignore[attr-defined]  # a GIF's or WebP's first frame
+        image.seek(0)  # a GIF's or WebP's first frame
         if fmt == "jpeg":
-            image.draft("RGB", (side, side))  # type: ignore[attr-defined]  # DCT scaling: a huge JPEG never decodes whole
-        with_orientation = ImageOps.exif_transpose(image)  # type: ignore[arg-type]
+            image.draft("RGB", (side, side))  # DCT scaling: a huge JPEG never decodes whole
+        with_orientation = ImageOps.exif_transpose(image)
         rgb = with_orientation.convert("RGB")
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise ImageError(f"cannot decode the image ({type(exc).__name__}: {exc})") from None
@@ -87,8 +91,8 @@ def prepare_image(data: bytes, *, max_pixels: int = MAX_PIXELS, max_side: int = 
     """The projector's PNG for ``data`` (module docstring); ImageError for what cannot be read."""
     rgb, fmt, width, height = _decoded(data, max_pixels, max_side)
     out = io.BytesIO()
-    rgb.save(out, format="PNG", compress_level=1)  # type: ignore[attr-defined]
-    w, h = rgb.size  # type: ignore[attr-defined]
+    rgb.save(out, format="PNG", compress_level=1)
+    w, h = rgb.size
     return PreparedImage(out.getvalue(), int(w), int(h), width, height, fmt)
 
 
@@ -96,5 +100,5 @@ def thumbnail(data: bytes, size: int, *, max_pixels: int = MAX_PIXELS) -> bytes:
     """A JPEG at most ``size`` pixels a side (orientation applied), for showing a hit."""
     rgb, _fmt, _w, _h = _decoded(data, max_pixels, size)
     out = io.BytesIO()
-    rgb.save(out, format="JPEG", quality=80)  # type: ignore[attr-defined]
+    rgb.save(out, format="JPEG", quality=80)
     return out.getvalue()

@@ -17,7 +17,6 @@ import numpy as np
 
 from indexer.core.normalization import Normalization
 from indexer.engine import tokenization
-from indexer.engine.multimodal import MTMDEmbeddingHandler
 from indexer.engine.llama_embedding import (
     LLAMA_POOLING_TYPE_NONE,
     LLAMA_POOLING_TYPE_RANK,
@@ -25,6 +24,7 @@ from indexer.engine.llama_embedding import (
     NORM_MODE_NONE,
     LlamaEmbedding,
 )
+from indexer.engine.multimodal import MTMDEmbeddingHandler
 from indexer.errors import InputError, ModelError
 from indexer.types import Similarity
 

@@ -241,7 +241,7 @@ def run_search(
     configured = reranker is not None if reranker_configured is None else reranker_configured
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    if req.image is not None:
+    if isinstance(req.image, bytes):  # prepared: a path was read by the collection
         query_vector = _image_vector(req.image, embedder, normalization)
     elif mode != "lexical" and embedder.count_tokens(req.query) > embedder.max_tokens:
         raise InputError(f"the query is longer than the model's {embedder.max_tokens} tokens; shorten it")

@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from indexer.core.location import COLLECTION_PATTERN
 from indexer.codec import MAX_IMAGE_BYTES
+from indexer.core.location import COLLECTION_PATTERN
 from indexer.types import MAX_QUERY_CHARS
 
 MAX_IMAGE_URI_CHARS = MAX_IMAGE_BYTES * 4 // 3 + 128  # an image as a base64 data URI

@@ -123,7 +123,7 @@ def test_the_folder_indexes_one_image_point_per_image_beside_the_text(indexed, f
 def test_each_image_finds_itself_first_through_the_python_api(indexed, folder):
     settings, _ = indexed
     found = _api_scores(settings, folder[1])
-    for path, (hit, score, width) in found.items():
+    for path, (hit, score, _width) in found.items():
         assert hit == str(path) and score == pytest.approx(1.0, abs=1e-4), (path, hit, score)
     big = folder[1][4]
     assert found[big][2] == 2400  # the original's size is reported, though 1024 a side reached the projector
