@@ -41,7 +41,6 @@ class Embedder(TokenCounter, Protocol):
 
 
 @runtime_checkable
-@runtime_checkable
 class MediaEmbedder(Protocol):
     """An Embedder that also embeds media (a multimodal model with its projector): ``media_kinds`` names what
     (``("image",)``); a text-only embedder has none of this (or empty ``media_kinds``)."""
@@ -58,6 +57,7 @@ def embeds_images(embedder: object) -> bool:
     return "image" in tuple(getattr(embedder, "media_kinds", ()) or ()) and hasattr(embedder, "embed_images")
 
 
+@runtime_checkable
 class Reranker(Protocol):
     model_id: str
 
