@@ -300,13 +300,19 @@ def test_reindex_to_the_multimodal_model_reads_the_images_again(folder, embed_mo
 
 
 @pytest.mark.slow
-def test_200_images_and_200_text_files_index_without_a_failure_and_each_finds_itself(vl_model, tmp_path):
+def test_200_images_and_200_text_files_index_without_a_failure_and_each_finds_itself_in_every_front_end(
+        vl_model, tmp_path):
+    """Python API and HTTP for all 200 images, MCP for all 200 in one session, the CLI for every 20th (a process
+    each); the same score everywhere."""
+    from mcp import Client
+
     from indexer.collection.facade import open_collection
     from indexer.settings import Settings
 
     images = make_folder(tmp_path / "big", 200, seed=7)
-    settings = Settings(data_dir=tmp_path / "data", embed_model=str(vl_model), threads=2,
+    settings = Settings(data_dir=tmp_path / "data", embed_model=str(vl_model), threads=2, collection="big",
                         reader_options={"image": {"ocr": False}})  # the picture alone: OCR would only cost time
+    api: dict[Path, float] = {}
     with open_collection("big", settings=settings) as col:
         report = col.index([tmp_path / "big"]).to_dict()
         assert report["failed"] == [] and report["skipped"] == [] and report["files_indexed"] == 400
@@ -314,3 +320,30 @@ def test_200_images_and_200_text_files_index_without_a_failure_and_each_finds_it
             hits = col.search(image=path.read_bytes(), k=2).hits
             assert hits[0].path == str(path) and hits[0].score == pytest.approx(1.0, abs=1e-4)
             assert hits[1].score < 0.995
+            api[path] = hits[0].score
+    handle = start_server(settings, tmp_path / "big")
+    try:
+        with handle.client() as http:
+            for path in images:
+                top = http.post("/search", json={"collection": "big", "image": data_uri(path), "k": 1}).json()
+                assert top["hits"][0]["path"] == str(path)
+                assert top["hits"][0]["score"] == pytest.approx(api[path], abs=1e-6)
+
+        async def mcp_all() -> list[dict[str, Any]]:
+            async with Client(handle.url + "/mcp") as client:
+                return [json.loads((await client.call_tool("search", {"image": data_uri(p), "collection": "big",
+                                                                       "k": 1})).content[0].text) for p in images]
+
+        for path, answer in zip(images, anyio.run(mcp_all), strict=True):
+            assert answer["hits"][0]["image"]["path"] == str(path)
+            assert answer["hits"][0]["score"] == pytest.approx(round(api[path], 4), abs=1e-9)
+    finally:
+        handle.stop()
+    env = {**os.environ, "INDEXER_DATA_DIR": str(settings.data_dir), "INDEXER_CONFIG": str(tmp_path / "none.toml"),
+           "INDEXER_THREADS": "2"}
+    for path in images[::20]:
+        done = subprocess.run([sys.executable, "-m", "indexer.cli", "search", "--image", str(path), "-c", "big",
+                               "--local", "--json", "-k", "1"], capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        top = json.loads(done.stdout)[0]
+        assert top["path"] == str(path) and top["score"] == pytest.approx(api[path], abs=1e-6)
