@@ -21,9 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from retrieval_quality import load_beir, write_corpus  # noqa: E402
+
 import indexer  # noqa: E402
 from indexer.codec import compact_result_json, result_json  # noqa: E402
-from retrieval_quality import load_beir, write_corpus  # noqa: E402
 
 
 def encoded(data: dict) -> int:

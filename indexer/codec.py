@@ -59,14 +59,19 @@ HIT_FIELDS: dict[str, Callable[[Any], Any]] = {
     "metadata": _mapping,
     "snippet": _text_or_empty,
     "marks": _marks,
+    "media": _text_or_empty,
+    "width": _as_is,
+    "height": _as_is,
 }
 _REQUIRED_HIT_FIELDS = ("path", "score", "text", "start_line", "end_line")
 
 # the fields of a search request a body may carry (the HTTP body and MCP add ``collection``)
 REQUEST_FIELDS = (
     "query", "k", "candidates", "path_prefix", "path_glob", "file_types", "rerank", "mode", "rerank_candidates",
-    "metadata", "where", "facets",
+    "metadata", "where", "facets", "image",
 )
+MAX_IMAGE_BYTES = 20 * 1024 * 1024  # the decoded bytes of an image sent as a data URI (indexer.core.images)
+_DATA_URI_FORMATS = ("png", "jpeg", "jpg", "gif", "webp")
 
 RESULT_FIELDS = (
     "hits", "reranked", "rerank_count", "rerank_note", "mode", "timings_ms", "warning", "matched", "facets",
@@ -132,7 +137,11 @@ def compact_result_json(result: SearchResult, collection: str | None = None) -> 
             hit["locator"] = h.locator
         if h.rerank_score is not None:
             hit["rerank_score"] = round(h.rerank_score, 3)
-        hit["snippet"] = _trim(h.snippet or " ".join(h.text.split()), list(h.marks), COMPACT_SNIPPET)
+        if h.media:  # an image point: the file is the image's reference
+            hit["image"] = {"path": h.path, "width": h.width, "height": h.height}
+            del hit["lines"]
+        else:
+            hit["snippet"] = _trim(h.snippet or " ".join(h.text.split()), list(h.marks), COMPACT_SNIPPET)
         hits.append(hit)
     body: dict[str, Any] = {"base": base, "hits": hits} if base else {"hits": hits}
     body["reranked"] = result.reranked
@@ -212,6 +221,8 @@ def request_body(**fields: Any) -> dict[str, Any]:
             value = list(value or ())
         elif name == "where":  # clause strings, or parsed clauses as the text they were written as
             value = [getattr(c, "text", c) for c in (value or ())]
+        elif name == "image" and isinstance(value, (bytes, bytearray)):
+            value = data_uri(bytes(value))
         if value is not None and value != [] and value != {}:
             body[name] = value
     return body
@@ -225,8 +236,11 @@ def decode_request(body: Any) -> SearchRequest:
 
     get = body.get if isinstance(body, Mapping) else lambda name, default=None: getattr(body, name, default)
     query = get("query")
+    image = _image(get("image"))
+    if image is not None and query is None:
+        query = ""
     if not isinstance(query, str):
-        raise InputError("a search needs a query: the text to look for")
+        raise InputError("a search needs a query: the text to look for (or an image)")
     prefix = get("path_prefix")
     if prefix and not os.path.isabs(os.path.expanduser(prefix)):
         raise InputError(f"path_prefix {prefix!r} is relative; send an absolute folder or file path")
@@ -243,7 +257,60 @@ def decode_request(body: Any) -> SearchRequest:
         metadata=tuple((get("metadata") or {}).items()),
         where=_clauses(get("where")),
         facets=tuple(get("facets") or ()),
+        image=image,
     )
+
+
+def _image(value: Any) -> bytes | str | None:
+    """A body's ``image``: a data URI (its bytes) or the absolute path of a file inside a root (the facade checks
+    the roots). A URL is refused: the server never fetches one."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InputError("image must be a data URI (data:image/png;base64,...) or an absolute file path, as text")
+    if value.startswith("data:"):
+        return decode_data_uri(value)
+    if "://" in value:
+        raise InputError("image is a URL; the server never fetches one: send the bytes as a data URI "
+                         "(data:image/png;base64,...) or the path of an indexed file")
+    if not os.path.isabs(os.path.expanduser(value)):
+        raise InputError(f"image path {value!r} is relative; send an absolute path inside a root, or a data URI")
+    return value
+
+
+def decode_data_uri(value: str, limit: int = MAX_IMAGE_BYTES) -> bytes:
+    """The bytes of ``data:image/<format>;base64,<data>``; InputError naming what is wrong (not a data URI, not
+    an image type, not base64, over ``limit`` bytes)."""
+    import base64
+    import binascii
+
+    head, sep, payload = value.partition(",")
+    if not value.startswith("data:") or not sep:
+        raise InputError("an image must be a data URI: data:image/png;base64,<base64 bytes>")
+    kind = head[5:].split(";")
+    fmt = kind[0].lower()
+    if not fmt.startswith("image/") or fmt[6:] not in _DATA_URI_FORMATS:
+        raise InputError(f"the data URI's type is {kind[0]!r}; use image/png, image/jpeg, image/gif or image/webp")
+    if "base64" not in [k.lower() for k in kind[1:]]:
+        raise InputError("the data URI must be base64 encoded: data:image/png;base64,...")
+    if len(payload) > (limit * 4) // 3 + 4:
+        raise InputError(f"the image is larger than {limit:,} bytes; send a smaller one")
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise InputError("the data URI's data is not valid base64") from None
+    if not data:
+        raise InputError("the data URI holds no bytes")
+    return data
+
+
+def data_uri(data: bytes) -> str:
+    """``data`` as a base64 data URI with its image type read from the signature (PNG when unknown)."""
+    import base64
+
+    fmt = ("jpeg" if data[:3] == b"\xff\xd8\xff" else "gif" if data[:4] == b"GIF8"
+           else "webp" if data[:4] == b"RIFF" and data[8:12] == b"WEBP" else "png")
+    return f"data:image/{fmt};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 def _clauses(value: Any) -> tuple[Any, ...]:

@@ -41,6 +41,23 @@ class Embedder(TokenCounter, Protocol):
 
 
 @runtime_checkable
+class MediaEmbedder(Protocol):
+    """An Embedder that also embeds media (a multimodal model with its projector): ``media_kinds`` names what
+    (``("image",)``); a text-only embedder has none of this (or empty ``media_kinds``)."""
+
+    media_kinds: tuple[str, ...]
+
+    def embed_images(self, images: Sequence[bytes], normalize: Normalization) -> np.ndarray:
+        """float32 (len(images), dimensions), normalised as asked; each item an encoded image (PNG)."""
+        ...
+
+
+def embeds_images(embedder: object) -> bool:
+    """Whether ``embedder`` embeds images (asked of it, never inferred from its name)."""
+    return "image" in tuple(getattr(embedder, "media_kinds", ()) or ()) and hasattr(embedder, "embed_images")
+
+
+@runtime_checkable
 class Reranker(Protocol):
     model_id: str
 

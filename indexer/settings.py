@@ -94,6 +94,10 @@ class Settings(BaseSettings):
         500 * 1024 * 1024, ge=1, description="most bytes an Office/OpenDocument/EPUB container may unpack to"
     )
     max_unpack_ratio: float = Field(50.0, gt=0, description="most unpacked bytes per packed byte (zip bombs)")
+    embed_media: bool = Field(
+        False, description="set by a collection whose model embeds images: readers that can attach media "
+        "(images) do; not a setting to write (a text-only model ignores media)",
+    )
     parse_timeout: float = Field(60.0, gt=0, description="seconds one document may take to parse (worker process)")
     parse_memory_mb: int = Field(2048, ge=64, description="memory (MiB) the document parser process may use")
     parse_workers: int = Field(

@@ -131,6 +131,19 @@ class OutlineNode:
 
 
 @dataclass(frozen=True)
+class MediaPart:
+    """Media a reader found in a file, for a model that embeds it: ``kind`` ``"image"``; ``data`` the bytes the
+    projector takes (indexer.plugin_api.prepare_image: first frame, oriented, downscaled, PNG); ``width`` and
+    ``height`` the original's pixel size (what a person is told); ``format`` the file's (png, jpeg, gif, webp)."""
+
+    kind: str
+    data: bytes
+    width: int
+    height: int
+    format: str = ""
+
+
+@dataclass(frozen=True)
 class Document:
     """A file's text as a reader extracted it.
 
@@ -152,6 +165,9 @@ class Document:
     # What the reader left out or could not parse (a cap hit, a broken part), a sentence each naming the setting
     # that raises a cap: the file is indexed and the run reports it as partly read.
     notes: tuple[str, ...] = ()
+    # Media to embed as points of their own (one point each) when the collection's model embeds that kind;
+    # a text-only model ignores them. Readers attach them only when asked (docs/plugins.md: media readers).
+    media: tuple[MediaPart, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,9 +187,12 @@ class Chunk:
     locator: str = ""  # the section it lies in, as a person reads it ("slide 3: Results"); "" when none
     location: Fields = ()  # the same as data (Section.fields)
     metadata: Fields = ()  # the document's metadata with its section's (author, title, subject, sender, date)
+    media: MediaPart | None = None  # an image point: no text, embedded from these bytes
 
     @property
     def content_hash(self) -> str:
+        if self.media is not None:
+            return hashlib.sha256(f"{self.media.kind}\0".encode() + self.media.data).hexdigest()
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
@@ -265,6 +284,10 @@ class SearchHit:
     # the passage around what matched the query (indexer.search.snippets), and its matching words' spans in it
     snippet: str = ""
     marks: tuple[tuple[int, int], ...] = ()
+    # an image point: media "image", the file's pixel size (its path is the image's reference); "" for text
+    media: str = ""
+    width: int | None = None
+    height: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON data: the shape :mod:`indexer.codec` reads back (one field each)."""
@@ -336,6 +359,9 @@ class SearchRequest:
     # "modified>=2025-01-01", "sender in ada@x.org,linus@y.org", "not type=pdf", or parsed Clauses.
     where: tuple[Any, ...] = ()
     facets: tuple[str, ...] = ()  # fields whose values to count among the filter's matches (e.g. "type")
+    # "pictures like this one": an image as the query (the query text then empty): its bytes, or the path of a
+    # file inside one of the collection's roots (str); dense retrieval only, no rerank (no text to compare)
+    image: bytes | str | None = None
 
     @classmethod
     def from_options(cls, query: str, **options: Any) -> SearchRequest:
@@ -346,6 +372,12 @@ class SearchRequest:
             valid = ", ".join(sorted(known))
             raise InputError(f"unknown search option(s) {', '.join(unknown)}; valid options: {valid}")
         return cls(query=query, **options)
+
+    def __repr__(self) -> str:  # an image query's bytes are not printed
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        if isinstance(self.image, bytes):
+            shown["image"] = f"<{len(self.image)} bytes>"
+        return "SearchRequest(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
 @dataclass(frozen=True)

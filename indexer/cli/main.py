@@ -172,8 +172,11 @@ def _print_report(r: IndexReport) -> None:
 
 @app.command()
 def search(
-    query: str = typer.Argument(..., metavar="QUERY", help="What to look for."),
+    query: str = typer.Argument("", metavar="QUERY", help="What to look for (or --image FILE)."),
     collection: str | None = CollectionOpt,
+    image: Path | None = typer.Option(
+        None, "--image", metavar="FILE", help="Pictures like this image file (a collection with a multimodal model)."
+    ),
     k: int | None = typer.Option(None, "-k", metavar="N", help="Results to return (default 10)."),
     candidates: int | None = typer.Option(
         None, metavar="N", help="Candidates fetched before reranking (default 50)."
@@ -218,6 +221,7 @@ def search(
     try:
         request = SearchRequest(
             query,
+            image=_image_bytes(image) if image is not None else None,
             k=k,
             candidates=candidates,
             path_glob=path,
@@ -243,6 +247,14 @@ def search(
     from indexer.cli.results import print_result  # one printer for remote and in-process results
 
     print_result(result_json(result), as_json=as_json, verbose=_STATE["verbose"])
+
+
+def _image_bytes(path: Path) -> bytes:
+    """The bytes of ``--image FILE`` (the user's own file, read as given; the facade checks and decodes them)."""
+    try:
+        return path.expanduser().read_bytes()
+    except OSError as exc:
+        raise InputError(f"--image {path}: cannot read it ({exc.strerror or exc})") from exc
 
 
 def metadata_pairs(items: list[str]) -> tuple[tuple[str, str], ...]:

@@ -29,6 +29,10 @@ def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> Non
         bold, plain = ("\033[1m", "\033[0m") if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else ("", "")
         for i, hit in enumerate(hits, 1):
             rs = f" rerank={hit['rerank_score']:.3f}" if hit["rerank_score"] is not None else ""
+            if hit.get("media"):  # an image point: the file and its pixel size
+                size = f" {hit['width']} x {hit['height']} px" if hit.get("width") else ""
+                print(f"{bold}{i}. {hit['path']}{plain}  [{hit['media']}{size}]  score={hit['score']:.3f}{rs}")
+                continue
             where = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}"
             if hit["locator"]:
                 where += f" [{hit['locator']}]"

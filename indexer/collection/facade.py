@@ -77,9 +77,10 @@ class Collection(PartsView):
         return self.parts.source_for(root)
 
     # -- reading -------------------------------------------------------------------------------------------
-    def search(self, request: SearchRequest | str, **options: Any) -> SearchResult:
+    def search(self, request: SearchRequest | str = "", **options: Any) -> SearchResult:
         """Run one search (:meth:`CollectionReader.search`): a :class:`SearchRequest`, or the query text with the
-        request's fields as keyword options; defaults and caps come from the settings."""
+        request's fields as keyword options (``image=`` bytes or an indexed file's path: pictures like it);
+        defaults and caps come from the settings."""
         return self.reader.search(request, **options)
 
     def status(self) -> dict[str, Any]:
@@ -107,6 +108,10 @@ class Collection(PartsView):
     def overview(self) -> dict[str, Any]:
         """The collection at a glance for a person (:meth:`CollectionReader.overview`)."""
         return self.reader.overview()
+
+    def thumbnail(self, path: str, size: int = 256) -> bytes:
+        """A JPEG thumbnail of an indexed image of this collection (:meth:`CollectionReader.thumbnail`)."""
+        return self.reader.thumbnail(path, size)
 
     def lexical_hint(self) -> str:
         """Why this collection has no lexical index, and whether anything builds one."""

@@ -35,7 +35,7 @@ from indexer.index.prompts import Prompts, with_prompt
 from indexer.index.prompts import recorded as recorded_prompts
 from indexer.index.prompts import resolve as resolve_prompts
 from indexer.models.profiles import profile_for
-from indexer.ports import Embedder, Reranker, Source, VectorStore
+from indexer.ports import Embedder, Reranker, Source, VectorStore, embeds_images
 from indexer.settings import Settings
 from indexer.state.database import CollectionRecord, StateStore
 from indexer.types import Metric
@@ -152,8 +152,21 @@ class CollectionParts:
         opts = self.absolute(rec.store_options)
         return str(opts.get("path") or opts.get("url") or rec.store)
 
-    def source_for(self, root: str) -> Source:
-        return registry.open_source(self.settings, [root])
+    def source_for(self, root: str, media: bool | None = None) -> Source:
+        """The source of ``root``; its readers attach media (images) when the model embeds them (``media``: a
+        reindex's new model decides for its shadow)."""
+        if media is None:
+            media = self.embeds_images
+        settings = self.settings.model_copy(update={"embed_media": True}) if media else self.settings
+        return registry.open_source(settings, [root])
+
+    @property
+    def embeds_images(self) -> bool:
+        """Whether the collection's model embeds images (its projector lies beside it), without loading it."""
+        with self._parts_lock:
+            if self._embedder is not None:
+                return embeds_images(self._embedder)
+        return self.record is not None and loader.embeds_images(self.record.model_path)
 
     # -- creation and checks ---------------------------------------------------------------------------
     def require_record(self) -> CollectionRecord:

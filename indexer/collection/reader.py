@@ -8,13 +8,16 @@ server's query side holds one per collection (``Service.reader``).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 from indexer.collection import health as agreement_checks
 from indexer.collection import job, leftovers, tokenizer_record
+from indexer.collection.files import Thumbnails, read_indexed_bytes
 from indexer.collection.parts import CollectionParts, PartsView
+from indexer.core.images import MAX_IMAGE_BYTES
 from indexer.core.normalization import normalization_name
 from indexer.engine.adapters import model_name
 from indexer.errors import StoreError
@@ -46,6 +49,7 @@ class CollectionReader(PartsView):
         self.parts = parts
         self._owns_parts = owns_parts
         self._rerank_budget = RerankBudget(parts.settings.rerank_budget_ms)  # paced by this collection's searches
+        self._thumbnails = Thumbnails()
 
     # -- what the parts hold ------------------------------------------------------------------------------
 
@@ -64,7 +68,7 @@ class CollectionReader(PartsView):
             self.parts.close()
 
     # -- searching ---------------------------------------------------------------------------------------
-    def search(self, request: SearchRequest | str, **options: Any) -> SearchResult:
+    def search(self, request: SearchRequest | str = "", **options: Any) -> SearchResult:
         """Run one search. ``request`` is a :class:`SearchRequest`, or the query text with the request's fields
         as keyword options. Defaults (``top_k``, ``candidates``, mode, rerank) and caps come from the settings;
         anything out of range is an InputError naming the valid range. Follows a model switch made by
@@ -78,6 +82,8 @@ class CollectionReader(PartsView):
             request = SearchRequest.from_options(request, **options)
         elif options:
             request = replace(request, **options)
+        if isinstance(request.image, (str, os.PathLike)):  # a path: only an indexed file inside a root is read
+            request = replace(request, image=read_indexed_bytes(parts, os.fspath(request.image), MAX_IMAGE_BYTES))
         req = prepare(request, self.query_limits())
         parts.check_settings()
         parts.check_store_meta(rec)
@@ -191,6 +197,11 @@ class CollectionReader(PartsView):
         if watcher is None:
             watcher = _watcher_status(parts.settings, self.name)
         return overview(parts.state, self.name, parts.record, parts.settings, watcher, describe(watcher))
+
+    def thumbnail(self, path: str, size: int = 256) -> bytes:
+        """A JPEG thumbnail (at most ``size`` pixels a side) of an indexed image inside a root (the same rule as
+        :meth:`indexed_file`; made once, then cached)."""
+        return self._thumbnails.get(self.parts, path, size)
 
     def health(self) -> dict[str, Any]:
         """Whether the store holds exactly the points the state says (:func:`indexer.collection.health.health`)."""

@@ -49,7 +49,7 @@ from indexer.core.paths import within
 from indexer.engine import loader
 from indexer.errors import InputError, NotFoundError, StoreError
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
-from indexer.ports import Embedder, VectorStore
+from indexer.ports import Embedder, VectorStore, embeds_images
 from indexer.state.database import CollectionRecord, StateStore, switch_collection
 
 logger = logging.getLogger(__name__)
@@ -199,7 +199,8 @@ def _sync_shadow(
             shadow.remove_root(col.name, old)
     for root in roots:
         shadow.add_root(col.name, root)
-        pipeline.sync(col.source_for(root), root, report)
+        # the new model's readers: a multimodal model re-reads the images a text-only one skipped or OCR'd
+        pipeline.sync(col.source_for(root, media=embeds_images(embedder)), root, report)
     return report
 
 

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from indexer.core.images import ImageError, PreparedImage, prepare_image
 from indexer.engine import loader
 from indexer.errors import InputError, NotFoundError
+from indexer.ports import embeds_images
 from indexer.search.query import check_query_length, check_text
 from indexer.types import Normalization
 
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from indexer.engine.adapters import LlamaEmbedder, LlamaReranker
     from indexer.settings import Settings
 
-EmbedInput = str | Sequence[int]
+EmbedInput = str | Sequence[int] | bytes | PreparedImage  # bytes: an encoded image (a /v1 image item)
 
 
 class ServedModels:
@@ -79,7 +81,9 @@ class ServedModels:
         return self._embedder
 
     def check_embed(self, items: Sequence[EmbedInput], model: str | None, dimensions: int | None = None) -> int:
-        """The tokens of one request; an InputError (or NotFoundError for the model) naming the problem and fix."""
+        """The tokens of one request; an InputError (or NotFoundError for the model) naming the problem and fix.
+        An image item (encoded bytes) is decoded here, under the pixel cap, and replaced in ``items`` (a list) by
+        the projector's PNG, so a bad image fails its own request only; images count no tokens."""
         emb = self.embedder
         self._check_model(model, emb)
         if dimensions is not None and dimensions != emb.dimensions:
@@ -90,6 +94,11 @@ class ServedModels:
         vocab = emb.vocab_size
         total = 0
         for i, item in enumerate(items):
+            if isinstance(item, (bytes, PreparedImage)):
+                prepared = self._image(item, i, emb)
+                if isinstance(items, list):
+                    items[i] = prepared
+                continue
             if isinstance(item, str):
                 check_text(item, f"input[{i}]")
                 n = emb.count_tokens(item)
@@ -112,9 +121,30 @@ class ServedModels:
                 )
         return total
 
+    @staticmethod
+    def _image(item: bytes | PreparedImage, i: int, emb: LlamaEmbedder) -> PreparedImage:
+        if not embeds_images(emb):
+            raise InputError(f"input[{i}] is an image, but the served model {emb.model_path} embeds text only (no "
+                             "MTMD projector beside it); serve a multimodal model to embed images")
+        if isinstance(item, PreparedImage):
+            return item
+        try:
+            return prepare_image(item)
+        except ImageError as exc:
+            raise InputError(f"input[{i}]: {exc.reason}") from None
+
     def embed(self, items: Sequence[EmbedInput]) -> np.ndarray:
         """Unit-length vectors of inputs that passed :meth:`check_embed` (several requests' at once)."""
-        return self.embedder.embed_inputs(items, Normalization.L2)
+        pictures = [i for i, item in enumerate(items) if isinstance(item, PreparedImage)]
+        if not pictures:
+            return self.embedder.embed_inputs(items, Normalization.L2)  # type: ignore[arg-type]
+        out = np.zeros((len(items), self.embedder.dimensions), dtype=np.float32)
+        words = [i for i, item in enumerate(items) if not isinstance(item, PreparedImage)]
+        if words:
+            out[words] = self.embedder.embed_inputs([items[i] for i in words], Normalization.L2)  # type: ignore[misc]
+        images = [items[i].data for i in pictures]  # type: ignore[union-attr]
+        out[pictures] = self.embedder.embed_images(images, Normalization.L2)
+        return out
 
     def _check_model(self, model: str | None, emb: LlamaEmbedder) -> None:
         if not model:

@@ -357,6 +357,13 @@ class _LazyEmbedder:
     def embed_batch(self, texts: Sequence[str], normalize: Any) -> Any:
         return self._parts.document_embedder.embed_batch(texts, normalize)
 
+    @property
+    def media_kinds(self) -> tuple[str, ...]:
+        return ("image",) if self._parts.embeds_images else ()  # asked without loading the model
+
+    def embed_images(self, images: Sequence[bytes], normalize: Any) -> Any:
+        return self._parts.document_embedder.embed_images(images, normalize)  # type: ignore[attr-defined]
+
 
 class _LazyChunker:
     """A TokenChunker on the collection's embedder, built on the first document."""

@@ -25,6 +25,7 @@ from indexer.engine.llama_embedding import (
     NORM_MODE_NONE,
     LlamaEmbedding,
 )
+from indexer.engine.multimodal import MTMDEmbeddingHandler
 from indexer.errors import InputError, ModelError
 from indexer.types import Similarity
 
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 META_SIMILARITY = "indexer.similarity"
 META_MAX_SEQ_LENGTH = "indexer.max_seq_length"
 _FINGERPRINT_SPAN = 1 << 20  # bytes read from each end of the file
+IMAGE_TEXT_MARGIN = 32  # tokens of a request left for the text and special tokens around an image
 
 
 def model_fingerprint(path: str | os.PathLike[str]) -> str:
@@ -67,10 +69,19 @@ def model_name(model_id: str | None) -> str | None:
     return Path(name).stem if name.endswith(".gguf") else name
 
 
-def tokenized_identity(file_id: str, tokenizer: str) -> str:
+def tokenized_identity(file_id: str, tokenizer: str, projector: str | None = None) -> str:
     """A model's identity with the tokenizer behaviour it embeds with: llama.cpp's as it is (what every
-    collection made before the behaviour was recorded used) adds nothing."""
-    return file_id if tokenizer == tokenization.RUNTIME else f"{file_id}+tok-{tokenizer}"
+    collection made before the behaviour was recorded used) adds nothing; and the fingerprint of its MTMD
+    projector when it embeds images (image vectors come from the projector too)."""
+    out = file_id if tokenizer == tokenization.RUNTIME else f"{file_id}+tok-{tokenizer}"
+    return out if projector is None else f"{out}+mmproj-{projector}"
+
+
+def projector_beside(model_path: str | os.PathLike[str]) -> Path | None:
+    """The model's MTMD projector, ``<stem>.mmproj.gguf`` beside it (the converter's name), when there is one."""
+    path = Path(model_path)
+    projector = path.with_name(path.stem + ".mmproj.gguf")
+    return projector if projector.is_file() else None
 
 
 # The project's normalization values in LlamaEmbedding's integer modes: the only place that translates them.
@@ -101,10 +112,20 @@ def _load(model_path: str | os.PathLike[str], role: str, **opts: Any) -> LlamaEm
 class LlamaEmbedder:
     """Embedder port on a llama.cpp GGUF sentence-embedding model (MEAN, CLS or LAST pooling)."""
 
-    def __init__(self, model_path: str | os.PathLike[str], **opts: Any) -> None:
+    def __init__(self, model_path: str | os.PathLike[str], *, mmproj_path: str | os.PathLike[str] | None = None,
+                 **opts: Any) -> None:
         self.model_path = str(model_path)
+        # with a projector the model embeds images too (embed_images); its fingerprint joins the identity
+        self.projector_id: str | None = model_fingerprint(mmproj_path) if mmproj_path is not None else None
+        self.media_kinds: tuple[str, ...] = ("image",) if mmproj_path is not None else ()
         self._engine: LlamaEmbedding | None = _load(model_path, "embedding", **opts)
         engine = self._engine
+        if mmproj_path is not None:
+            # an image is never cut: its tokens are capped (llama.cpp shrinks it) so that it fits one request
+            limit = min(engine.n_batch_eff, engine.n_ubatch_eff, int(engine.n_ctx()))
+            engine.embedding_handler = MTMDEmbeddingHandler(
+                str(mmproj_path), n_threads=opts.get("n_threads"), image_max_tokens=max(8, limit - IMAGE_TEXT_MARGIN),
+                verbose=bool(opts.get("verbose", False)))
         if engine.pooling in (LLAMA_POOLING_TYPE_NONE, LLAMA_POOLING_TYPE_RANK):
             pooling = "NONE" if engine.pooling == LLAMA_POOLING_TYPE_NONE else "RANK"
             engine.close()
@@ -115,7 +136,7 @@ class LlamaEmbedder:
         meta = dict(engine.metadata or {})
         self._file_id = model_identity(model_path, meta)
         self.best_tokenizer: str = engine.tokenizer_mode
-        self.model_id: str = tokenized_identity(self._file_id, self.best_tokenizer)
+        self.model_id: str = tokenized_identity(self._file_id, self.best_tokenizer, self.projector_id)
         self.dimensions: int = engine.n_embd_out
         self.similarity: str = self._similarity(meta)
         limit = engine.max_tokens
@@ -161,7 +182,7 @@ class LlamaEmbedder:
             got = self.engine.use_tokenizer(mode)
         except ValueError as exc:
             raise ModelError(f"{self.model_path}: {exc}") from exc
-        self.model_id = tokenized_identity(self._file_id, got)
+        self.model_id = tokenized_identity(self._file_id, got, self.projector_id)
         return got
 
     def count_tokens(self, text: str) -> int:
@@ -195,6 +216,23 @@ class LlamaEmbedder:
             arr = np.asarray(r)
             if arr.size:  # an empty token list (possible only for models without BOS/EOS) stays zero
                 out[i] = arr
+        return out
+
+    def embed_images(self, images: Sequence[bytes], normalize: Normalization) -> np.ndarray:
+        """float32 array (len(images), dimensions): each image (encoded bytes, indexer.core.images.prepare_image's
+        PNG) embedded alone through the projector; ModelError when the model has no projector."""
+        if not self.media_kinds:
+            raise ModelError(f"{self.model_path} embeds text only: it has no MTMD projector beside it "
+                             "(<stem>.mmproj.gguf); use a multimodal model such as a Qwen3-VL embedding model")
+        mode = _engine_mode(normalize)
+        out = np.zeros((len(images), self.dimensions), dtype=np.float32)
+        for i, data in enumerate(images):
+            try:
+                out[i] = self.engine.embed_multimodal(parts=[bytes(data)], normalize=mode)
+            except (ValueError, TypeError) as exc:
+                raise InputError(f"image {i} cannot be embedded: {exc}") from exc
+            except (RuntimeError, NotImplementedError) as exc:
+                raise ModelError(f"embedding image {i} failed: {exc}") from exc
         return out
 
     @property

@@ -31,9 +31,17 @@ def names_recorded_file(spec: str, recorded_path: str) -> bool:
 
 def load_embedder(settings: Settings, path: str | Path | None = None) -> LlamaEmbedder:
     """The embedding model at ``path`` (default: the ``embed_model`` setting)."""
-    from indexer.engine.adapters import LlamaEmbedder  # llama.cpp loads on first use, not on import
+    from indexer.engine.adapters import LlamaEmbedder, projector_beside  # llama.cpp loads on first use
 
-    return LlamaEmbedder(str(path if path is not None else resolve(settings.embed_model)), n_threads=settings.threads)
+    model = str(path if path is not None else resolve(settings.embed_model))
+    return LlamaEmbedder(model, mmproj_path=projector_beside(model), n_threads=settings.threads)
+
+
+def embeds_images(model_path: str | Path) -> bool:
+    """Whether the model file at ``model_path`` embeds images (its projector lies beside it), without loading it."""
+    from indexer.engine.adapters import projector_beside
+
+    return projector_beside(model_path) is not None
 
 
 def load_reranker(settings: Settings) -> LlamaReranker | None:

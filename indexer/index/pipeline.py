@@ -38,7 +38,7 @@ from indexer.errors import IndexerError, SourceError
 from indexer.index.batching import BATCH_SECONDS, Batch, Deferred
 from indexer.index.reads import ReadAhead
 from indexer.names import encodable, printable
-from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore
+from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore, embeds_images
 from indexer.state.database import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
 from indexer.types import BAD_NAME, Chunk, Document, IndexReport, Point, ScanProblem, SourceRef
 
@@ -323,6 +323,7 @@ class Pipeline:
                 return None
             started = time.perf_counter()
             chunks = self._chunk(doc)
+            chunks += self._media_chunks(doc, len(chunks))
             report.timed("chunk", time.perf_counter() - started)
         except SourceError as exc:
             if exc.code in ("binary", "missing_library"):  # not text, or no parser installed: skipped, not failed
@@ -356,6 +357,15 @@ class Pipeline:
                 told, last = len(chunks), time.monotonic()
         chunked(len(chunks) - told)
         return chunks
+
+    def _media_chunks(self, doc: Document, start: int) -> list[Chunk]:
+        """One point per picture the reader attached, after the text chunks, when the model embeds images (a
+        text-only model indexes the text alone, as before media existed)."""
+        if not doc.media or not embeds_images(self.embedder):
+            return []
+        lines = max(1, doc.text.count("\n") + 1) if doc.text else 1
+        return [Chunk(doc.ref.path, start + i, "", 0, 0, 1, lines, 0, metadata=doc.metadata, media=part)
+                for i, part in enumerate(doc.media) if part.kind == "image"]
 
     def _touch(self, ref: SourceRef, doc: Document, rec: FileRecord) -> None:
         """Content unchanged: refresh the stat data so the next run skips the file without reading it."""
@@ -476,8 +486,15 @@ class Pipeline:
                 missing.setdefault(chunk.content_hash, chunk)
         report.chunks_reused += len(chunks) - len(missing)
         for step in _embed_steps(list(missing.values())):
+            texts = [c for c in step if c.media is None]
+            pictures = [c for c in step if c.media is not None]
             started = time.perf_counter()
-            embedded = self.embedder.embed_batch([c.text for c in step], self.normalization)
+            embedded = list(self.embedder.embed_batch([c.text for c in texts], self.normalization)) if texts else []
+            if pictures:  # only chunks _media_chunks made: the embedder embeds images
+                images = self.embedder.embed_images([c.media.data for c in pictures if c.media is not None],  # type: ignore[attr-defined]
+                                                    self.normalization)
+                embedded += list(images)
+            step = texts + pictures
             report.embed_seconds += time.perf_counter() - started
             report.timed("embed", time.perf_counter() - started)
             fresh = [(c.content_hash, np.asarray(v, dtype=np.float32)) for c, v in zip(step, embedded, strict=True)]
@@ -503,7 +520,7 @@ def _embed_steps(todo: list[Chunk]) -> Iterator[list[Chunk]]:
     tokens, limit = 0, FIRST_STEP_TOKENS
     for chunk in todo:
         step.append(chunk)
-        tokens += max(1, chunk.n_tokens)
+        tokens += 1024 if chunk.media is not None else max(1, chunk.n_tokens)  # an image: up to ~1,024 tokens
         if tokens >= limit:
             yield step
             step, tokens, limit = [], 0, EMBED_STEP_TOKENS
@@ -569,6 +586,13 @@ def _chunk_record(pid: str, chunk: Chunk) -> ChunkRecord:
 def _payload(prepared: _Prepared, chunk: Chunk) -> dict[str, object]:
     path = prepared.ref.path
     suffix = Path(path).suffix.lower().lstrip(".")
+    payload = _text_payload(prepared, chunk, path, suffix)
+    if chunk.media is not None:  # an image point: no text (no lexical side, nothing for a cross-encoder)
+        payload |= {"media": chunk.media.kind, "width": chunk.media.width, "height": chunk.media.height}
+    return payload
+
+
+def _text_payload(prepared: _Prepared, chunk: Chunk, path: str, suffix: str) -> dict[str, object]:
     return {
         "path": path,
         "root": prepared.ref.root,

@@ -79,12 +79,17 @@ class PromptedEmbedder:
         self.similarity = inner.similarity
         self.max_tokens = inner.max_tokens
         self.model_id = prompted_model_id(inner.model_id, prefix)
+        self.media_kinds: tuple[str, ...] = tuple(getattr(inner, "media_kinds", ()))
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(self.prefix + text)
 
     def embed_batch(self, texts: Sequence[str], normalize: Normalization) -> np.ndarray:
         return self.inner.embed_batch([self.prefix + t for t in texts], normalize)
+
+    def embed_images(self, images: Sequence[bytes], normalize: Normalization) -> np.ndarray:
+        """Images as they are: a text prompt is for text."""
+        return self.inner.embed_images(images, normalize)  # type: ignore[attr-defined]
 
 
 def prompted_model_id(model_id: str, prefix: str) -> str:

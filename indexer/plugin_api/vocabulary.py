@@ -2,6 +2,7 @@
 :mod:`indexer.types`, the ports of :mod:`indexer.ports`, the error tree, the typed :class:`Settings`, and the
 helpers a store or a source needs. Import these from ``indexer.plugin_api`` (docs/plugins.md)."""
 
+from indexer.core.images import ImageError, PreparedImage, prepare_image
 from indexer.core.location import COLLECTION_NAME_RULE, valid_collection_name
 from indexer.core.locks import lock_for
 from indexer.core.normalization import Normalization, choose_normalization, normalization_name
@@ -41,6 +42,7 @@ from indexer.types import (
     Filter,
     Hit,
     IndexReport,
+    MediaPart,
     Metric,
     OutlineNode,
     Point,
@@ -64,11 +66,14 @@ __all__ = [
     "IndexReport",
     "IndexerError",
     "InputError",
+    "ImageError",
     "LockedError",
+    "MediaPart",
     "Metric",
     "Normalization",
     "OutlineNode",
     "Point",
+    "PreparedImage",
     "Progress",
     "Reader",
     "Reranker",
@@ -98,6 +103,7 @@ __all__ = [
     "load_settings",
     "lock_for",
     "normalization_name",
+    "prepare_image",
     "prepare_vector",
     "printable",
     "restore_folder",

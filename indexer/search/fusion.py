@@ -74,7 +74,9 @@ def lexical_store(store: object, collection: str, mode: str) -> LexicalSearch:
 
 
 def fuse(dense: Sequence[Hit], lexical: Sequence[Hit], config: FusionConfig) -> list[Hit]:
-    """One ranking of the chunks in either list, best first; ``Hit.score`` is the fused score."""
+    """One ranking of the chunks in either list, best first; ``Hit.score`` is the fused score. An image point
+    (payload ``media``) is scored on its dense value alone, counted at full weight: as if the lexical side had
+    ranked it where the dense side did."""
     if config.method not in FUSIONS:
         raise InputError(f"unknown fusion {config.method!r}; use one of {', '.join(FUSIONS)}")
     w = config.dense_weight
@@ -86,7 +88,10 @@ def fuse(dense: Sequence[Hit], lexical: Sequence[Hit], config: FusionConfig) -> 
         values = _NORMALIZE[config.method](ranked)
         for hit, value in zip(ranked, values, strict=True):
             hits.setdefault(hit.id, hit)
-            scores[hit.id] = scores.get(hit.id, 0.0) + weight * value
+            # an image point has no words, so no lexical side: its dense value stands for both halves (ranked
+            # by its dense score alone, never sunk by a lexical score it cannot have)
+            share = 1.0 if hit.payload.get("media") else weight
+            scores[hit.id] = scores.get(hit.id, 0.0) + share * value
     order = sorted(scores, key=lambda i: (-scores[i], i))
     return [Hit(id=i, score=scores[i], payload=hits[i].payload) for i in order]
 

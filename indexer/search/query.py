@@ -8,9 +8,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from indexer.core.images import MAX_IMAGE_BYTES, ImageError, prepare_image
 from indexer.core.normalization import Normalization
 from indexer.errors import InputError
-from indexer.ports import Embedder, Reranker, VectorStore
+from indexer.ports import Embedder, Reranker, VectorStore, embeds_images
 from indexer.search import filters
 from indexer.search.fusion import MODES, FusionConfig, retrieve
 from indexer.search.rerank import RerankBudget, rerank_stage
@@ -76,9 +79,12 @@ def prepare(req: SearchRequest, limits: QueryLimits) -> SearchRequest:
     if not isinstance(req.query, str):
         raise InputError(f"the query must be text, not {type(req.query).__name__}")
     query = req.query.strip()
-    if not query:
-        raise InputError("the query is empty; pass some words to search for")
-    check_query_length(query)
+    if req.image is not None:
+        req = _image_request(req, query)
+    elif not query:
+        raise InputError("the query is empty; pass some words to search for (or an image)")
+    else:
+        check_query_length(query)
     k = _int_in_range("k", limits.top_k if req.k is None else req.k, limits.max_top_k, "max_top_k")
     candidates = _int_in_range(
         "candidates", limits.candidates if req.candidates is None else req.candidates, limits.max_candidates,
@@ -109,7 +115,26 @@ def prepare(req: SearchRequest, limits: QueryLimits) -> SearchRequest:
         metadata=(),  # now NAME=VALUE clauses in ``where``
         where=where,
         facets=_facets(req.facets),
+        image=req.image,
     )
+
+
+def _image_request(req: SearchRequest, query: str) -> SearchRequest:
+    """An image query: its bytes (a path was read by the collection), no text beside it, dense retrieval and no
+    rerank (an image has no words for the lexical side nor for a text cross-encoder)."""
+    if not isinstance(req.image, (bytes, bytearray)):
+        raise InputError("the image must be the file's bytes here (a path is read by the collection first)")
+    if not req.image:
+        raise InputError("the image is empty")
+    if len(req.image) > MAX_IMAGE_BYTES:
+        raise InputError(f"the image has {len(req.image):,} bytes; the limit is {MAX_IMAGE_BYTES:,}")
+    if query:
+        raise InputError("give a query or an image, not both: an image query finds pictures like it")
+    if req.mode is not None and req.mode.lower() == "lexical":
+        raise InputError("an image query has no words for the lexical search; use mode 'dense'")
+    if req.rerank:
+        raise InputError("an image query cannot be reranked: the cross-encoder reads text; leave rerank unset")
+    return replace(req, image=bytes(req.image), mode="dense", rerank=False)
 
 
 def _where(items: object) -> tuple[object, ...]:
@@ -220,7 +245,9 @@ def run_search(
     configured = reranker is not None if reranker_configured is None else reranker_configured
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    if mode != "lexical" and embedder.count_tokens(req.query) > embedder.max_tokens:
+    if isinstance(req.image, bytes):  # prepared: a path was read by the collection
+        query_vector = _image_vector(req.image, embedder, normalization)
+    elif mode != "lexical" and embedder.count_tokens(req.query) > embedder.max_tokens:
         raise InputError(f"the query is longer than the model's {embedder.max_tokens} tokens; shorten it")
 
     where = Filter(req.path_prefix, req.file_types) if (req.path_prefix or req.file_types) else None
@@ -243,7 +270,8 @@ def run_search(
             collection,
             mode,
             req.query,
-            lambda: embedder.embed_batch([req.query], normalization)[0],
+            (lambda: query_vector) if req.image is not None else (lambda: embedder.embed_batch([req.query],
+                                                                                              normalization)[0]),
             candidates,
             where,
             fusion or FusionConfig(),
@@ -257,6 +285,7 @@ def run_search(
     stage = rerank_stage(
         req.query, [str(h.payload.get("text", "")) for h in hits], reranker, k=k, wanted=req.rerank,
         configured=configured, budget=budget, fixed=req.rerank_candidates,
+        pictures=[bool(h.payload.get("media")) for h in hits],
     )
     out = [_to_hit(hits[i], score, req.query) for i, score in zip(stage.order, stage.scores, strict=True)]
     if stage.ran:
@@ -266,6 +295,20 @@ def run_search(
         tuple(out), stage.ran, stage.note, timings, mode, stage.count, matched=selection.matched,
         facets=dict(selection.facets),
     )
+
+
+def _image_vector(data: bytes, embedder: Embedder, normalization: Normalization) -> np.ndarray:
+    """The vector of an image query: prepared exactly as an indexed image is (so an indexed image used as the
+    query finds itself with its own vector)."""
+    if not embeds_images(embedder):
+        raise InputError("this collection's model embeds text only, so it cannot search by image; search with "
+                         "words, or re-embed with a multimodal model (`indexer reindex --model <multimodal model>`)")
+    try:
+        image = prepare_image(data)
+    except ImageError as exc:
+        raise InputError(f"the query image: {exc.reason}") from None
+    vector: np.ndarray = embedder.embed_images([image.data], normalization)[0]  # type: ignore[attr-defined]
+    return vector
 
 
 def _to_hit(hit: Hit, rerank_score: float | None, query: str) -> SearchHit:
@@ -296,4 +339,11 @@ def _to_hit(hit: Hit, rerank_score: float | None, query: str) -> SearchHit:
         metadata=dict(p.get("metadata") or {}),
         snippet=passage,
         marks=tuple(marks),
+        media=str(p.get("media") or ""),
+        width=_int_or_none(p.get("width")),
+        height=_int_or_none(p.get("height")),
     )
+
+
+def _int_or_none(value: object) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

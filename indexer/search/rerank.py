@@ -85,12 +85,20 @@ def rerank_stage(
     configured: bool,
     budget: RerankBudget | None = None,
     fixed: int | None = None,
+    pictures: Sequence[bool] | None = None,
 ) -> Reranked:
     """Rerank ``texts`` (the candidates, in retrieval order) for ``query`` and keep the top ``k``.
 
     ``wanted`` is the request's choice (None: rerank when a reranker is configured); ``reranker`` may be None
     when the caller did not load it because the request asked for no rerank; ``configured`` says whether one
-    exists (for the note). Asking for a rerank without a reranker is an InputError naming the setting."""
+    exists (for the note). Asking for a rerank without a reranker is an InputError naming the setting.
+
+    ``pictures`` marks the candidates that are image points: a text cross-encoder has nothing to read in them,
+    so they are never sent to it nor dropped by it. Each keeps its place in the retrieval order (its dense
+    rank); the text candidates are reranked among themselves into the other places."""
+    if pictures is not None and any(pictures):
+        return _around_pictures(query, texts, reranker, k=k, wanted=wanted, configured=configured, budget=budget,
+                                fixed=fixed, pictures=pictures)
     want = wanted if wanted is not None else reranker is not None
     if want and reranker is None:
         raise InputError("rerank was requested but no reranker model is configured (set rerank_model)")
@@ -113,6 +121,44 @@ def rerank_stage(
         ms,
         n,
     )
+
+
+def _around_pictures(
+    query: str,
+    texts: Sequence[str],
+    reranker: Reranker | None,
+    *,
+    k: int,
+    wanted: bool | None,
+    configured: bool,
+    budget: RerankBudget | None,
+    fixed: int | None,
+    pictures: Sequence[bool],
+) -> Reranked:
+    """:func:`rerank_stage` with image candidates held in their retrieval places (see there)."""
+    words = [i for i, pic in enumerate(pictures) if not pic]
+    inner = rerank_stage(query, [texts[i] for i in words], reranker, k=len(words), wanted=wanted,
+                         configured=configured, budget=budget, fixed=fixed)
+    if not inner.ran:
+        keep = tuple(range(min(k, len(texts))))
+        return Reranked(keep, (None,) * len(keep), False, inner.note, 0.0)
+    ranked = iter(zip((words[i] for i in inner.order), inner.scores, strict=True))
+    order: list[int] = []
+    scores: list[float | None] = []
+    for i, pic in enumerate(pictures):
+        if len(order) == k:
+            break
+        if pic:
+            order.append(i)
+            scores.append(None)
+            continue
+        nxt = next(ranked, None)  # the text candidates past the reranked ones are dropped, as without pictures
+        if nxt is not None:
+            order.append(nxt[0])
+            scores.append(nxt[1])
+    n_pics = sum(1 for i in order if pictures[i])
+    note = f"{inner.note}; {n_pics} image hit(s) kept in their dense places (no text for the cross-encoder)"
+    return Reranked(tuple(order), tuple(scores), True, note, inner.ms, inner.count)
 
 
 def _score(

@@ -288,6 +288,18 @@ async def overview(
     return await _service(request).overview(collection)
 
 
+async def thumbnail(
+    request: Request,
+    path: str = Query(..., max_length=4096, description="absolute path of an indexed image"),
+    collection: str = Query("default", max_length=200, pattern=COLLECTION_PATTERN),
+    size: int = Query(256, ge=16, le=512, description="longest side in pixels"),
+) -> Response:
+    """A JPEG thumbnail of an indexed image (only images the collection indexed, inside its roots; made once,
+    then cached)."""
+    data = await _service(request).thumbnail(collection, path, size)
+    return Response(data, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=300"})
+
+
 async def sync(name: str, request: Request) -> dict[str, Any]:
     """Re-sync every root of a collection (admin scope); searches keep being answered meanwhile."""
     if not valid_collection_name(name):
@@ -310,6 +322,7 @@ def _add_routes(router: APIRouter) -> None:
     router.add_api_route("/metrics", metrics, methods=["GET"], tags=["status"], response_class=Response)
     router.add_api_route("/files", file_text, methods=["GET"], tags=["search"])
     router.add_api_route("/overview", overview, methods=["GET"], tags=["status"])
+    router.add_api_route("/thumbnail", thumbnail, methods=["GET"], tags=["search"], response_class=Response)
     router.add_api_route(
         "/collections/{name}/sync", sync, methods=["POST"], response_model=schemas.SyncOut, tags=["admin"]
     )

@@ -39,8 +39,9 @@ def build_mcp(svc: Service) -> Any:
 
     @server.tool()
     async def search(
-        query: str,
+        query: str = "",
         collection: str = "default",
+        image: str | None = None,
         k: int | None = None,
         rerank: bool | None = None,
         path_prefix: str | None = None,
@@ -58,7 +59,9 @@ def build_mcp(svc: Service) -> Any:
         ['modified>=2025-01-01', 'sender in ada@x.org,linus@y.org', 'not type=pdf', 'size<1M'] (the `fields` tool
         lists what a collection can be filtered on); `rerank` turns the reranker on or off. Hits are compact by
         default (path, lines, locator, scores and the passage around the match); `full` adds each chunk's whole
-        text, heading, location and metadata."""
+        text, heading, location and metadata. `image` (instead of `query`, in a collection with a multimodal
+        model) finds pictures like it: a data URI (data:image/png;base64,...) or the absolute path of an indexed
+        image; an image hit gives `image`: its path and pixel size."""
         from pydantic import ValidationError
 
         from indexer.server.schemas import SearchBody
@@ -66,6 +69,7 @@ def build_mcp(svc: Service) -> Any:
         try:
             body = SearchBody(
                 query=query,
+                image=image,
                 collection=collection,
                 k=k,
                 candidates=None,

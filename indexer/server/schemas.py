@@ -10,8 +10,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from indexer.codec import MAX_IMAGE_BYTES
 from indexer.core.location import COLLECTION_PATTERN
 from indexer.types import MAX_QUERY_CHARS
+
+MAX_IMAGE_URI_CHARS = MAX_IMAGE_BYTES * 4 // 3 + 128  # an image as a base64 data URI
 
 
 class _Strict(BaseModel):
@@ -27,7 +30,12 @@ class FilterClause(_Strict):
 
 
 class SearchBody(_Strict):
-    query: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for")
+    query: str = Field("", max_length=MAX_QUERY_CHARS, description="what to look for (empty with an image)")
+    image: str | None = Field(
+        None, max_length=MAX_IMAGE_URI_CHARS,
+        description="pictures like this one (a collection with a multimodal model): the image as a data URI "
+        "(data:image/png;base64,...), or the absolute path of an indexed image inside a root; never a URL",
+    )
     collection: str = Field("default", min_length=1, max_length=200, pattern=COLLECTION_PATTERN)
     k: int | None = Field(None, ge=1, description="results to return (default: the top_k setting)")
     candidates: int | None = Field(None, ge=1, description="candidates fetched before reranking")
@@ -73,6 +81,9 @@ class HitOut(BaseModel):
     score: float = Field(..., description="vector (retrieval) score, higher is better")
     rerank_score: float | None = Field(None, description="cross-encoder score when the rerank stage ran")
     chunk_id: str
+    media: str = Field("", description="'image' for an image point (its path is the image; no text), else ''")
+    width: int | None = Field(None, description="an image hit's width in pixels")
+    height: int | None = Field(None, description="an image hit's height in pixels")
 
 
 class SearchOut(BaseModel):
@@ -105,7 +116,16 @@ class ErrorOut(BaseModel):
 
 
 # -- /v1/embeddings (OpenAI) -----------------------------------------------------------------------------------
-EmbeddingInput = str | list[str] | list[int] | list[list[int]]
+class ImageInput(BaseModel):
+    """An image item of ``input`` (Jina's shape): a data URI only; the server never fetches a URL."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    image: str = Field(..., max_length=MAX_IMAGE_URI_CHARS, description="data:image/png;base64,... (or jpeg, gif, "
+                       "webp)")
+
+
+EmbeddingInput = str | list[str] | list[int] | list[list[int]] | list[str | ImageInput]
 
 
 class EmbeddingsBody(BaseModel):

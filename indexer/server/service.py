@@ -219,6 +219,10 @@ class Service:
 
         return await self.run_on_status_thread(run)
 
+    async def thumbnail(self, collection: str, path: str, size: int) -> bytes:
+        """A thumbnail of an indexed image (no model call: the status thread)."""
+        return await self.run_on_status_thread(lambda: self.reader(collection).thumbnail(path, size))
+
     # -- /v1 models (model worker) ------------------------------------------------------------------------------
     def model_names(self) -> list[str]:
         return self.models.embed_names()
@@ -227,7 +231,7 @@ class Service:
         return self.models.rerank_name()
 
     async def embed(
-        self, items: list[str | list[int]], model: str | None, dimensions: int | None = None
+        self, items: list[str | list[int] | bytes], model: str | None, dimensions: int | None = None
     ) -> tuple[np.ndarray, int, str]:
         """Embed one request's items. Requests that wait for the model together are embedded in one engine call
         (the engine packs short texts into shared decodes); each is validated on its own first."""
@@ -349,7 +353,7 @@ def watch_status(watcher: Any) -> dict[str, Any]:
 
 @dataclass
 class _EmbedRequest:
-    items: list[str | list[int]]
+    items: list[Any]  # texts, token lists, images (bytes; prepared by the check)
     model: str | None
     dimensions: int | None
     future: asyncio.Future[tuple[np.ndarray, int, str]]

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Request
 
+from indexer.codec import decode_data_uri
 from indexer.errors import InputError
 from indexer.server import schemas
 from indexer.server.service import Service
@@ -30,7 +31,9 @@ async def models(request: Request) -> dict[str, Any]:
 
 
 async def embeddings(body: schemas.EmbeddingsBody, request: Request) -> dict[str, Any]:
-    """OpenAI-compatible embeddings: a string, a list of strings, a token list, or token lists."""
+    """OpenAI-compatible embeddings: a string, a list of strings, a token list, or token lists; with a multimodal
+    model also images, Jina's shape: ``{"image": "data:image/png;base64,..."}`` items (data URIs only: the server
+    never fetches a URL)."""
     svc = _service(request)
     items = _items(body.input)
     svc.models.check_embed_count(len(items))
@@ -91,14 +94,23 @@ def _service(request: Request) -> Service:
     return svc
 
 
-def _items(value: Any) -> list[str | list[int]]:
+def _items(value: Any) -> list[str | list[int] | bytes]:
     if isinstance(value, str):
         return [value]
     if not value:
         raise InputError("input is empty; send a string, a list of strings or a list of token ids")
     if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return [list(value)]  # one token list
-    return [v if isinstance(v, str) else list(v) for v in value]
+    out: list[str | list[int] | bytes] = []
+    for i, v in enumerate(value):
+        if isinstance(v, schemas.ImageInput):
+            try:
+                out.append(decode_data_uri(v.image))
+            except InputError as exc:
+                raise InputError(f"input[{i}].image: {exc}") from None
+        else:
+            out.append(v if isinstance(v, str) else list(v))
+    return out
 
 
 def _encode(vector: np.ndarray, encoding: str) -> list[float] | str:

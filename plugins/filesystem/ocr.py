@@ -21,10 +21,11 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from indexer.plugin_api import Document, SourceError, SourceRef
+from indexer.plugin_api import Document, ImageError, MediaPart, SourceError, SourceRef, prepare_image
 from indexer.plugin_api.parts import part_done
 
 INSTALL_HINT = (
@@ -195,22 +196,59 @@ def ocr_pdf_page(pdf: Any, index: int, options: OcrOptions, ref: SourceRef) -> s
 
 
 class ImageReader:
-    """PNG, JPEG and TIFF images read by OCR (each TIFF frame a page: ``Document.page_starts``)."""
+    """PNG, JPEG and TIFF images read by OCR (each TIFF frame a page: ``Document.page_starts``).
+
+    With ``media`` on (the source sets it when the collection's model embeds images: ``reads_media``), GIF and
+    WebP are claimed too and each image also carries its picture (``Document.media``: first frame, EXIF
+    orientation applied, downscaled to at most 1024 pixels a side, decoded here in the parse worker under its
+    limits and the ``max_pixels`` cap); OCR text, when Tesseract finds some, is kept beside it, and a missing or
+    failing OCR no longer keeps the image out of the index."""
 
     kind = "image"
-    extensions = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
+    extensions: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
+    media_extensions = (".gif", ".webp")
     isolated = True  # decoding an image can take memory: the source runs it in its parse worker
+    reads_media = True  # asked for ``media`` (docs/plugins.md)
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options = dict(options or {})
+        self.media = bool(self.options.get("media", False))
+        if self.media:
+            self.extensions = (*type(self).extensions, *self.media_extensions)
         self._ocr = OcrOptions({k: v for k, v in self.options.items() if k in OcrOptions.NAMES})
 
     def with_options(self, options: Mapping[str, Any]) -> ImageReader:
         own = {k: v for k, v in options.items() if k not in ("max_unpacked_bytes", "max_unpack_ratio")}
-        OcrOptions(own)  # unknown names raise ValueError
+        OcrOptions({k: v for k, v in own.items() if k != "media"})  # unknown names raise ValueError
         return ImageReader({**self.options, **own})
 
     def read(self, ref: SourceRef, data: bytes) -> Document:
+        if self.media:
+            return self._read_media(ref, data)
+        return self._read_ocr(ref, data)
+
+    def _read_media(self, ref: SourceRef, data: bytes) -> Document:
+        """The picture (one image point) and, beside it, the OCR text when there is any."""
+        try:
+            image = prepare_image(data, max_pixels=self._ocr.max_pixels)
+        except ImageError as exc:
+            raise SourceError(ref.path, exc.reason, code="too_large" if exc.code == "too_large" else "unreadable"
+                              ) from None
+        part_done()
+        media = (MediaPart("image", image.data, image.original_width, image.original_height, image.format),)
+        notes: tuple[str, ...] = ()
+        text_doc: Document | None = None
+        if self._ocr.enabled and missing() is None and image.format in ("png", "jpeg", "tiff"):
+            try:
+                text_doc = self._read_ocr(ref, data)
+            except SourceError as exc:
+                if exc.code not in ("missing_library",):
+                    notes = (f"OCR failed ({exc.reason}); the image is indexed as a picture",)
+        if text_doc is None or not text_doc.text.strip():
+            return Document(ref=ref, text="", kind=self.kind, notes=notes, media=media)
+        return replace(text_doc, media=media, notes=text_doc.notes + notes)
+
+    def _read_ocr(self, ref: SourceRef, data: bytes) -> Document:
         if not self._ocr.enabled:
             raise SourceError(ref.path, "OCR of images is off (reader_options image.ocr = false)", code="binary")
         why = missing()
@@ -256,4 +294,4 @@ class ImageReader:
                         metadata=(("ocr", self._ocr.lang),), notes=notes)
 
     def __repr__(self) -> str:
-        return f"ImageReader(lang={self._ocr.lang!r})"
+        return f"ImageReader(lang={self._ocr.lang!r}, media={self.media})"

@@ -91,6 +91,8 @@ def configure_readers(readers: Sequence[Reader], settings: Settings) -> list[Rea
         }
         if reader.kind in ("image", "pdf"):  # OCR text is cached by content hash in the data directory
             limits["cache_dir"] = str(Path(settings.data_dir).expanduser() / "ocr-cache")
+        if getattr(reader, "reads_media", False):  # asked only of readers that say they attach media
+            limits["media"] = bool(getattr(settings, "embed_media", False))
         try:
             out.append(configure({**limits, **(own or {})}))
         except (TypeError, ValueError) as exc:
