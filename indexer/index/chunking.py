@@ -28,8 +28,9 @@ from __future__ import annotations
 import bisect
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import overload
 
 from indexer.errors import ConfigError
 from indexer.ports import TokenCounter
@@ -360,8 +361,9 @@ class TokenChunker:
 
     def _segments(
         self, text: str, blocks: list[_Block], page_starts: list[int], part_starts: list[int] | None = None
-    ) -> list[_Segment]:
-        segments: list[_Segment] = []
+    ) -> Iterator[_Segment]:
+        """The blocks' segments, counted as the packer asks for them (a large file's first chunk comes without
+        tokenizing the whole file first)."""
         path: list[tuple[int, str]] = []
         section = 0
         part = 0
@@ -383,10 +385,7 @@ class TokenChunker:
                 continue
             for piece_start, piece_end, n in self._fit(text, start, end):
                 page = _page_of(page_starts, piece_start) or 0
-                segments.append(
-                    _Segment(piece_start, piece_end, n, section, page, heading, bool(block.level), part)
-                )
-        return segments
+                yield _Segment(piece_start, piece_end, n, section, page, heading, bool(block.level), part)
 
     # ------------------------------------------------------------------------------- code by syntax tree
 
@@ -570,14 +569,14 @@ class TokenChunker:
         return space if space > start else end
 
     def _pack(
-        self, text: str, segments: list[_Segment], line_overlap: bool = False
+        self, text: str, produced: Iterable[_Segment], line_overlap: bool = False
     ) -> Iterator[tuple[int, int, int, tuple[str, ...]]]:
         budget = self.max_tokens - self.specials
-        total = len(segments)
+        segments = _Pulled(produced)
         i = 0
         previous: tuple[int, int] | None = None  # span of the last chunk when the next one may overlap it
         chars_per_token = 4.0
-        while i < total:
+        while segments.has(i):
             first = segments[i]
             start = first.start
             estimate = 0
@@ -587,7 +586,7 @@ class TokenChunker:
                     start, estimate = tail
             j = i
             only_headings = True
-            while j < total:
+            while segments.has(j):
                 seg = segments[j]
                 if j > i:
                     before = segments[j - 1]
@@ -615,7 +614,7 @@ class TokenChunker:
             chunk_segments = segments[i:j]
             content = next((s for s in chunk_segments if not s.is_heading), chunk_segments[-1])
             yield a, b, count, content.heading
-            more = j < total
+            more = segments.has(j)
             same_section = more and segments[j].section == segments[j - 1].section
             same_page = more and segments[j].page == segments[j - 1].page
             previous = (a, b) if same_section and same_page else None
@@ -665,6 +664,29 @@ class TokenChunker:
             return None
         return candidates[fit[0]], fit[1]
 
+
+
+class _Pulled:
+    """The items of an iterator, pulled as far as they are asked for (``has(i)``, ``[i]``, ``[i:j]``) and kept."""
+
+    def __init__(self, items: Iterable[_Segment]) -> None:
+        self._source = iter(items)
+        self._items: list[_Segment] = []
+
+    def has(self, i: int) -> bool:
+        while len(self._items) <= i:
+            nxt = next(self._source, None)
+            if nxt is None:
+                return False
+            self._items.append(nxt)
+        return True
+
+    @overload
+    def __getitem__(self, i: int) -> _Segment: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[_Segment]: ...
+    def __getitem__(self, i: int | slice) -> _Segment | list[_Segment]:
+        return self._items[i]
 
 def _page_of(page_starts: list[int], char: int) -> int | None:
     if not page_starts:
