@@ -6,14 +6,18 @@ A file with more chunks than one batch is written on its own, slice by slice (ea
 its points recorded as pending before they are written: a kill loses at most the slice in flight, and the re-run
 takes the written slices' vectors from the cache). Such files are deferred until the small files of the run are
 written, up to :data:`MAX_DEFERRED_CHUNKS` chunks held in memory; past that one is written when it comes.
+Inside a batch, chunks are embedded in steps of about a second of work (:func:`embed_steps`), so progress moves
+inside a large file.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
+
+from indexer.types import Chunk
 
 BATCH_SECONDS = 2.0
 MAX_DEFERRED_CHUNKS = 200_000
@@ -78,3 +82,25 @@ class Deferred(Generic[T]):
         self.items.append(item)
         self.chunks += item.size
         return True
+
+
+# Chunks are embedded (and their vectors cached) in steps of about this many tokens (about a second of work for
+# the default model on a 2-core Xeon), so progress moves inside a large file and a kill loses at most a step's
+# embedding. Far above the engine's packs (128 tokens), so packing is as good as in one call. The first step is
+# smaller, so the first movement comes sooner.
+EMBED_STEP_TOKENS = 4096
+FIRST_STEP_TOKENS = 256
+
+
+def embed_steps(todo: list[Chunk]) -> Iterator[list[Chunk]]:
+    """``todo`` in embedding steps of about :data:`EMBED_STEP_TOKENS` tokens (the first :data:`FIRST_STEP_TOKENS`)."""
+    step: list[Chunk] = []
+    tokens, limit = 0, FIRST_STEP_TOKENS
+    for chunk in todo:
+        step.append(chunk)
+        tokens += 1024 if chunk.media is not None else max(1, chunk.n_tokens)  # an image: up to ~1,024 tokens
+        if tokens >= limit:
+            yield step
+            step, tokens, limit = [], 0, EMBED_STEP_TOKENS
+    if step:
+        yield step

@@ -30,8 +30,8 @@ import logging
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import overload
 
+from indexer.core.pulled import Pulled
 from indexer.errors import ConfigError
 from indexer.ports import TokenCounter
 from indexer.types import Chunk, Document, OutlineNode
@@ -572,7 +572,7 @@ class TokenChunker:
         self, text: str, produced: Iterable[_Segment], line_overlap: bool = False
     ) -> Iterator[tuple[int, int, int, tuple[str, ...]]]:
         budget = self.max_tokens - self.specials
-        segments = _Pulled(produced)
+        segments: Pulled[_Segment] = Pulled(produced)
         i = 0
         previous: tuple[int, int] | None = None  # span of the last chunk when the next one may overlap it
         chars_per_token = 4.0
@@ -665,33 +665,12 @@ class TokenChunker:
         return candidates[fit[0]], fit[1]
 
 
-
-class _Pulled:
-    """The items of an iterator, pulled as far as they are asked for (``has(i)``, ``[i]``, ``[i:j]``) and kept."""
-
-    def __init__(self, items: Iterable[_Segment]) -> None:
-        self._source = iter(items)
-        self._items: list[_Segment] = []
-
-    def has(self, i: int) -> bool:
-        while len(self._items) <= i:
-            nxt = next(self._source, None)
-            if nxt is None:
-                return False
-            self._items.append(nxt)
-        return True
-
-    @overload
-    def __getitem__(self, i: int) -> _Segment: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[_Segment]: ...
-    def __getitem__(self, i: int | slice) -> _Segment | list[_Segment]:
-        return self._items[i]
-
 def _page_of(page_starts: list[int], char: int) -> int | None:
     if not page_starts:
         return None
     return max(1, bisect.bisect_right(page_starts, char))
+
+
 
 
 def chunker_for(counter: TokenCounter, chunk_tokens: int, overlap_tokens: int) -> TokenChunker:

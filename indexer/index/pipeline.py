@@ -35,7 +35,7 @@ import numpy as np
 from indexer.core.normalization import Normalization, cache_tag
 from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
-from indexer.index.batching import BATCH_SECONDS, Batch, Deferred
+from indexer.index.batching import BATCH_SECONDS, Batch, Deferred, embed_steps
 from indexer.index.reads import ReadAhead
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore, embeds_images
@@ -485,7 +485,7 @@ class Pipeline:
             if chunk.content_hash not in vectors:
                 missing.setdefault(chunk.content_hash, chunk)
         report.chunks_reused += len(chunks) - len(missing)
-        for step in _embed_steps(list(missing.values())):
+        for step in embed_steps(list(missing.values())):
             texts = [c for c in step if c.media is None]
             pictures = [c for c in step if c.media is not None]
             started = time.perf_counter()
@@ -505,27 +505,6 @@ class Pipeline:
             report.tokens_embedded += tokens
             self.progress.embedded(len(step), tokens)
         return vectors
-
-
-# Chunks are embedded (and their vectors cached) in steps of about this many tokens (about a second of work for
-# the default model on a 2-core Xeon), so progress moves inside a large file and a kill loses at most a step's
-# embedding. Far above the engine's packs (128 tokens), so packing is as good as in one call. The first step is
-# smaller, so the first movement comes sooner.
-EMBED_STEP_TOKENS = 4096
-FIRST_STEP_TOKENS = 256
-
-
-def _embed_steps(todo: list[Chunk]) -> Iterator[list[Chunk]]:
-    step: list[Chunk] = []
-    tokens, limit = 0, FIRST_STEP_TOKENS
-    for chunk in todo:
-        step.append(chunk)
-        tokens += 1024 if chunk.media is not None else max(1, chunk.n_tokens)  # an image: up to ~1,024 tokens
-        if tokens >= limit:
-            yield step
-            step, tokens, limit = [], 0, EMBED_STEP_TOKENS
-    if step:
-        yield step
 
 
 def _refs_below(source: Source, folder: str) -> list[SourceRef]:

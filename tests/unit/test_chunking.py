@@ -301,3 +301,30 @@ def test_config_errors() -> None:
     with pytest.raises(ConfigError, match="too small"):
         TokenChunker(counter, max_tokens=4, overlap_tokens=0)
     assert TokenChunker(counter, max_tokens=32, overlap_tokens=0).max_tokens == 32
+
+
+def test_the_first_chunk_comes_before_the_whole_document_is_counted():
+    """Segments are counted as the packer asks for them (indexer.core.pulled): a large file's first chunk (and so
+    its first progress) does not wait for the tokenizer to go through the whole file."""
+    counter = WordCounter(64)
+    text = "\n\n".join(" ".join(f"w{p}x{i}" for i in range(40)) for p in range(500))
+    chunks = TokenChunker(counter, 64, overlap_tokens=0).chunk(make_doc(text))
+    next(chunks)
+    early = counter.chars
+    rest = list(chunks)
+    assert len(rest) >= 400 and early < counter.chars / 50  # the first chunk counted a sliver of the text
+
+
+def test_pulled_reads_its_iterator_only_as_far_as_asked():
+    from indexer.core.pulled import Pulled
+
+    made: list[int] = []
+
+    def numbers():
+        for n in range(5):
+            made.append(n)
+            yield n
+
+    pulled = Pulled(numbers())
+    assert pulled.has(1) and made == [0, 1] and pulled[1] == 1 and pulled[0:2] == [0, 1]
+    assert not pulled.has(7) and made == [0, 1, 2, 3, 4] and not pulled.has(5)
