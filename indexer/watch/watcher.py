@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from indexer.core.locks import LifetimeLock
 from indexer.core.paths import within
@@ -47,28 +47,18 @@ from indexer.state.watch_files import (
     read_status,
     save_queue,
     status_path,
-    write_json_atomic,
 )
 from indexer.types import IndexReport
 from indexer.watch.batch import Batch, ChangeBatcher, What
 from indexer.watch.observers import INOTIFY_LIMITS, OVERFLOW, event_filter, make_handler, new_observer, watch_alive
-from indexer.watch.target import (
-    WatchError,
-    WatchOptions,
-    WatchTarget,
-    is_retryable,
-    options_from_settings,
-)
-
-if TYPE_CHECKING:
-    pass
+from indexer.watch.status_file import StatusFile
+from indexer.watch.target import WatchError, WatchOptions, WatchTarget, is_retryable, options_from_settings
 
 logger = logging.getLogger("indexer.watch")  # one logger name for live sync (docs/watch.md)
 
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 ATTEMPTS_PER_PATH = 3
-STATUS_EVERY = 0.25  # seconds between status writes while a batch or a scan runs
 
 
 class _Stopping(Exception):
@@ -156,10 +146,7 @@ class Watcher:
         self._failures_in_row = 0
         self._narrow = False
         self._batch_started: float | None = None  # wall time the batch in flight started (status)
-        self._status_lock = threading.Lock()  # one status writer at a time (worker, observer threads)
-        self._status_written = 0.0  # monotonic time of the last status write
-        self._status_updated_at = 0.0  # the written status's updated_at (wall time)
-        self._status_timer: threading.Timer | None = None  # a write due after the throttle (see _status_tick)
+        self._status_file = StatusFile(status_path(self.data_dir, self.name), self.status, self._cond, self._stopped)
         self._wake_at = float("-inf")  # while the worker sleeps: when it plans to wake (events due sooner notify)
         self._next_rescan = float("inf")
         self._reconciled = False
@@ -195,7 +182,7 @@ class Watcher:
         follow = getattr(self.collection, "follow_reads", None)
         if follow is not None:  # a slow read goes on in the background; its end queues the path again
             follow(self._read_ended)
-        self._write_status()
+        self._status_file.write()
         OVERFLOW.watchers.add(self)
         self._thread = threading.Thread(target=self._run, name=f"indexer-watch-{self.name}", daemon=True)
         self._thread.start()
@@ -447,7 +434,7 @@ class Watcher:
                 self._cond.notify_all()  # the worker sleeps past the moment this change is due
             busy = self._in_flight is not None or self._state == "reconciling"
         if busy:
-            self._status_tick()  # the worker is inside a batch: the queue it cannot report grows
+            self._status_file.tick()  # the worker is inside a batch: the queue it cannot report grows
 
     def _wanted(self, path: str) -> bool:
         """Cheap pre-filter: inside a watched root, outside the data dir, and claimed by the root's source (which
@@ -485,7 +472,7 @@ class Watcher:
                             self._idle.set()
                             if self._state == "syncing":
                                 self._state = "idle"
-                                self._write_status()
+                                self._status_file.write()
                         wake = min(self._next_rescan, due if due is not None else now + 1.0, now + 1.0)
                         self._wake_at = wake
                         self._cond.wait(max(0.001, wake - now))
@@ -516,16 +503,16 @@ class Watcher:
         save_queue(self.data_dir, self.name, [*leftover.paths, *in_flight, *background])
         self._state = "stopped"
         self._stopped.set()
-        self._write_status()
+        self._status_file.write()
         logger.info("watcher of %s stopped; %d paths queued for the next start", self.name, len(leftover))
 
     def _reconcile(self) -> None:
         """The full scan: at start (adding ``paths`` as roots) and every ``rescan_seconds``."""
         self._state = "reconciling"
-        self._write_status()
+        self._status_file.write()
         started = self._clock()
         try:
-            stop = _StopCheck(self._stopping, self._status_tick, self._file_part)
+            stop = _StopCheck(self._stopping, self._status_file.tick, self._file_part)
             if self._add_paths:
                 report = self.collection.index(self._add_paths, progress=stop)
             else:
@@ -563,7 +550,7 @@ class Watcher:
             len(report.failed),
         )
         self._state = "syncing"
-        self._write_status()
+        self._status_file.write()
 
     def _warm_up(self) -> None:
         """One embedding through the model, so the first change after start does not pay for the first model call."""
@@ -576,7 +563,7 @@ class Watcher:
         self._state = "syncing"
         self._batch_started = time.time()
         self._persist_queue()
-        self._write_status()  # the running batch and the queue, before the batch can take seconds
+        self._status_file.write()  # the running batch and the queue, before the batch can take seconds
         started = self._clock()
         try:
             report = self._sync(list(batch.paths))
@@ -608,7 +595,7 @@ class Watcher:
     def _sync(self, paths: list[str]) -> IndexReport:
         sync_paths = self.collection.sync_paths
         if "progress" in inspect.signature(sync_paths).parameters:  # stop() interrupts between file batches
-            progress = _StopCheck(self._stopping, self._status_tick, self._file_part)
+            progress = _StopCheck(self._stopping, self._status_file.tick, self._file_part)
             report: IndexReport = sync_paths(paths, progress=progress)
         else:
             report = sync_paths(paths)
@@ -643,7 +630,7 @@ class Watcher:
         self.last_error = f"{path}: {reason}"
         self._failures_in_row = 0
         self._persist_queue()
-        self._write_status()
+        self._status_file.write()
 
     def _succeeded(self) -> None:
         self._backoff = 0.0
@@ -662,7 +649,7 @@ class Watcher:
         self.last_error = reason
         logger.warning("%s; retrying in %.1fs (changes stay queued)", printable(reason), self._backoff)
         self._persist_queue()
-        self._write_status()
+        self._status_file.write()
 
     def _finish_batch(self, batch: Batch, report: IndexReport) -> None:
         now = self._clock()
@@ -704,7 +691,7 @@ class Watcher:
             queued,
         )
         self._persist_queue()
-        self._write_status()
+        self._status_file.write()
 
     def _count(self, report: IndexReport) -> None:
         self.totals["files_indexed"] += report.files_indexed
@@ -736,38 +723,3 @@ class Watcher:
             save_queue(self.data_dir, self.name, paths)
         except OSError as exc:
             logger.warning("cannot persist the watch queue (%s); the next start's reconciliation scan covers it", exc)
-
-    def _write_status(self) -> None:
-        # The snapshot first (it takes _cond, which the worker may hold while calling this), then the file
-        # under _status_lock, never the other way round; a snapshot older than the one written is dropped.
-        status = self.status()
-        with self._status_lock:
-            if status["updated_at"] < self._status_updated_at:
-                return
-            self._status_updated_at = status["updated_at"]
-            self._status_written = time.monotonic()
-            try:
-                write_json_atomic(status_path(self.data_dir, self.name), status)
-            except OSError as exc:
-                logger.debug("cannot write the watch status: %s", exc)
-
-    def _status_tick(self) -> None:
-        """While a batch or a scan runs (its progress calls, new events): the status file at most every
-        ``STATUS_EVERY`` seconds, and once more after the last change, so ``indexer status`` shows the running
-        batch and the queue at any moment."""
-        wait = STATUS_EVERY - (time.monotonic() - self._status_written)
-        if wait <= 0 and not self._status_lock.locked():
-            self._write_status()
-            return
-        with self._cond:
-            if self._status_timer is not None or self._stopped.is_set():
-                return
-            self._status_timer = threading.Timer(max(wait, 0.01), self._trailing_status)
-            self._status_timer.daemon = True
-            self._status_timer.start()
-
-    def _trailing_status(self) -> None:
-        with self._cond:
-            self._status_timer = None
-        if not self._stopped.is_set():
-            self._write_status()

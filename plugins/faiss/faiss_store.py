@@ -53,10 +53,10 @@ from indexer.plugin_api import (
 )
 from plugins.faiss.index import KINDS, AutoParams, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
-from plugins.faiss.selection import allowed as _allowed
 from plugins.faiss.selection import exact as _exact
-from plugins.faiss.selection import iids as _iids
+from plugins.faiss.selection import lexical_ids as _lexical_ids
 from plugins.faiss.selection import point_iid
+from plugins.faiss.selection import selection as _selection
 from plugins.faiss.sidecar import Row, Sidecar, sidecar_error
 from plugins.faiss.space import save_failure
 
@@ -436,11 +436,7 @@ class FaissStore:
             try:
                 with coll.sidecar.read():
                     index = self._sync(coll)
-                    allowed = _allowed(coll.sidecar, where)
-                    # points written but not committed (a large file mid-write): out of the selection, or excluded
-                    excluded = _iids(where.hidden) if where is not None and where.hidden else None
-                    if excluded is not None and allowed is not None:
-                        allowed, excluded = np.setdiff1d(allowed, excluded, assume_unique=True), None
+                    allowed, excluded = _selection(coll.sidecar, where)
                     if index.structure == "ivf" and allowed is not None and len(allowed) <= self.auto.exact_below:
                         raw, iids = _exact(coll.sidecar.vectors_of(allowed, coll.dim), query, limit, index.ip)
                     else:
@@ -528,8 +524,7 @@ class FaissStore:
                         where.path_prefix if where else None,
                         where.file_types if where else (),
                         lexical.TITLE_WEIGHT,
-                        None if where is None or where.ids is None else _iids(where.ids),
-                        None if where is None or not where.hidden else _iids(where.hidden),
+                        *_lexical_ids(where),
                     )
             except sqlite3.Error as exc:
                 raise sidecar_error(exc, coll.sidecar.path, "lexical search") from exc

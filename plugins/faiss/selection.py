@@ -2,7 +2,8 @@
 
 A :class:`~indexer.plugin_api.Filter`'s path and type come from the sidecar's indexed columns; its ``ids`` (the
 exact selection the state database computed for the request's other clauses) are hashed to FAISS ids the same way
-points were; the two are intersected. A selective filter is searched exactly over its matching vectors.
+points were; the two are intersected. Its ``hidden`` ids (points written but not yet committed) are taken out.
+A selective filter is searched exactly over its matching vectors.
 """
 
 from __future__ import annotations
@@ -40,6 +41,23 @@ def allowed(sidecar: Sidecar, where: Filter | None) -> np.ndarray | None:
         chosen = iids(where.ids)
         found = chosen if found is None else np.intersect1d(found, chosen, assume_unique=True)
     return found
+
+
+def selection(sidecar: Sidecar, where: Filter | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(allowed, excluded) FAISS ids of a vector search: points written but not committed (``Filter.hidden``: a
+    large file mid-write) are taken out of the selection, or excluded when there is none."""
+    found = allowed(sidecar, where)
+    excluded = iids(where.hidden) if where is not None and where.hidden else None
+    if excluded is not None and found is not None:
+        return np.setdiff1d(found, excluded, assume_unique=True), None
+    return found, excluded
+
+
+def lexical_ids(where: Filter | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(chosen, hidden) FAISS ids of a lexical search: ``Filter.ids`` and ``Filter.hidden`` hashed, or None."""
+    chosen = None if where is None or where.ids is None else iids(where.ids)
+    hidden = None if where is None or not where.hidden else iids(where.hidden)
+    return chosen, hidden
 
 
 def exact(found: tuple[np.ndarray, np.ndarray], query: np.ndarray, k: int, ip: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -343,8 +343,8 @@ def test_a_notebook_with_huge_outputs_is_cut_per_cell(tmp_path):
 def test_reader_options_and_limits_reach_the_readers_from_the_settings(tmp_path):
     from indexer.errors import ConfigError
     from indexer.settings import Settings
+    from plugins.filesystem.reader_options import configure_readers
     from plugins.filesystem.readers import CodeReader, PdfReader
-    from plugins.filesystem.source import configure_readers
 
     settings = Settings(data_dir=tmp_path, max_unpacked_bytes=1234, reader_options={"ipynb": {"outputs": False}})
     readers = configure_readers([NotebookReader(), DocxReader(), CodeReader(), PdfReader()], settings)

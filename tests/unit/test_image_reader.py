@@ -13,7 +13,7 @@ from indexer.errors import SourceError
 from indexer.settings import Settings
 from indexer.types import SourceRef
 from plugins.filesystem.ocr import ImageReader, missing
-from plugins.filesystem.source import configure_readers
+from plugins.filesystem.reader_options import configure_readers
 
 
 def _ref(name: str = "a.png") -> SourceRef:
