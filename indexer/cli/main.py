@@ -217,6 +217,9 @@ def search(
     verbose: bool = VerboseOpt,
 ) -> None:
     """Search a collection (through `indexer serve` when one serves this data directory; else in-process)."""
+    if not query and image is None:  # QUERY is optional only beside --image: a usage error, before any lookup
+        _report_error("UsageError", "Missing argument 'QUERY' (or --image FILE) (see `indexer search --help`)")
+        raise typer.Exit(EXIT_USAGE)
     prefix = str(under.expanduser().resolve()) if under else None  # resolved here: the server's cwd is not ours
     try:
         request = SearchRequest(
