@@ -20,11 +20,10 @@ from indexer.collection import leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import within
 from indexer.errors import InputError, NotFoundError
-from indexer.index.batching import BATCH_SECONDS
 from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.prompts import prompted_model_id
-from indexer.index.reads import ReadAhead
+from indexer.index.reads import DETACH_SECONDS, ReadAhead
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, PayloadScan, Source
 from indexer.search.lexical import LexicalSearch
@@ -291,7 +290,7 @@ class CollectionWriter(PartsView):
             batch_chunks=parts.settings.embed_batch_chunks,
             progress=progress,
             reads=self._read_ahead(),
-            detach_after=BATCH_SECONDS if self._following else None,
+            detach_after=DETACH_SECONDS if self._following else None,
         )
 
     def _attach_root(self, root: str, notes: list[str]) -> str:

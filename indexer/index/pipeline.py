@@ -276,7 +276,7 @@ class Pipeline:
                     # due; or no read ended within the wait: only slow reads left, or (the watcher, where a change
                     # waits for this batch) a pause in the reads
                     self._write_batch(batch.take(), report)
-                if not queue and running and not done:
+                if running and not done:
                     self._detach_slow(reads, running, report)
             if batch.items:
                 self._write_batch(batch.take(), report)
@@ -296,20 +296,19 @@ class Pipeline:
         return max(0.0, min(waits)) if waits else None
 
     def _detach_slow(self, reads: ReadAhead, running: dict[Future[Document], SourceRef], report: IndexReport) -> None:
-        """With ``detach_after`` set (the watcher): once only reads older than that are left, leave them running
-        in the background (the next sync of their paths takes the documents) and return."""
+        """With ``detach_after`` set (the watcher): leave each slow read (running that long, or queued behind
+        other slow ones: :meth:`ReadAhead.slow`) running in the background, where the next sync of its path
+        takes the document, and go on with the others: the call never waits for one."""
         if self.detach_after is None:
             return
-        if any(reads.age(ref.path) < self.detach_after for ref in running.values()):
-            return
-        if reads.can_detach() < len(running):
-            return
-        for ref in running.values():
-            logger.info("%s is still being read after %.0f s; syncing the other changes meanwhile",
-                        printable(ref.path), reads.age(ref.path))
+        for future, ref in list(running.items()):
+            if not reads.slow(ref.path, self.detach_after):
+                continue
+            logger.debug("%s is still being read after %.1f s; syncing the other changes meanwhile",
+                         printable(ref.path), reads.age(ref.path))
             reads.detach(ref.path)
             report.reading.append(ref.path)
-        running.clear()
+            del running[future]
 
     def _prepare(
         self, read: Future[Document], ref: SourceRef, rec: FileRecord | None, report: IndexReport

@@ -6,11 +6,15 @@ source's ``parallel_reads``: the filesystem source parses documents in ``parse_w
 within ``parse_memory_mb``), and takes each document as its read ends, in whatever order. Chunking, embedding and
 writing stay in the caller's thread.
 
+Two lanes of ``width`` threads each: reads a source says take a parse worker (``heavy_read(ref)``, optional:
+without it every read is heavy) and the others (plain text, code, Markdown, read in this process). So a text
+file is never queued behind documents waiting for a parse worker, and no heavy thread ever waits for a worker:
+heavy reads beyond ``width`` wait in their lane's queue, in the order they came.
+
 A read may outlive the call that started it: the watcher (:meth:`ReadAhead.detach`) leaves a read that has run
-longer than a batch in the background, syncs the other changes, and is told (``listener``) when the read ends;
+longer than a moment in the background, syncs the other changes, and is told (``listener``) when the read ends;
 the next sync of that path takes the finished document (if the file has not changed since) instead of reading
-it again. At most ``width - 1`` such reads (at least one) run in the background, so a parse worker stays free
-for the documents of the calls after them.
+it again. Detached reads hold no more than their lane's threads, so their number needs no cap.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ from indexer.ports import Source
 from indexer.types import Document, SourceRef
 
 logger = logging.getLogger(__name__)
+# the watcher leaves a read running longer than this in the background once nothing else of its call is left: a
+# change saved meanwhile waits at most about this long for the call (re-syncing the path later costs one batch)
+DETACH_SECONDS = 0.5
+QUEUED_SECONDS = 0.1  # a read queued this long behind others is slow too
 UNTAKEN_SECONDS = 300.0  # a background read's document is kept this long for the sync that takes it
 
 
@@ -36,6 +44,7 @@ class _Read:
     future: Future[Document]
     source: Source
     started: float = field(default_factory=time.monotonic)
+    running: float | None = None  # when a lane's thread took it (None: still queued behind other reads)
     detached: bool = False
     ended: float | None = None
 
@@ -45,8 +54,9 @@ class ReadAhead:
 
     def __init__(self, width: int = 1) -> None:
         self.width = max(1, width)
-        # ``width`` threads for a call's reads, ``width`` more for reads left running in the background
-        self._pool = ThreadPoolExecutor(2 * self.width, thread_name_prefix="indexer-read")
+        # one lane for reads that take a parse worker, one for the rest (see the module docstring)
+        self._heavy = ThreadPoolExecutor(self.width, thread_name_prefix="indexer-parse")
+        self._light = ThreadPoolExecutor(self.width, thread_name_prefix="indexer-read")
         self._lock = threading.Lock()
         self._reads: dict[str, _Read] = {}
         self.listener: Callable[[str], None] | None = None
@@ -61,10 +71,24 @@ class ReadAhead:
             if known is not None and known.key == key and not known.future.cancelled():
                 known.detached = False
                 return known.future
-            future = self._pool.submit(source.read, ref)
-            self._reads[ref.path] = _Read(key, future, source)
+            read = _Read(key, Future(), source)
+            read.future = self._lane(source, ref).submit(self._run, read, source, ref)
+            self._reads[ref.path] = read
+            future = read.future
         future.add_done_callback(partial(self._ended, ref.path))
         return future
+
+    @staticmethod
+    def _run(read: _Read, source: Source, ref: SourceRef) -> Document:
+        read.running = time.monotonic()
+        return source.read(ref)
+
+    def _lane(self, source: Source, ref: SourceRef) -> ThreadPoolExecutor:
+        heavy = getattr(source, "heavy_read", None)
+        try:
+            return self._heavy if heavy is None or heavy(ref) else self._light
+        except Exception:  # only a scheduling hint
+            return self._heavy
 
     def taken(self, path: str) -> None:
         """The caller has the document of ``path``: forget the read."""
@@ -72,16 +96,18 @@ class ReadAhead:
             self._reads.pop(path, None)
 
     def age(self, path: str) -> float:
-        """Seconds the read of ``path`` has been running."""
+        """Seconds the read of ``path`` has been running (0 while it is queued)."""
         read = self._reads.get(path)
-        return 0.0 if read is None else time.monotonic() - read.started
+        return 0.0 if read is None or read.running is None else time.monotonic() - read.running
 
-    def can_detach(self) -> int:
-        """How many more reads may be left running in the background: ``width - 1`` at most (at least one), so
-        a parse worker stays free for the documents of the next calls."""
-        with self._lock:
-            busy = sum(1 for r in self._reads.values() if r.detached and not r.future.done())
-        return max(1, self.width - 1) - busy
+    def slow(self, path: str, after: float) -> bool:
+        """Whether the read of ``path`` is not about to end: running for ``after`` seconds or more, or queued for
+        a moment behind other reads (all the lane's threads are busy with slow ones)."""
+        read = self._reads.get(path)
+        if read is None or read.future.done():
+            return False
+        now = time.monotonic()
+        return now - read.running >= after if read.running is not None else now - read.started >= QUEUED_SECONDS
 
     def detach(self, path: str) -> None:
         """Leave the read of ``path`` running after the call returns; ``listener(path)`` hears when it ends."""
@@ -137,4 +163,5 @@ class ReadAhead:
                 abort = getattr(read.source, "abort_reads", None)
                 if abort is not None:
                     abort()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for lane in (self._heavy, self._light):
+            lane.shutdown(wait=False, cancel_futures=True)

@@ -586,9 +586,13 @@ class Watcher:
             self._writing = None
             reading = set(report.reading)
             self._background |= reading
-            if reading:  # a read left in the background is no measure of its path's cost: it comes back
+            elapsed = now - started
+            if reading:  # a read left in the background is no measure of its path's cost: it comes back; the
+                # time the batch waited for it is not its neighbours' cost either (or a note saved beside a slow
+                # scan would be rate-limited as a costly path)
                 batch = replace(batch, costs={p: c for p, c in batch.costs.items() if p not in reading})
-            self._batcher.learn(batch, now - started, now)  # cost model and per-path rate limit
+                elapsed = max(0.0, elapsed - report.stages.get("read", 0.0))
+            self._batcher.learn(batch, elapsed, now)  # cost model and per-path rate limit
         self._succeeded()
         self._finish_batch(batch, report)
 

@@ -211,6 +211,12 @@ class FilesystemSource:
             return reader
         return None if ext in BINARY_EXTENSIONS else self._fallback
 
+    def heavy_read(self, ref: SourceRef) -> bool:
+        """Whether reading ``ref`` takes a parse worker (its reader is ``isolated``): the read-ahead keeps such
+        reads in their own lane, so a text file is never queued behind them (:mod:`indexer.index.reads`)."""
+        reader = self.reader_for(ref.path)
+        return self._worker is not None and reader is not None and bool(getattr(reader, "isolated", False))
+
     def kind_for(self, path: str | os.PathLike[str]) -> str | None:
         """The reader kind (``markdown``, ``code``, ...) a path would be read with, by extension only."""
         reader = self.reader_for(path)

@@ -207,3 +207,34 @@ def test_the_watcher_leaves_a_slow_read_in_the_background_and_takes_its_document
         src.gate.set()
         reads.close()
         state.close()
+
+
+class _LanedSource(_GatedSource):
+    """Its ``*slow.txt`` files take a parse worker (``heavy_read``); the notes are read in-process."""
+
+    def heavy_read(self, ref):  # type: ignore[no-untyped-def]
+        return ref.path.endswith("slow.txt")
+
+
+def test_a_text_file_never_waits_behind_documents_queued_for_a_parse_worker(tmp_path):
+    reads = ReadAhead(1)  # one parse worker: a second slow document queues behind the first
+    state = _state(tmp_path / "state.sqlite")
+    store, src = RecordingStore(), _LanedSource("/root")
+    src.put("slow.txt", "a document whose parse takes long")
+    pipe = Pipeline(collection="c", state=state, store=store, embedder=HashEmbedder(),
+                    chunker=ParagraphChunker(), normalization=Normalization.L2,  # type: ignore[arg-type]
+                    batch_chunks=8, batch_seconds=0.2, reads=reads, detach_after=2.0)  # fmt: skip
+    try:
+        assert pipe.sync(src, "/root").reading == ["/root/slow.txt"]  # left in the background after 2 s
+        src.put("2-slow.txt", "a second such document")  # queued: the parse lane's one thread is busy
+        src.put("note.txt", "a note saved meanwhile")
+        started = time.monotonic()
+        report = pipe.sync(src, "/root")
+        # the note was read at once (its own lane) and the queued document was left at once (not after 2 s)
+        assert time.monotonic() - started < 1.5
+        assert report.files_indexed == 1 and sorted(report.reading) == ["/root/2-slow.txt", "/root/slow.txt"]
+        assert sorted(str(p.payload["text"]) for p in store.points.values()) == ["a note saved meanwhile"]
+    finally:
+        src.gate.set()
+        reads.close()
+        state.close()
