@@ -5,12 +5,14 @@ words are matched as the lexical index matches them (:func:`indexer.search.lexic
 stopwords and stemmer), so "mutations" marks "mutation" and "the" marks nothing. The window of ``width``
 characters holding the most distinct query terms is chosen, starting a little before its first match; a hit that
 shares no term with the query (a dense-only match) shows the chunk's opening. Cost: one pass over the chunk's
-words per hit (about 0.1 ms for a 1,000-character chunk).
+words per hit, each distinct word stemmed once per process (a cache of 64k words): about 0.1 ms for a
+1,500-character chunk (1.0 ms when every word was stemmed per hit: `indexer eval` collects 300 hits a search).
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 
 from indexer.search.lexical import query_terms, terms
@@ -27,10 +29,15 @@ def matches(text: str, query: str) -> list[tuple[int, int, str]]:
         return []
     out = []
     for m in _WORD.finditer(text):
-        hit = next((t for t in terms(m.group()) if t in wanted), None)
+        hit = next((t for t in _word_terms(m.group()) if t in wanted), None)
         if hit is not None:
             out.append((m.start(), m.end(), hit))
     return out
+
+
+@functools.lru_cache(maxsize=65536)
+def _word_terms(word: str) -> tuple[str, ...]:
+    return tuple(terms(word))
 
 
 def without_shown_headings(text: str, shown: str) -> str:
