@@ -30,6 +30,7 @@ import indexer
 from indexer.ops import metrics
 from indexer.search import lexical
 from indexer.search.fusion import FusionConfig, fuse
+from indexer.search.query import fit_query
 from indexer.types import Hit
 
 DEPTH = 200  # chunks fetched per side for the offline fusion grid
@@ -168,7 +169,7 @@ def main() -> int:
         timing = {"dense": 0.0, "lexical": 0.0}
         for q in qids:
             t0 = time.perf_counter()
-            vec = embedder.embed_batch([queries[q]], norm)[0]
+            vec = embedder.embed_batch([fit_query(queries[q], embedder)], norm)[0]
             query_vectors[q] = vec
             dense_lists[q] = store.search(col.name, vec, DEPTH)
             t1 = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ __all__ = [
     "prepare", "run_search",
 ]
 
+logger = logging.getLogger(__name__)
 MAX_FACETS = 8
 
 
@@ -247,8 +249,7 @@ def run_search(
     timings: dict[str, float] = {}
     if isinstance(req.image, bytes):  # prepared: a path was read by the collection
         query_vector = _image_vector(req.image, embedder, normalization)
-    elif mode != "lexical" and embedder.count_tokens(req.query) > embedder.max_tokens:
-        raise InputError(f"the query is longer than the model's {embedder.max_tokens} tokens; shorten it")
+    # a query longer than the model's limit: its dense side embeds the prefix that fits (fit_query)
 
     where = Filter(req.path_prefix, req.file_types) if (req.path_prefix or req.file_types) else None
     selection = Selection()
@@ -270,8 +271,8 @@ def run_search(
             collection,
             mode,
             req.query,
-            (lambda: query_vector) if req.image is not None else (lambda: embedder.embed_batch([req.query],
-                                                                                              normalization)[0]),
+            (lambda: query_vector) if req.image is not None else (
+                lambda: embedder.embed_batch([fit_query(req.query, embedder)], normalization)[0]),
             candidates,
             where,
             fusion or FusionConfig(),
@@ -295,6 +296,24 @@ def run_search(
         tuple(out), stage.ran, stage.note, timings, mode, stage.count, matched=selection.matched,
         facets=dict(selection.facets),
     )
+
+
+def fit_query(query: str, embedder: Embedder) -> str:
+    """``query`` cut to the model's token limit for the dense side (a pasted paragraph is searched, not refused;
+    the lexical side keeps every word): the longest prefix that fits, found by bisection on exact counts."""
+    limit = int(getattr(embedder, "max_tokens", 0) or 0)
+    if limit <= 0 or embedder.count_tokens(query) <= limit:
+        return query
+    lo, hi = 0, len(query)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if embedder.count_tokens(query[:mid]) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    logger.info("the query has more tokens than the model's limit of %d: its first %d characters embedded",
+                limit, lo)
+    return query[:lo]
 
 
 def _image_vector(data: bytes, embedder: Embedder, normalization: Normalization) -> np.ndarray:

@@ -275,3 +275,25 @@ def test_rerank_runs_over_the_fused_candidates(tmp_path, embed_model_path, reran
         fused = col.search("QX1-4471 VPN tunnel", k=4, candidates=4, rerank=False)
         assert {h.chunk_id for h in result.hits} <= {h.chunk_id for h in fused.hits}
         assert "network.md" in [os.path.basename(h.path) for h in result.hits]
+
+
+def test_a_query_longer_than_the_model_limit_is_searched_not_refused(tmp_path, embed_model_path):
+    """A pasted paragraph: the dense side embeds the longest prefix that fits the model's limit (the same vector
+    as that prefix alone), the lexical side keeps every word, so a term only at its end still finds its file."""
+    from indexer.search.query import fit_query
+
+    corpus = write_corpus(tmp_path / "corpus", {**DOCS, **CODES})
+    with indexer.open_collection("long-query") as col:
+        col.index([corpus])
+        embedder = col.embedder
+        limit = int(embedder.max_tokens)
+        long = " ".join(["the nightly backup of the office files runs at two"] * 60) + " QX7-4771"
+        assert embedder.count_tokens(long) > limit  # the engine alone refuses it
+        with pytest.raises(InputError):
+            embedder.embed_batch([long], col.record.normalization)
+        cut = fit_query(long, embedder)
+        assert embedder.count_tokens(cut) <= limit < embedder.count_tokens(long[: len(cut) + 12])
+        dense = [(h.chunk_id, h.score) for h in col.search(long, k=3, mode="dense").hits]
+        assert dense and dense == [(h.chunk_id, h.score) for h in col.search(cut, k=3, mode="dense").hits]
+        assert os.path.basename(col.search(long, k=1, mode="lexical").hits[0].path) == "power.md"
+        assert col.search(long, k=3, mode="hybrid").hits
