@@ -86,6 +86,10 @@ class Settings(BaseSettings):
         "its limit); a collection keeps the size it was made with"
     )
     chunk_overlap: int = Field(32, ge=0)
+    chunk_context: Literal["heading", "none"] = Field(
+        "heading", description="what a new collection embeds in front of each chunk: its heading path (the "
+        "document's title and section names) or nothing; a collection keeps what it was made with"
+    )
     # documents (docs/formats.md): bounds on what one file may cost to parse, and per-reader options
     reader_options: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="options per reader kind, e.g. {\"ipynb\": {\"outputs\": false}}"

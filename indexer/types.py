@@ -188,12 +188,20 @@ class Chunk:
     location: Fields = ()  # the same as data (Section.fields)
     metadata: Fields = ()  # the document's metadata with its section's (author, title, subject, sender, date)
     media: MediaPart | None = None  # an image point: no text, embedded from these bytes
+    # what is embedded in front of the text (the heading path, in a collection made with chunk_context
+    # "heading"): part of the vector, not of the text shown or matched lexically
+    context: str = ""
+
+    @property
+    def embed_text(self) -> str:
+        """The text the model embeds: the context, a blank line, the text (the text alone without context)."""
+        return f"{self.context}\n\n{self.text}" if self.context else self.text
 
     @property
     def content_hash(self) -> str:
         if self.media is not None:
             return hashlib.sha256(f"{self.media.kind}\0".encode() + self.media.data).hexdigest()
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        return hashlib.sha256(self.embed_text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

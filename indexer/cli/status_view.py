@@ -87,6 +87,7 @@ def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
             ("weights", str(weights.get("probe") or weights)),
             ("store options", ", ".join(f"{k}={v}" for k, v in (info.get("store_options") or {}).items())),
             ("chunk tokens", str(info.get("chunk_tokens"))),
+            ("chunk context", str(info.get("chunk_context") or "none")),
             ("prompts", f"query {info['prompts'].get('query')!r}, document {info['prompts'].get('document')!r}"),
             ("health", ", ".join(f"{k}={v}" for k, v in health.items())),
         ]

@@ -31,6 +31,7 @@ from indexer.core.threads import SerialEmbedder, SerialReranker
 from indexer.engine import loader
 from indexer.errors import CollectionMismatchError, ConfigError, NotFoundError, StoreError
 from indexer.index.chunking import META_CHUNK_TOKENS
+from indexer.index.context import META_CHUNK_CONTEXT
 from indexer.index.prompts import Prompts, with_prompt
 from indexer.index.prompts import recorded as recorded_prompts
 from indexer.index.prompts import resolve as resolve_prompts
@@ -58,6 +59,7 @@ class CollectionParts:
         self._reranker: Reranker | None = None
         self._prompts: Prompts | None = None
         self._chunk_tokens: int | None = None
+        self._chunk_context: str | None = None
         # Parts are built lazily; the lock makes that safe when threads share the collection (see docs/architecture.md).
         self._parts_lock = threading.RLock()
         self.agreement_seen: tuple[float, str | None] | None = None  # (when, problem) of the last agreement check
@@ -205,7 +207,7 @@ class CollectionParts:
         else:
             prompts = self._new_prompts()
             meta = {**rec.identity_meta(), **prompts.meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens()),
-                    **tokenizer_record.meta_for(emb)}
+                    META_CHUNK_CONTEXT: self._new_chunk_context(), **tokenizer_record.meta_for(emb)}
             self.store.ensure_collection(self.name, rec.dimensions, meta)
         self.state.create_collection(rec)
         self.record = rec
@@ -239,7 +241,7 @@ class CollectionParts:
                                self.name)
                 self.mark_repairing()
                 meta = {**rec.identity_meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens()),
-                        **tokenizer_record.meta_for(self.embedder)}
+                        META_CHUNK_CONTEXT: self._new_chunk_context(), **tokenizer_record.meta_for(self.embedder)}
                 self.store.ensure_collection(self.name, rec.dimensions, meta)
                 return
             raise StoreError(
@@ -342,6 +344,25 @@ class CollectionParts:
             return min(entry.chunk_tokens, limit)
         profile = profile_for(self._model_metadata())
         return min(profile.chunk_tokens, limit) if profile is not None and profile.chunk_tokens else limit
+
+    def _new_chunk_context(self) -> str:
+        """What a new collection embeds in front of each chunk: the setting (docs/search.md#chunk-context)."""
+        return self.settings.chunk_context
+
+    @property
+    def chunk_context(self) -> str:
+        """What the collection embeds in front of each chunk, as recorded when it was made: "heading" or "none"
+        (a collection made before it was recorded: "none"). A differing setting is logged, not used: chunks
+        embedded two ways would rank unevenly; index into a new collection (or reindex) to change it."""
+        if self._chunk_context is None:
+            recorded = (self.store.collection_meta(self.name) or {}).get(META_CHUNK_CONTEXT) or "none"
+            if self.settings.chunk_context != recorded and "chunk_context" in self.settings.model_fields_set:
+                logger.warning(
+                    "collection %s embeds chunks with context %r; chunk_context=%r applies to new collections",
+                    self.name, recorded, self.settings.chunk_context,
+                )
+            self._chunk_context = recorded
+        return self._chunk_context
 
     def recorded_chunk_tokens(self) -> int | None:
         recorded = (self.store.collection_meta(self.name) or {}).get(META_CHUNK_TOKENS)

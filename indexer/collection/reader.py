@@ -244,6 +244,7 @@ class CollectionReader(PartsView):
             "lexical_note": None if lexical else self.lexical_hint(),
             "prompts": {"query": parts.prompts.query, "document": parts.prompts.document},
             "chunk_tokens": parts.recorded_chunk_tokens() or "the model's limit",
+            "chunk_context": parts.chunk_context,
             "watcher": _watcher_status(parts.settings, self.name),
             "health": health,
             "failures": [{"path": p, "reason": r} for p, r in parts.state.failures(self.name)],

@@ -86,10 +86,11 @@ def load_job(col: CollectionParts | _HasParts) -> Job | None:
 def _store_meta(col: CollectionParts, rec: CollectionRecord, embedder: Embedder) -> dict[str, str]:
     """The new vectors' metadata: the new model's, with the collection's prompts and chunk size kept."""
     from indexer.index.chunking import META_CHUNK_TOKENS
+    from indexer.index.context import META_CHUNK_CONTEXT
 
     chunk_tokens = min(col.chunk_tokens, int(embedder.max_tokens))
     return {**rec.identity_meta(), **col.prompts.meta(), META_CHUNK_TOKENS: str(chunk_tokens),
-            **tokenizer_record.meta_for(embedder)}
+            META_CHUNK_CONTEXT: col.chunk_context, **tokenizer_record.meta_for(embedder)}
 
 
 # -- run, abort -------------------------------------------------------------------------------------------------
@@ -190,6 +191,7 @@ def _sync_shadow(
         normalization=Normalization.parse(job.normalization),
         batch_chunks=col.settings.embed_batch_chunks,
         progress=progress_cb,
+        chunk_context=col.chunk_context,  # kept, as the chunk size is
     )
     report = IndexReport()
     roots = col.state.roots(col.name)

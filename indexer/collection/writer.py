@@ -291,6 +291,7 @@ class CollectionWriter(PartsView):
             progress=progress,
             reads=self._read_ahead(),
             detach_after=DETACH_SECONDS if self._following else None,
+            chunk_context=self.parts.chunk_context,
         )
 
     def _attach_root(self, root: str, notes: list[str]) -> str:

@@ -678,3 +678,4 @@ def chunker_for(counter: TokenCounter, chunk_tokens: int, overlap_tokens: int) -
     to below half a chunk when a small chunk size leaves no room for the configured one."""
     limit = min(int(chunk_tokens), int(counter.max_tokens))
     return TokenChunker(counter, max_tokens=limit, overlap_tokens=min(overlap_tokens, max(0, limit // 2 - 1)))
+

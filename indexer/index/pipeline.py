@@ -36,6 +36,7 @@ from indexer.core.normalization import Normalization, cache_tag
 from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
 from indexer.index.batching import BATCH_SECONDS, Batch, Deferred, embed_steps
+from indexer.index.context import HeadingContext
 from indexer.index.reads import ReadAhead
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore, embeds_images
@@ -100,6 +101,7 @@ class Pipeline:
         batch_seconds: float = BATCH_SECONDS,
         reads: ReadAhead | None = None,
         detach_after: float | None = None,
+        chunk_context: str = "none",
     ) -> None:
         self.collection = collection
         self.state = state
@@ -117,6 +119,8 @@ class Pipeline:
         # longer than that, once every other file of the call is written, is left running in the background.
         self.reads = reads
         self.detach_after = detach_after
+        # "heading": each chunk is embedded with its heading path in front (indexer.index.context)
+        self._context = HeadingContext(embedder) if chunk_context == "heading" else None
 
     # -- recovery ----------------------------------------------------------------------------------------
     def recover(self) -> int:
@@ -322,6 +326,8 @@ class Pipeline:
                 return None
             started = time.perf_counter()
             chunks = self._chunk(doc)
+            if self._context is not None:
+                chunks = self._context(chunks)
             chunks += self._media_chunks(doc, len(chunks))
             report.timed("chunk", time.perf_counter() - started)
         except SourceError as exc:
@@ -488,7 +494,8 @@ class Pipeline:
             texts = [c for c in step if c.media is None]
             pictures = [c for c in step if c.media is not None]
             started = time.perf_counter()
-            embedded = list(self.embedder.embed_batch([c.text for c in texts], self.normalization)) if texts else []
+            inputs = [c.embed_text for c in texts]  # the text, with its context in front (indexer.index.context)
+            embedded = list(self.embedder.embed_batch(inputs, self.normalization)) if texts else []
             if pictures:  # only chunks _media_chunks made: the embedder embeds images
                 images = self.embedder.embed_images([c.media.data for c in pictures if c.media is not None],  # type: ignore[attr-defined]
                                                     self.normalization)
