@@ -87,8 +87,9 @@ class Settings(BaseSettings):
     )
     chunk_overlap: int = Field(32, ge=0)
     chunk_context: Literal["heading", "none"] = Field(
-        "heading", description="what a new collection embeds in front of each chunk: its heading path (the "
-        "document's title and section names) or nothing; a collection keeps what it was made with"
+        "none", description="what a new collection embeds in front of each chunk: its heading path (the "
+        "document's title and section names; better dense search on every set measured, hybrid on most: "
+        "docs/search.md#chunk-context) or nothing; a collection keeps what it was made with"
     )
     # documents (docs/formats.md): bounds on what one file may cost to parse, and per-reader options
     reader_options: dict[str, dict[str, Any]] = Field(
