@@ -216,7 +216,10 @@ def main() -> int:
         results["indexer_eval"] = eval_run(col, args.beir_dir, corpus_dir, qids)
         print("indexer eval:", json.dumps(results["indexer_eval"]), file=sys.stderr)
         if not args.levers:
-            print(json.dumps(results, indent=2))
+            text = json.dumps(results, indent=2)
+            print(text)
+            if args.json:
+                args.json.write_text(text + "\n", encoding="utf-8")
             return 0
 
         grid = lever_grid(dense_lists, lex_lists, qrels, splits)
