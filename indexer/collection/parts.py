@@ -353,7 +353,7 @@ class CollectionParts:
     def chunk_context(self) -> str:
         """What the collection embeds in front of each chunk, as recorded when it was made: "heading" or "none"
         (a collection made before it was recorded: "none"). A differing setting is logged, not used: chunks
-        embedded two ways would rank unevenly; index into a new collection (or reindex) to change it."""
+        embedded two ways would rank unevenly; index into a new collection to change it (reindex keeps it)."""
         if self._chunk_context is None:
             recorded = (self.store.collection_meta(self.name) or {}).get(META_CHUNK_CONTEXT) or "none"
             if self.settings.chunk_context != recorded and "chunk_context" in self.settings.model_fields_set:

@@ -31,7 +31,7 @@ from indexer.ports import Source
 from indexer.types import Document, SourceRef
 
 logger = logging.getLogger(__name__)
-# the watcher leaves a read running longer than this in the background once nothing else of its call is left: a
+# the watcher leaves each read running longer than this in the background and goes on with the rest of its call: a
 # change saved meanwhile waits at most about this long for the call (re-syncing the path later costs one batch)
 DETACH_SECONDS = 0.5
 QUEUED_SECONDS = 0.1  # a read queued this long behind others is slow too
