@@ -14,6 +14,7 @@ None of these fields is part of a point's id or payload fingerprint: a ``touch``
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 import os
@@ -33,6 +34,9 @@ MAX_VALUE_CHARS = 512  # longer metadata values are kept (and matched) up to thi
 FACET_VALUES = 20  # values per facet, most frequent first
 BUILTIN = ("path", "type", "modified", "size")
 FACETABLE_BUILTIN = ("type", "folder", "modified")
+# Location values the readers record to place a hit (a table's rows, a mail's index, OCR languages): filterable by
+# name, but not offered by `indexer fields` nor in messages.
+INTERNAL = frozenset({"first_row_line", "row_numbers", "range", "message", "ocr", "block"})
 
 
 # -- writing ---------------------------------------------------------------------------------------------------
@@ -89,12 +93,18 @@ def _date(text: str) -> float | None:
 class Where:
     """A filter as SQL over ``chunks c JOIN files f``: the condition and its arguments, in two forms: ``sql`` to
     list every match (a metadata clause is one indexed subquery, run once), ``probe_sql`` to test a few given
-    chunks (a metadata clause is a primary-key lookup per chunk)."""
+    chunks (a metadata clause is a primary-key lookup per chunk). ``probe_rest``/``probe_rest_args``: the probe's
+    condition without the collection's (the sampled estimate names the collection itself)."""
 
     sql: str
     args: tuple[Any, ...]
     probe_sql: str = ""
     probe_args: tuple[Any, ...] = ()
+    probe_rest: str = "1"
+    probe_rest_args: tuple[Any, ...] = ()
+
+
+TEXT_ONLY_HINT = "= == != ^= ~ or in"
 
 
 def compile_where(
@@ -104,11 +114,41 @@ def compile_where(
     file_types: Sequence[str] = (),
     kinds: Mapping[str, str] | None = None,
 ) -> Where:
-    """The SQL of a filter; ``kinds`` (metadata name -> text, number or date: :meth:`FieldIndex.kinds`) decides
-    whether a range operand such as ``2025`` is a number or a year."""
-    listing = _compile(collection, clauses, path_prefix, file_types, kinds or {}, probe=False)
-    probe = _compile(collection, clauses, path_prefix, file_types, kinds or {}, probe=True)
-    return Where(listing.sql, listing.args, probe.sql, probe.args)
+    """The SQL of a filter; ``kinds`` (metadata name -> text, number or date: :meth:`FieldIndex.kinds`) decides how
+    a metadata clause compares: as text, by number or by period. A range operator on a text field, or a value
+    that does not read as the field's kind, is an InputError naming the clause."""
+    kinds = kinds or {}
+    for c in clauses:
+        _check_kind(c, kinds.get(c.field, "text"))
+    listing, largs = _compile(collection, clauses, path_prefix, file_types, kinds, probe=False)
+    probe, pargs = _compile(collection, clauses, path_prefix, file_types, kinds, probe=True)
+    return Where(
+        " AND ".join(["c.collection = ?", *listing]), (collection, *largs),
+        " AND ".join(["c.collection = ?", *probe]), (collection, *pargs),
+        " AND ".join(probe) or "1", tuple(pargs),
+    )
+
+
+def _check_kind(c: Clause, kind: str) -> None:
+    if c.field in BUILTIN:
+        return
+    if kind == "text" and c.op in ("<", "<=", ">", ">="):
+        raise InputError(
+            f"{c.field} is a text field (its values are not numbers or dates); filter clause '{c.text}' needs "
+            f"{TEXT_ONLY_HINT}, not {c.op} (`indexer fields` shows each field's kind)"
+        )
+    if kind in ("date", "number") and c.op in ("^=", "~"):
+        raise InputError(
+            f"{c.field} is a {kind} field; filter clause '{c.text}' needs = == != in < <= > or >=, not {c.op}"
+        )
+    for v in c.values:
+        if kind == "date" and v.start is None:
+            raise InputError(
+                f"{c.field} is a date field; filter clause '{c.text}': '{v.text}' is not a date; write 2025, "
+                "2025-03, 2025-03-14, 2025-03-14T09:30 (+01:00 for a time zone) or a relative time (-7d)"
+            )
+        if kind == "number" and v.number is None and c.op not in ("<", "<=", ">", ">="):
+            raise InputError(f"{c.field} is a number field; filter clause '{c.text}': '{v.text}' is not a number")
 
 
 def _compile(
@@ -119,9 +159,9 @@ def _compile(
     kinds: Mapping[str, str],
     *,
     probe: bool,
-) -> Where:
-    parts = ["c.collection = ?"]
-    args: list[Any] = [collection]
+) -> tuple[list[str], list[Any]]:
+    parts: list[str] = []
+    args: list[Any] = []
     if path_prefix is not None:
         parts.append(_under("c.path", args, path_prefix))
     if file_types:
@@ -130,7 +170,7 @@ def _compile(
     for clause in clauses:
         sql = _clause(clause, args, kinds, collection, probe)
         parts.append(f"NOT ({sql})" if clause.negate else f"({sql})")
-    return Where(" AND ".join(parts), tuple(args))
+    return parts, args
 
 
 def _under(column: str, args: list[Any], folder: str) -> str:
@@ -140,56 +180,67 @@ def _under(column: str, args: list[Any], folder: str) -> str:
     return f"({column} = ? OR ({column} >= ? AND {column} < ?))"
 
 
+def _any(conds: list[str]) -> str:
+    return conds[0] if len(conds) == 1 else " OR ".join(f"({x})" for x in conds)
+
+
 def _clause(c: Clause, args: list[Any], kinds: Mapping[str, str], collection: str, probe: bool) -> str:
     if c.field == "path":
         return _path(c, args)
     if c.field == "type":
-        ops = {"=": "=", "==": "="}
-        if c.op == "in":
-            args += list(c.values)
-            return f"idx_type(c.path, f.kind) IN ({','.join('?' * len(c.values))})"
-        args.append(c.values[0])
-        return f"idx_type(c.path, f.kind) {'!=' if c.op == '!=' else ops[c.op]} ?"
+        args += list(c.values)
+        sql = f"idx_type(c.path, f.kind) IN ({','.join('?' * len(c.values))})"
+        return f"NOT ({sql})" if c.op == "!=" else sql
     if c.field in ("modified", "size"):
         column = "f.mtime_ns" if c.field == "modified" else "f.size"
-        return _range(column, c, args)
+        return _typed(column, c.op, list(c.values), args)
     return _metadata(c, args, kinds.get(c.field, "text"), collection, probe)
 
 
 def _path(c: Clause, args: list[Any]) -> str:
-    if c.op == "^=":
-        conds = []
-        for v in c.values:
-            if v.startswith("/"):
-                conds.append(_under("c.path", args, v))
-            else:  # a root-relative prefix
-                args.append(v)
-                conds.append("idx_rel_prefix(c.path, f.root, ?)")
-        return " OR ".join(conds)
-    if c.op == "~":
-        args.append(c.values[0])
-        return "idx_glob(c.path, f.root, ?)"
-    if c.op == "in":
-        args += list(c.values)
-        return f"c.path IN ({','.join('?' * len(c.values))})"
-    args.append(c.values[0] if c.op != "=" else c.values[0].lower())
-    return {"=": "instr(lower(c.path), ?) > 0", "==": "c.path = ?", "!=": "c.path != ?"}[c.op]
+    # Every comparison ignores case; == != ^= take an absolute path or one relative to the file's root.
+    conds = []
+    for v in c.values:
+        if c.op in ("=", "in"):
+            args.append(v.text)
+            conds.append("instr(lower(c.path), ?) > 0")
+        elif c.op == "~":
+            args.append(v.text)
+            conds.append("idx_glob(c.path, f.root, ?)")
+        elif c.op == "^=":
+            column = "idx_rel(c.path, f.root)" if v.rel else "lower(c.path)"
+            if v.rel and v.path == "":
+                conds.append(f"{column} IS NOT NULL")
+                continue
+            args += [v.path, v.path.rstrip("/") + "/"]
+            conds.append(f"({column} = ? OR substr({column}, 1, length(?)) = ?)")
+            args.append(v.path.rstrip("/") + "/")
+        else:  # == and !=
+            args.append(v.path)
+            conds.append(f"{'idx_rel(c.path, f.root)' if v.rel else 'lower(c.path)'} IS ?")
+    sql = _any(conds)
+    return f"NOT ({sql})" if c.op == "!=" else sql
 
 
-def _range(column: str, c: Clause, args: list[Any]) -> str:
-    start, end = c.values[0], c.values[1]
-    if c.op in ("=", "=="):
-        args += [start, end] if start != end else [start]
-        return f"{column} >= ? AND {column} < ?" if start != end else f"{column} = ?"
-    if c.op == "!=":
-        args += [start, end] if start != end else [start]
-        return f"NOT ({column} >= ? AND {column} < ?)" if start != end else f"{column} != ?"
-    bound = {"<": start, ">=": start, "<=": end, ">": end}[c.op]
-    if start == end:  # a number: the bound is the number itself
-        args.append(start)
-        return f"{column} {c.op} ?"
-    args.append(bound)
-    return f"{column} {'<' if c.op in ('<', '<=') else '>='} ?"
+def _typed(column: str, op: str, bounds: list[tuple[Any, Any]], args: list[Any]) -> str:
+    """A date (each bound a period: [start, end)) or a number (start == end) compared by value."""
+    if op in ("<", "<=", ">", ">="):
+        start, end = bounds[0]
+        if start == end:  # a number: the bound is the number itself
+            args.append(start)
+            return f"{column} {op} ?"
+        args.append({"<": start, ">=": start, "<=": end, ">": end}[op])
+        return f"{column} {'<' if op in ('<', '<=') else '>='} ?"
+    conds = []
+    for start, end in bounds:
+        if start == end:
+            args.append(start)
+            conds.append(f"{column} = ?")
+        else:
+            args += [start, end]
+            conds.append(f"({column} >= ? AND {column} < ?)")
+    sql = _any(conds)
+    return f"{column} IS NOT NULL AND NOT ({sql})" if op == "!=" else sql
 
 
 def _metadata(c: Clause, args: list[Any], kind: str, collection: str, probe: bool) -> str:
@@ -199,24 +250,32 @@ def _metadata(c: Clause, args: list[Any], kind: str, collection: str, probe: boo
             "m.name = ? AND " if probe else
             "c.point_id IN (SELECT m.point_id FROM chunk_fields m WHERE m.collection = ? AND m.name = ? AND ")
     args += [collection, c.field]
-    if c.op in ("<", "<=", ">", ">="):
-        number, start, end = c.values
-        if start is None or (kind == "number" and number is not None):
-            start = end = number  # a number: the bound is the number itself
-        return head + _range("m.num", Clause(c.field, c.op, (start, end)), args) + ")"
-    if c.op == "in":
-        args += list(c.values)
-        return head + f"m.folded IN ({','.join('?' * len(c.values))}))"
-    if c.op == "~":
-        args.append(c.values[0])
-        return head + "idx_fnmatch(m.folded, ?))"
-    if c.op == "^=":
-        args += [len(c.values[0]), c.values[0]]
-        return head + "substr(m.folded, 1, ?) = ?)"
-    args.append(c.values[0])
+    if kind in ("date", "number") or c.op in ("<", "<=", ">", ">="):
+        if kind == "date" and all(v.start is not None for v in c.values):
+            bounds = [(v.start, v.end) for v in c.values]
+        elif c.op in ("<", "<=", ">", ">=") and c.values[0].number is None:
+            bounds = [(c.values[0].start, c.values[0].end)]  # a date bound on a field of numbers: compares nothing
+        else:
+            bounds = [(v.number, v.number) for v in c.values]
+        return head + _typed("m.num", c.op, bounds, args) + ")"
+    conds = []
+    for v in c.values:
+        if c.op == "~":
+            args.append(v.text)
+            conds.append("idx_fnmatch(m.folded, ?)")
+        elif c.op == "^=":
+            args += [len(v.text), v.text]
+            conds.append("substr(m.folded, 1, ?) = ?")
+        elif c.op in ("=", "in"):
+            args.append(v.text)
+            conds.append("instr(m.folded, ?) > 0")
+        else:
+            args.append(v.text)
+            conds.append("m.folded = ?")
+    sql = _any(conds)
     if c.op == "!=":  # has the field, with another value (`not F==V` also keeps chunks without it)
-        return head + "m.folded != ?)"
-    return head + ("instr(m.folded, ?) > 0)" if c.op == "=" else "m.folded = ?)")
+        return head + f"NOT ({sql}))"
+    return head + sql + ")"
 
 
 # -- the functions the SQL calls -----------------------------------------------------------------------------------
@@ -225,14 +284,17 @@ def file_type(path: str, kind: str | None) -> str:
     return Path(path).suffix.lower().lstrip(".") or (kind or "")
 
 
+def _rel(path: str, root: str) -> str | None:
+    """A file's path relative to its root, folded (None outside it)."""
+    if not root or not path.startswith(root.rstrip("/") + "/"):
+        return None
+    return path[len(root.rstrip("/")) + 1:].lower()
+
+
 def _glob(path: str, root: str, pattern: str) -> bool:
-    rel = os.path.relpath(path, root) if root and path.startswith(root) else path
-    return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(rel, pattern)
-
-
-def _rel_prefix(path: str, root: str, prefix: str) -> bool:
-    rel = os.path.relpath(path, root) if root and path.startswith(root) else path
-    return rel.lower().startswith(prefix.lower())
+    """``path~PATTERN``: the folded absolute or root-relative path matches the (folded) glob."""
+    rel = _rel(path, root)
+    return fnmatch.fnmatchcase(path.lower(), pattern) or (rel is not None and fnmatch.fnmatchcase(rel, pattern))
 
 
 def folder(path: str, root: str) -> str:
@@ -251,7 +313,7 @@ def register(db: sqlite3.Connection) -> None:
     """The Python functions the filter SQL uses, on one connection."""
     db.create_function("idx_type", 2, file_type, deterministic=True)
     db.create_function("idx_glob", 3, _glob, deterministic=True)
-    db.create_function("idx_rel_prefix", 3, _rel_prefix, deterministic=True)
+    db.create_function("idx_rel", 2, _rel, deterministic=True)
     db.create_function("idx_fnmatch", 2, lambda v, p: fnmatch.fnmatchcase(v or "", p), deterministic=True)
     db.create_function("idx_folder", 2, folder, deterministic=True)
     db.create_function("idx_month", 1, month, deterministic=True)
@@ -286,12 +348,20 @@ class FieldIndex:
             )
         known = {r[0] for r in self._db.execute(
             "SELECT DISTINCT name FROM chunk_fields WHERE collection=?", (collection,))}
+        for name in facets:
+            if name in ("path", "size"):
+                raise InputError(
+                    f"{name} cannot be a facet (its values are all different); facets: type, folder, modified and "
+                    "the metadata fields (`indexer fields`)"
+                )
         for name in wanted:
             if name not in known:
-                have = ", ".join([*BUILTIN, *sorted(known)][:40])
+                listed = [*BUILTIN, *sorted(n for n in known if n not in INTERNAL)]
+                close = difflib.get_close_matches(name, [*listed, "folder"], n=3, cutoff=0.7)
+                hint = f"did you mean {' or '.join(close)}? " if close else ""
                 raise InputError(
-                    f"collection {collection!r} has no field {name!r}; filterable fields: {have} "
-                    "(`indexer fields` lists them with example values)"
+                    f"collection {collection!r} has no field {name!r}; {hint}filterable fields: "
+                    f"{', '.join(listed[:40])} (`indexer fields` lists them with example values)"
                 )
         return self.kinds(collection, wanted)
 
@@ -316,7 +386,7 @@ class FieldIndex:
             if top < sample * 10:
                 return 0, 0.0
             rowids = json.dumps(random.Random(top).sample(range(1, top + 1), sample))
-            have, hit = self._sampled(rowids, where.probe_sql, where.probe_args)
+            have, hit = self._sampled(rowids, where.probe_rest, (where.probe_args[0], *where.probe_rest_args))
         if have < 100:
             return 0, 0.0
         return int(have * top / sample), hit / have
@@ -324,7 +394,7 @@ class FieldIndex:
     def _sampled(self, rowids: str, probe: str, args: tuple[Any, ...]) -> tuple[int, int]:
         """(rows of the collection, rows matching) among the sampled rowids: one pass."""
         collection, rest = args[0], args[1:]
-        condition = probe.split(" AND ", 1)[1] if " AND " in probe else "1"
+        condition = probe
         row = self._db.execute(
             f"SELECT COUNT(*), COALESCE(SUM({condition}), 0) FROM chunks c JOIN files f ON f.collection = "
             "c.collection AND f.path = c.path WHERE c.rowid IN (SELECT value FROM json_each(?)) AND +c.collection = ?",
@@ -348,8 +418,11 @@ class FieldIndex:
             return [r[0] for r in self._db.execute(sql, where.args)]
 
     def facets(self, collection: str, where: Where, names: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+        """Counts per value among the matches: type, folder, modified (by month) and metadata fields (a date field
+        by month too, the values as written otherwise, folded together)."""
         out: dict[str, list[tuple[str, int]]] = {}
         base = f"FROM chunks c JOIN files f ON f.collection = c.collection AND f.path = c.path WHERE {where.sql}"
+        kinds = self.kinds(collection, [n for n in names if n not in FACETABLE_BUILTIN])
         for name in names:
             if name in FACETABLE_BUILTIN:
                 expr = {"type": "idx_type(c.path, f.kind)", "folder": "idx_folder(c.path, f.root)",
@@ -357,8 +430,12 @@ class FieldIndex:
                 sql = f"SELECT {expr} AS v, COUNT(*) AS n {base} GROUP BY v ORDER BY n DESC, v LIMIT {FACET_VALUES}"
                 args: tuple[Any, ...] = where.args
             else:
-                sql = (f"SELECT MIN(m.value) AS v, COUNT(*) AS n FROM chunk_fields m WHERE m.collection = ? AND "
-                       f"m.name = ? AND m.point_id IN (SELECT c.point_id {base}) GROUP BY m.folded "
+                by_month = kinds.get(name) == "date"
+                value = "strftime('%Y-%m', m.num, 'unixepoch')" if by_month else "MIN(m.value)"
+                group = "1" if by_month else "m.folded"
+                sql = (f"SELECT {value} AS v, COUNT(*) AS n FROM chunk_fields m WHERE m.collection = ? AND "
+                       f"m.name = ? AND m.point_id IN (SELECT c.point_id {base}) "
+                       f"{'AND m.num IS NOT NULL ' if by_month else ''}GROUP BY {'v' if by_month else group} "
                        f"ORDER BY n DESC, v LIMIT {FACET_VALUES}")
                 args = (collection, name, *where.args)
             with self._lock:
@@ -403,6 +480,8 @@ class FieldIndex:
                 "SELECT name, COUNT(*), SUM(kind='number'), SUM(kind='date') FROM chunk_fields WHERE collection=? "
                 "GROUP BY name ORDER BY COUNT(*) DESC, name", (collection,)).fetchall()
             for name, n, numbers, dates in rows:
+                if name in INTERNAL:
+                    continue
                 kind = _kind(n, numbers, dates)
                 top = self._db.execute(
                     "SELECT MIN(value), COUNT(*) AS k FROM chunk_fields WHERE collection=? AND name=? GROUP BY folded "

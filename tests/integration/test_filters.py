@@ -13,7 +13,6 @@ from email.message import EmailMessage
 from email.utils import format_datetime
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import indexer
@@ -186,25 +185,6 @@ def test_a_collection_made_before_the_fields_gets_them_without_re_embedding(tmp_
         assert report.chunks_embedded == 0 and report.points_upserted == 0
         hits = c.search("rings of Saturn", where=[f"sender={RARE}"], mode="dense").hits
         assert [h.metadata["sender"] for h in hits] == [RARE]
-
-
-def test_filter_language_units():
-    from indexer.search import filters
-
-    c = filters.parse_clause("not modified>=2025-03")
-    assert c.negate and c.op == ">=" and c.values[0] == int(datetime(2025, 3, 1, tzinfo=timezone.utc).timestamp() * 1e9)
-    assert c.values[1] == int(datetime(2025, 4, 1, tzinfo=timezone.utc).timestamp() * 1e9)
-    assert filters.parse_clause("size<=1.5M").values == (1572864, 1572864)
-    assert filters.parse_clause('sender in ada@x.org, "Lovelace, Ada"').values == ("ada@x.org", "lovelace, ada")
-    assert filters.parse_clause("type in .MD,txt").values == ("md", "txt")
-    assert filters.parse([{"field": "pages", "op": ">", "value": 3, "not": True}])[0].values == (3.0, None, None)
-    assert filters.parse_clause("date<2026").values[0] == 2026.0  # a number or a year: the field's kind decides
-    start, end = filters.period("-7d", now=1_000_000.0)
-    assert (start, end) == (1_000_000.0 - 7 * 86400, 1_000_000.0)
-    assert np.isclose(filters.period("2025-12")[1], datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp())
-    for bad in ("type~*.md", "modified~2025", "path>3", "x", "size in 1,2"):
-        with pytest.raises(InputError):
-            filters.parse_clause(bad)
 
 
 def test_the_cli_filters_counts_and_lists_fields(mail_folder, embed_model_path):

@@ -121,3 +121,71 @@ def test_removing_a_file_removes_its_fields(state):
     assert _select(state, "sender=linus") == set()
     rows = state._db.execute("SELECT COUNT(*) FROM chunk_fields WHERE point_id LIKE '%b.eml%'").fetchone()[0]
     assert rows == 0
+
+
+def test_dates_and_numbers_compare_by_value_with_every_operator(state):
+    # date: a mail dated 2025-03-10 (an e-mail date) and one 2024-05-01 (ISO)
+    assert _select(state, "date==2025-03") == {"b.eml#0", "b.eml#1"}  # within the period, not the text
+    assert _select(state, "date=2025-03-10") == {"b.eml#0", "b.eml#1"}
+    assert _select(state, "date!=2025") == {"a.eml#0"}  # outside the period
+    assert _select(state, "not date==2025") == {"a.eml#0", "guide.md#0", "guide.md#1", "README#0"}
+    assert _select(state, "date==2025-03-10T10:00+01:00") == {"b.eml#0", "b.eml#1"}  # 09:00 UTC: that minute
+    assert _select(state, "date==2025-03-10T09:01") == set()
+    assert _select(state, "date in 2024-05,2026") == {"a.eml#0"}
+    with pytest.raises(InputError, match="date is a date field; filter clause 'date=03': '03' is not a date"):
+        _select(state, "date=03")
+    # pages: numbers 3, 12, 2025
+    assert _select(state, "pages=2") == set()  # not a substring of 12 or 2025
+    assert _select(state, "pages==12") == {"b.eml#0"}
+    assert _select(state, "pages!=12") == {"a.eml#0", "b.eml#1"}
+    assert _select(state, "pages in 3,2025") == {"a.eml#0", "b.eml#1"}
+    with pytest.raises(InputError, match="pages is a number field; filter clause 'pages=three'"):
+        _select(state, "pages=three")
+    with pytest.raises(InputError, match="pages is a number field; filter clause 'pages~1"):
+        _select(state, "pages~1*")
+
+
+def test_text_fields_refuse_ranges_and_in_means_contains_any(state):
+    for clause in ("title>5", "sender>=2020", "title<2024-01"):
+        with pytest.raises(InputError, match=r"(title|sender) is a text field .* needs = == != \^= ~ or in"):
+            _select(state, clause)
+    # `in`: contains any, as `=` (a sender written "Name <addr>" is found by its address or its name)
+    assert _select(state, "sender in ada@example.org,linus@example.org") == {"a.eml#0", "b.eml#0", "b.eml#1"}
+    assert _select(state, "sender in ada,nobody") == {"a.eml#0"}
+    # the whole value, any of them: == with a list
+    assert _select(state, "sender==(ada@example.org, LINUS@example.org)") == {"b.eml#0", "b.eml#1"}
+    assert _select(state, "sender==(Ada <ada@example.org>, x)") == {"a.eml#0"}
+    assert _select(state, "sender!=(linus@example.org, x)") == {"a.eml#0"}
+    assert _select(state, "sender~*ADA*") == {"a.eml#0"}  # any case, like every text operator
+
+
+def test_path_rules_are_the_same_for_every_operator(state):
+    guide = {"guide.md#0", "guide.md#1"}
+    assert _select(state, f"path=={ROOT.upper()}/docs/GUIDE.md") == guide  # any case
+    assert _select(state, "path==docs/guide.md") == guide  # relative to the root
+    assert _select(state, "path==./docs/guide.md") == guide
+    assert _select(state, "path!=docs/guide.md") == {"a.eml#0", "b.eml#0", "b.eml#1", "README#0"}
+    assert _select(state, "path^=./DOCS") == guide
+    assert _select(state, "path^=docs/guide.md") == guide  # a file is at or under itself
+    assert _select(state, "path^=do") == set()  # a folder, not a string prefix, relative or absolute
+    assert _select(state, "path^=.") == {"a.eml#0", "b.eml#0", "b.eml#1", "guide.md#0", "guide.md#1", "README#0"}
+    assert _select(state, "path~DOCS/*.MD") == guide
+    assert _select(state, "path in guide,readme") == guide | {"README#0"}  # contains any, as `=`
+    assert _select(state, "path==(docs/guide.md, readme)") == guide | {"README#0"}
+    assert _select(state, "type!=md") == {"a.eml#0", "b.eml#0", "b.eml#1", "README#0"}
+
+
+def test_a_field_typo_is_answered_with_a_suggestion(state):
+    with pytest.raises(InputError, match="no field 'sendr'.*did you mean sender"):
+        _select(state, "sendr=ada")
+
+
+def test_date_facets_count_by_month_and_internal_fields_are_not_listed(state):
+    with state._tx() as db:
+        db.execute("INSERT INTO chunk_fields VALUES ('c', ?, 'row_numbers', '1-3', '1-3', NULL, 'text')",
+                   (f"{ROOT}/mail/a.eml#0",))
+    facets = state.fields.facets("c", compile_where("c", ()), ["date"])
+    assert facets["date"] == [("2025-03", 2), ("2024-05", 1)]
+    assert "row_numbers" not in {f["field"] for f in state.fields.summary("c")}
+    with pytest.raises(InputError, match="size cannot be a facet"):
+        state.fields.check("c", (), ["size"])
