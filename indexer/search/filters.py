@@ -221,10 +221,8 @@ def parse_clause(text: str) -> Clause:
         raise InputError(f"cannot read the filter clause {show(text.strip())}; {_SYNTAX}")
     op = m["op"].strip().lower()
     raw = m["value"]
-    if op == "in" or (op in ("==", "!=") and _listed(raw)):
-        values = _split_list(raw)
-    else:
-        values = [_unquote(raw)]
+    listed = op == "in" or (op in ("==", "!=") and _listed(raw))
+    values = _split_list(raw) if listed else [_unquote(raw)]
     return make(m["field"], op, values, negate=bool(m["not"]), text=text.strip())
 
 
