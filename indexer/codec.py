@@ -116,6 +116,8 @@ def result_json(result: SearchResult, collection: str | None = None) -> dict[str
         "warning": result.warning,
         "matched": result.matched,
         "facets": {k: [list(x) for x in v] for k, v in result.facets.items()},
+        "where": list(result.where),
+        "filter_note": result.filter_note,
     }
     return body if collection is None else {"collection": collection, **body}
 
@@ -197,6 +199,8 @@ def decode_result(answer: Mapping[str, Any]) -> SearchResult:
         answer.get("warning"),
         answer.get("matched"),
         {str(k): [(str(v), int(n)) for v, n in vals] for k, vals in (answer.get("facets") or {}).items()},
+        tuple(str(c) for c in answer.get("where") or ()),
+        answer.get("filter_note"),
     )
 
 
@@ -317,5 +321,7 @@ def _clauses(value: Any) -> tuple[Any, ...]:
     """A body's ``where``: one clause (text or object) or a list of them; checked by the facade."""
     if value is None:
         return ()
-    items = (value,) if isinstance(value, (str, Mapping)) or hasattr(value, "model_dump") else tuple(value)
+    if not isinstance(value, (list, tuple)):
+        return (value,)  # one clause; anything else is refused by the filter language's reader, with its message
+    items = tuple(value)
     return tuple(v.model_dump(by_alias=True) if hasattr(v, "model_dump") else v for v in items)

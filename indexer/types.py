@@ -399,11 +399,15 @@ class SearchResult:
     warning: str | None = None  # e.g. the store and the state disagree: the hits may be incomplete
     matched: int | None = None  # chunks the filter matched (None: no filter beyond path and type)
     facets: Mapping[str, Any] = field(default_factory=dict)  # field -> [[value, count], ...] under the filter
+    where: tuple[str, ...] = ()  # the filter's clauses as read (one per clause, as written)
+    filter_note: str | None = None  # when the filter matched nothing: the clause that left no chunk
 
     def to_dict(self) -> dict[str, object]:
         return {
             "matched": self.matched,
             "facets": {k: [list(x) for x in v] for k, v in self.facets.items()},
+            "where": list(self.where),
+            "filter_note": self.filter_note,
             "hits": [h.to_dict() for h in self.hits],
             "reranked": self.reranked,
             "rerank_count": self.rerank_count,

@@ -55,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rerank", action="store_true", default=None)
     p.add_argument("--no-rerank", dest="rerank", action="store_false")
     p.add_argument("--mode")
+    p.add_argument("-w", "--where", action="append", default=[])
+    p.add_argument("--facet", action="append", default=[])
+    p.add_argument("--meta", action="append", default=[])
     p.add_argument("--json", action="store_true")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -68,6 +71,12 @@ def fast_search(args: list[str]) -> int | None:
         opts = _parser().parse_args(args)
     except (_Unhandled, argparse.ArgumentError, ValueError):
         return _NOT_HANDLED
+    metadata = {}
+    for item in opts.meta:  # NAME=VALUE; anything else is the CLI's to explain
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            return _NOT_HANDLED
+        metadata[name.strip()] = value.strip()
     where = data_dir_and_collection(opts.collection)
     if where is None:
         return _NOT_HANDLED
@@ -84,6 +93,9 @@ def fast_search(args: list[str]) -> int | None:
             file_types=[t.lower().lstrip(".") for t in opts.type],
             rerank=opts.rerank,
             mode=opts.mode,
+            metadata=metadata,
+            where=opts.where,
+            facets=opts.facet,
         ),
     }
     answer = post_search(where[0], body)

@@ -272,19 +272,11 @@ def metadata_pairs(items: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-_PATH_UNDER = re.compile(r"^\s*(not\s+)?path\s*\^=\s*([.~].*)$", re.IGNORECASE)
-
-
 def where_clauses(items: list[str]) -> tuple[str, ...]:
-    """``--where`` clauses as given (the facade checks them: a bad one is exit 2 naming it), with a relative
-    folder of ``path^=`` resolved against this directory (a server's working directory is not ours)."""
-    out = []
-    for item in items:
-        m = _PATH_UNDER.match(item)
-        if m:
-            item = f"{m[1] or ''}path^={Path(m[2].strip()).expanduser().resolve()}"
-        out.append(item)
-    return tuple(out)
+    """``--where`` clauses as given: the filter language's one reader reads them wherever the search runs (a
+    relative path in a clause is relative to the collection's roots on every front end; ``--under DIR`` is the
+    option resolved against this directory)."""
+    return tuple(items)
 
 
 def _remote_search(collection: str | None, request: SearchRequest) -> SearchResult | None:

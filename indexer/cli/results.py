@@ -45,8 +45,8 @@ def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> Non
             print(f"{name}: " + ", ".join(f"{v} ({n})" for v, n in values) if values else f"{name}: (none)")
         matched = answer.get("matched")
         if matched == 0:
-            print("no indexed chunk matches the filter; `indexer fields` lists the fields and their values",
-                  file=sys.stderr)
+            note = answer.get("filter_note") or "`indexer fields` lists the fields and their values"
+            print(f"no indexed chunk matches the filter: {note}", file=sys.stderr)
         elif matched is not None and verbose:
             print(f"the filter matched {matched} chunks", file=sys.stderr)
         note = str(answer.get("rerank_note", ""))

@@ -129,7 +129,21 @@ class CollectionReader(PartsView):
             # Many chunks match: listing them costs more than checking a search's candidates (docs/search.md).
             return Selection(None, None, facets, keep=lambda ids: fields.among(where, ids), share=fraction)
         ids = frozenset(fields.select(where))
-        return Selection(ids, len(ids), facets)
+        note = None
+        if not ids:
+            note = self._emptied_by(req, kinds)
+        return Selection(ids, len(ids), facets, note=note)
+
+    def _emptied_by(self, req: SearchRequest, kinds: dict[str, str]) -> str:
+        """Which clause left no chunk: the first whose addition to the ones before it matches nothing."""
+        fields = self.parts.state.fields
+        for i, clause in enumerate(req.where):
+            if not fields.any(compile_where(self.name, req.where[: i + 1], req.path_prefix, req.file_types, kinds)):
+                alone = fields.any(compile_where(self.name, (clause,), None, (), kinds))
+                why = "together with the clauses before it" if alone and i else "on its own"
+                return (f"no chunk matches '{clause.text}' {why}; `indexer fields` lists the fields and their "
+                        "commonest values")
+        return "no chunk matches the path and type filters"
 
     def fields(self) -> list[dict[str, Any]]:
         """The fields this collection can be filtered on: name, kind (text, number, date, path), the chunks that

@@ -48,6 +48,7 @@ class Selection:
     # enough of them do (indexer.search.fusion.retrieve), instead of listing every matching id.
     keep: Callable[[Sequence[str]], set[str]] | None = None
     share: float = 1.0  # the estimated share of the chunks a broad filter keeps: sizes the first fetch
+    note: str | None = None  # when nothing matches: the clause that left no chunk
 
 
 Selector = Callable[[SearchRequest], Selection]
@@ -92,9 +93,11 @@ def prepare(req: SearchRequest, limits: QueryLimits) -> SearchRequest:
         "candidates", limits.candidates if req.candidates is None else req.candidates, limits.max_candidates,
         "max_candidates",
     )
+    if req.mode is not None and not isinstance(req.mode, str):
+        raise InputError(f"mode must be one of {', '.join(MODES)}, as text")
     mode = (req.mode or limits.mode).lower()
     if mode not in MODES:
-        raise InputError(f"unknown search mode {req.mode!r}; use one of {', '.join(MODES)}")
+        raise InputError(f"unknown search mode '{str(req.mode)[:40]}'; use one of {', '.join(MODES)}")
     if req.rerank is not None and not isinstance(req.rerank, bool):
         raise InputError(f"rerank must be true, false or unset, not {req.rerank!r}")
     fixed = req.rerank_candidates if req.rerank_candidates is not None else limits.rerank_candidates
@@ -143,7 +146,10 @@ def _where(items: object) -> tuple[object, ...]:
     if isinstance(items, (str, Mapping)):
         items = [items]
     if not isinstance(items, (list, tuple)):
-        raise InputError(f"the filter must be a list of clauses, not {type(items).__name__}")
+        raise InputError(
+            "the filter (where) must be a clause such as 'type=md', or a list of clauses (texts or objects "
+            "{field, op, value, not}), not " + filters.show(items, 60)
+        )
     return filters.parse(items)
 
 
@@ -198,7 +204,8 @@ def check_text(text: str, what: str) -> None:
 
 def _int_in_range(name: str, value: object, maximum: int, setting: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"{name} must be a whole number in 1..{maximum}, not {value!r}")
+        shown = value if isinstance(value, (int, float)) else filters.show(value, 40)
+        raise InputError(f"{name} must be a whole number in 1..{maximum}, not {shown}")
     if not 1 <= value <= maximum:
         raise InputError(f"{name}={value} is out of range; use 1..{maximum} (the {setting} setting raises the cap)")
     return value
@@ -294,7 +301,8 @@ def run_search(
     timings["total"] = (time.perf_counter() - t0) * 1000
     return SearchResult(
         tuple(out), stage.ran, stage.note, timings, mode, stage.count, matched=selection.matched,
-        facets=dict(selection.facets),
+        facets=dict(selection.facets), where=tuple(getattr(c, "text", str(c)) for c in req.where),
+        filter_note=selection.note,
     )
 
 

@@ -411,11 +411,7 @@ def _status_of(exc: IndexerError) -> tuple[int, str]:
 
 
 def _validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
-        parts.append(f"{loc or 'body'}: {err.get('msg', 'invalid')}")
-    return "invalid request: " + "; ".join(parts)
+    return schemas.plain_validation_message(list(exc.errors()))
 
 
 class TimingMiddleware:

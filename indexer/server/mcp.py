@@ -48,23 +48,28 @@ def build_mcp(svc: Service) -> Any:
         path_glob: str | None = None,
         file_types: list[str] | None = None,
         metadata: dict[str, str] | None = None,
-        where: list[str] | None = None,
+        where: list[Any] | str | None = None,
+        facets: list[str] | None = None,
         full: bool = False,
     ) -> TextContent:
         """Search local documents. Returns hits best first: path, start_line, end_line, page, heading, locator
         (where in the file: 'slide 3: Results', 'Sales!A2:D9', a message, a notebook cell), location, metadata,
         text, score (vector) and rerank_score. `path_prefix` keeps files under an absolute folder, `path_glob`
         matches paths like '*.md', `file_types` extensions like ['md', 'py'], `metadata` pairs each hit must have
-        (substring, any case) like {'sender': 'ada', 'author': 'Lovelace'}; `where` filter clauses like
-        ['modified>=2025-01-01', 'sender in ada@x.org,linus@y.org', 'not type=pdf', 'size<1M'] (the `fields` tool
-        lists what a collection can be filtered on); `rerank` turns the reranker on or off. Hits are compact by
+        (substring, any case) like {'sender': 'ada', 'author': 'Lovelace'}; `where` filter clauses, all of which must
+        hold, as texts or objects {field, op, value, not}: ['modified>=2025-01-01', 'sender in ada,linus'
+        (sender contains ada or linus: finds 'Ada Lovelace <ada@example.org>'), 'sender==(ada@example.org,
+        linus@example.org)' (the whole value equals one of them), 'not type=pdf', 'size<1M', 'date==2025-03'
+        (within March), 'path^=docs' (under the folder docs of a root)] (the `fields` tool lists what a collection
+        can be filtered on, with each field's kind); `facets` counts the matches per value of fields like
+        ['type', 'sender']; `rerank` turns the reranker on or off. Hits are compact by
         default (path, lines, locator, scores and the passage around the match); `full` adds each chunk's whole
         text, heading, location and metadata. `image` (instead of `query`, in a collection with a multimodal
         model) finds pictures like it: a data URI (data:image/png;base64,...) or the absolute path of an indexed
         image; an image hit gives `image`: its path and pixel size."""
         from pydantic import ValidationError
 
-        from indexer.server.schemas import SearchBody
+        from indexer.server.schemas import SearchBody, plain_validation_message
 
         try:
             body = SearchBody(
@@ -80,11 +85,14 @@ def build_mcp(svc: Service) -> Any:
                 path_glob=path_glob,
                 file_types=file_types or [],
                 metadata=metadata or {},
-                where=list(where or []),
+                where=where if where is not None else [],
+                facets=facets or [],
             )
             result = await svc.search(body.collection, search_request(body))
-        except (IndexerError, ValidationError) as exc:  # the message names the problem and the fix
+        except IndexerError as exc:  # the message names the problem and the fix
             raise ToolError(str(exc)) from exc
+        except ValidationError as exc:  # a value of the wrong type: the same plain message as over HTTP
+            raise ToolError(plain_validation_message(exc.errors())) from exc
         data = result_json(result, collection) if full else compact_result_json(result, collection)
         return TextContent(type="text", text=json.dumps(data, ensure_ascii=False, separators=(",", ":")))
 

@@ -23,10 +23,30 @@ class _Strict(BaseModel):
 
 # -- /search ---------------------------------------------------------------------------------------------------
 class FilterClause(_Strict):
+    """The object form of a clause (documentation only: ``where`` is read by the filter language's one reader,
+    indexer.search.filters, which answers a wrong shape with its own clear message)."""
+
     field: str = Field(..., min_length=1, max_length=200, description="path, type, modified, size or a metadata name")
     op: Literal["=", "==", "!=", "<", "<=", ">", ">=", "^=", "~", "in"] = "="
-    value: str | float | list[str | float] = Field(..., description="the operand; a list for 'in'")
+    value: str | float | list[str | float] = Field(..., description="the operand; a list for 'in', '==' or '!='")
     not_: bool = Field(False, alias="not", description="negate the clause")
+
+
+WHERE_DESCRIPTION = (
+    "filter clauses, all of which a hit must meet: 'modified>=2025-01-01', 'sender in ada,linus' (contains any), "
+    "'sender==(ada@example.org, linus@example.org)' (equals any), 'not type=pdf', 'size<1M', 'path~docs/*.md' "
+    "(docs/search.md), or objects {field, op, value, not}; one text may hold several clauses "
+    "('not type=pdf sender in ada,linus')"
+)
+_CLAUSE_SCHEMA = {
+    "type": "object", "required": ["field", "value"], "additionalProperties": False,
+    "properties": {
+        "field": {"type": "string"}, "op": {"enum": ["=", "==", "!=", "<", "<=", ">", ">=", "^=", "~", "in"]},
+        "value": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "array"}]}, "not": {"type": "boolean"},
+    },
+}
+_WHERE_SCHEMA: dict[str, Any] = {"anyOf": [{"type": "string"}, {"type": "array", "maxItems": 32, "items": {
+    "anyOf": [{"type": "string"}, _CLAUSE_SCHEMA]}}]}
 
 
 class SearchBody(_Strict):
@@ -37,27 +57,23 @@ class SearchBody(_Strict):
         "(data:image/png;base64,...), or the absolute path of an indexed image inside a root; never a URL",
     )
     collection: str = Field("default", min_length=1, max_length=200, pattern=COLLECTION_PATTERN)
-    k: int | None = Field(None, ge=1, description="results to return (default: the top_k setting)")
-    candidates: int | None = Field(None, ge=1, description="candidates fetched before reranking")
+    # k, candidates, mode and where are checked by the facade (indexer.search.query.prepare), so every front end
+    # gets the same message for the same bad value (`-k 0` through the server as in-process)
+    k: Any = Field(None, description="results to return, 1..max_top_k (default: the top_k setting)")
+    candidates: Any = Field(None, description="candidates fetched before reranking, 1..max_candidates")
     path_prefix: str | None = Field(None, max_length=4096, description="only files under this absolute path")
     path_glob: str | None = Field(None, max_length=1024, description="glob on the file path, e.g. '*.md'")
     file_types: list[str] = Field(default_factory=list, max_length=64, description="extensions, e.g. ['md', 'py']")
     rerank: bool | None = Field(None, description="rerank on/off (default: on when a reranker is configured)")
-    mode: Literal["dense", "lexical", "hybrid"] | None = Field(None, description="retrieval mode (default: configured)")
-    rerank_candidates: int | None = Field(
-        None, ge=1, description="rerank exactly this many candidates (default: as many as rerank_budget_ms allows)"
+    mode: Any = Field(None, description="retrieval mode: dense, lexical or hybrid (default: configured)")
+    rerank_candidates: Any = Field(
+        None, description="rerank exactly this many candidates (default: as many as rerank_budget_ms allows)"
     )
     metadata: dict[str, str] = Field(
         default_factory=dict, max_length=16,
         description="metadata each hit must have (case-insensitive substring), e.g. {'sender': 'ada@example.org'}",
     )
-    where: list[str | FilterClause] = Field(
-        default_factory=list, max_length=32,
-        description=(
-            "filter clauses, all of which a hit must meet: 'modified>=2025-01-01', 'sender in ada@x.org,linus@y.org',"
-            " 'not type=pdf', 'size<1M', 'path~docs/*.md' (docs/search.md), or objects {field, op, value, not}"
-        ),
-    )
+    where: Any = Field(default_factory=list, description=WHERE_DESCRIPTION, json_schema_extra=_WHERE_SCHEMA)
     facets: list[str] = Field(
         default_factory=list, max_length=8,
         description="fields whose values to count among the filter's matches, e.g. ['type', 'folder', 'sender']",
@@ -101,9 +117,20 @@ class SearchOut(BaseModel):
     facets: dict[str, list[tuple[str, int]]] = Field(
         default_factory=dict, description="for each facet asked for: [value, matching chunks], commonest first"
     )
+    where: list[str] = Field(default_factory=list, description="the filter's clauses as read, one per clause")
+    filter_note: str | None = Field(None, description="when the filter matched nothing: the clause that emptied it")
 
 
 # -- errors ----------------------------------------------------------------------------------------------------
+def plain_validation_message(errors: list[Any]) -> str:
+    """A request's type errors as one line naming each field (no library text, no links)."""
+    parts = []
+    for err in errors[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        parts.append(f"{loc or 'body'}: {err.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(parts)
+
+
 class ErrorDetail(BaseModel):
     message: str
     type: str

@@ -128,8 +128,12 @@ class StateStore:
 
     @property
     def fields(self) -> FieldIndex:
-        """Filter evaluation, facets and the field list of this database (indexer.state.fields)."""
-        return FieldIndex(self._db, self._lock)
+        """Filter evaluation, facets and the field list of this database (indexer.state.fields); one per database,
+        so its cache of unfiltered facet counts lives as long as the connection."""
+        index = self.__dict__.get("_field_index")
+        if index is None:
+            index = self.__dict__["_field_index"] = FieldIndex(self._db, self._lock)
+        return index
 
     # -- collections -----------------------------------------------------------------------------------
     def get_collection(self, name: str) -> CollectionRecord | None:

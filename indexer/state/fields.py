@@ -326,6 +326,7 @@ class FieldIndex:
     def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
         self._db = db
         self._lock = lock
+        self._facet_cache: dict[tuple[str, tuple[str, ...]], tuple[tuple[int, int], dict[str, Any]]] = {}
 
     def complete(self, collection: str) -> bool:
         """False while a collection indexed before metadata filters existed waits for its fields (the next
@@ -411,6 +412,13 @@ class FieldIndex:
         with self._lock:
             return {r[0] for r in self._db.execute(sql, (json.dumps(list(ids)), *where.probe_args))}
 
+    def any(self, where: Where) -> bool:
+        """Whether the filter matches at least one chunk."""
+        sql = f"SELECT 1 FROM chunks c JOIN files f ON f.collection = c.collection AND f.path = c.path " \
+              f"WHERE {where.sql} LIMIT 1"
+        with self._lock:
+            return self._db.execute(sql, where.args).fetchone() is not None
+
     def select(self, where: Where) -> list[str]:
         sql = f"SELECT c.point_id FROM chunks c JOIN files f ON f.collection = c.collection AND f.path = c.path " \
               f"WHERE {where.sql}"
@@ -420,6 +428,14 @@ class FieldIndex:
     def facets(self, collection: str, where: Where, names: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
         """Counts per value among the matches: type, folder, modified (by month) and metadata fields (a date field
         by month too, the values as written otherwise, folded together)."""
+        unfiltered = where.sql == "c.collection = ?"
+        if unfiltered:  # the same counts until the state changes: an unfiltered search does not pay them again
+            with self._lock:
+                version = (self._db.total_changes, self._db.execute("PRAGMA data_version").fetchone()[0])
+            key = (collection, tuple(names))
+            cached = self._facet_cache.get(key)
+            if cached is not None and cached[0] == version:
+                return {k: list(v) for k, v in cached[1].items()}
         out: dict[str, list[tuple[str, int]]] = {}
         base = f"FROM chunks c JOIN files f ON f.collection = c.collection AND f.path = c.path WHERE {where.sql}"
         kinds = self.kinds(collection, [n for n in names if n not in FACETABLE_BUILTIN])
@@ -440,6 +456,10 @@ class FieldIndex:
                 args = (collection, name, *where.args)
             with self._lock:
                 out[name] = [(str(v), int(n)) for v, n in self._db.execute(sql, args)]
+        if unfiltered:
+            if len(self._facet_cache) > 64:
+                self._facet_cache.clear()
+            self._facet_cache[key] = (version, {k: list(v) for k, v in out.items()})
         return out
 
     def commonest(

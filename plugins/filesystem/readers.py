@@ -165,10 +165,79 @@ class TextReader(_TextBase):
 
 
 class MarkdownReader(_TextBase):
-    """Markdown, kept verbatim (the chunker uses its headings and fenced code blocks)."""
+    """Markdown, kept verbatim (the chunker uses its headings and fenced code blocks). Front matter (a YAML block
+    between ``---`` lines or a TOML block between ``+++`` lines at the very start: Obsidian, Hugo, Jekyll) is the
+    file's metadata (title, author, date, tags and any other scalar field: filterable and shown), not text: the
+    block is blanked in ``Document.text`` (spaces, same lines and byte offsets), so no chunk holds it."""
 
     kind: str = "markdown"
     extensions: tuple[str, ...] = (".md", ".markdown", ".mdown", ".mkd")
+
+    def read(self, ref: SourceRef, data: bytes) -> Document:
+        text = decode_text(ref, data)
+        found = front_matter(text)
+        if found is None:
+            return Document(ref=ref, text=text, kind=self.kind)
+        end, fields = found
+        blank = "".join(ch if ch == "\n" else " " * len(ch.encode("utf-8", "surrogatepass")) for ch in text[:end])
+        return Document(ref=ref, text=blank + text[end:], kind=self.kind, metadata=fields)
+
+
+_FRONT = re.compile(r"\A(?:\ufeff)?(?P<fence>---|\+\+\+)[ \t]*\n(?P<body>.*?)^(?:(?P=fence)|\.\.\.)[ \t]*(?:\n|\Z)",
+                    re.DOTALL | re.MULTILINE)
+MAX_FRONT_MATTER_CHARS = 32_768
+MAX_FRONT_MATTER_FIELDS = 64
+
+
+def front_matter(text: str) -> tuple[int, tuple[tuple[str, str | int], ...]] | None:
+    """(where the block ends, its scalar fields) of a Markdown file's front matter; None when it has none, or
+    the block does not read as a mapping (it is then the file's text, as before). Lists of scalars (tags) become
+    one value, comma-separated; nested tables are left out."""
+    if not text.startswith(("---", "+++", "\ufeff---", "\ufeff+++")):
+        return None
+    m = _FRONT.match(text[: MAX_FRONT_MATTER_CHARS + 16])
+    if m is None:
+        return None
+    body = m["body"]
+    try:
+        if m["fence"] == "+++":
+            import tomllib
+
+            data = tomllib.loads(body)
+        else:
+            import yaml
+
+            data = yaml.load(body, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
+    except Exception:  # not YAML/TOML after all: the block stays the file's text
+        return None
+    if not isinstance(data, dict):
+        return None
+    fields: list[tuple[str, str | int]] = []
+    for key, value in list(data.items())[:MAX_FRONT_MATTER_FIELDS]:
+        name = re.sub(r"\s+", "_", str(key).strip().lower())
+        scalar = _scalar(value)
+        if scalar is None and isinstance(value, (list, tuple)):
+            items = [_scalar(v) for v in value[:256]]
+            scalar = ", ".join(str(v) for v in items if v is not None) or None
+        if name and scalar is not None and scalar != "":
+            fields.append((name, scalar))
+    return m.end(), tuple(fields)
+
+
+def _scalar(value: object) -> str | int | None:
+    import datetime as _dt
+
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return value if abs(value) < 2**63 else str(value)
+    if isinstance(value, float):
+        return repr(value)  # as text: read back as a number by the field index
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, str):
+        return value.strip()
+    return None
 
 
 class RstReader(_TextBase):

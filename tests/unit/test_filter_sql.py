@@ -189,3 +189,20 @@ def test_date_facets_count_by_month_and_internal_fields_are_not_listed(state):
     assert "row_numbers" not in {f["field"] for f in state.fields.summary("c")}
     with pytest.raises(InputError, match="size cannot be a facet"):
         state.fields.check("c", (), ["size"])
+
+
+def test_unfiltered_facet_counts_are_computed_once_per_state(state):
+    where = compile_where("c", ())
+    first = state.fields.facets("c", where, ["type", "sender"])
+    assert state.fields.facets("c", where, ["type", "sender"]) == first
+    assert len(state.fields._facet_cache) == 1
+    state.commit_files("c", [], removed=[f"{ROOT}/mail/b.eml"])
+    after = state.fields.facets("c", where, ["type", "sender"])
+    assert after["type"] == [("md", 2), ("eml", 1), ("text", 1)] != first["type"]
+
+
+def test_an_empty_answer_can_name_the_clause_that_emptied_it(state):
+    parsed = filters.parse(["type=eml", "sender=nobody", "date>=2025"])
+    kinds = state.fields.check("c", parsed)
+    assert state.fields.any(compile_where("c", parsed[:1], kinds=kinds))
+    assert not state.fields.any(compile_where("c", parsed[:2], kinds=kinds))
