@@ -74,9 +74,14 @@ def lexical_store(store: object, collection: str, mode: str) -> LexicalSearch:
 
 
 def fuse(dense: Sequence[Hit], lexical: Sequence[Hit], config: FusionConfig) -> list[Hit]:
-    """One ranking of the chunks in either list, best first; ``Hit.score`` is the fused score. An image point
-    (payload ``media``) is scored on its dense value alone, counted at full weight: as if the lexical side had
-    ranked it where the dense side did."""
+    """One ranking of the chunks in either list, best first; ``Hit.score`` is the fused score.
+
+    An image point (payload ``media``) has no words: the lexical side can find it only by its file name. One the
+    lexical side did not find keeps its dense rank (placed where the dense side ranked it: never sunk by a
+    lexical score it cannot have, never lifted above text it ranked below), its score its dense value clamped
+    between its neighbours'. One the lexical side found is scored as any chunk, each side counted once
+    (``w x dense + (1 - w) x lexical``), so its name can earn it a better place, but not twice: it takes the
+    better of the two places. Scores stay in each method's range ([0, 1] for ``score``)."""
     if config.method not in FUSIONS:
         raise InputError(f"unknown fusion {config.method!r}; use one of {', '.join(FUSIONS)}")
     w = config.dense_weight
@@ -84,15 +89,30 @@ def fuse(dense: Sequence[Hit], lexical: Sequence[Hit], config: FusionConfig) -> 
         raise InputError(f"fusion dense_weight={w} is out of range; use 0..1")
     scores: dict[str, float] = {}
     hits: dict[str, Hit] = {}
+    dense_values: dict[str, float] = {}
     for weight, ranked in ((w, dense), (1.0 - w, lexical)):
         values = _NORMALIZE[config.method](ranked)
         for hit, value in zip(ranked, values, strict=True):
             hits.setdefault(hit.id, hit)
-            # an image point has no words, so no lexical side: its dense value stands for both halves (ranked
-            # by its dense score alone, never sunk by a lexical score it cannot have)
-            share = 1.0 if hit.payload.get("media") else weight
-            scores[hit.id] = scores.get(hit.id, 0.0) + share * value
-    order = sorted(scores, key=lambda i: (-scores[i], i))
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight * value
+            if ranked is dense:
+                dense_values[hit.id] = value
+    lexical_ids = {h.id for h in lexical}
+    dense_rank = {h.id: r for r, h in enumerate(dense)}
+    pictures = [h.id for h in dense if h.payload.get("media")]
+    held = {i for i in pictures if i not in lexical_ids}
+    order = sorted((i for i in scores if i not in held), key=lambda i: (-scores[i], i))
+    for pid in pictures:  # best dense first, so each keeps its place among those before it
+        earned = order.index(pid) if pid in order else None
+        if pid not in held:
+            order.remove(pid)
+        at = dense_rank[pid] if earned is None else min(dense_rank[pid], earned)
+        at = min(at, len(order))
+        above = scores[order[at - 1]] if at > 0 else float("inf")
+        below = scores[order[at]] if at < len(order) else float("-inf")
+        own = scores[pid] if earned is not None and earned <= dense_rank[pid] else dense_values[pid]
+        scores[pid] = min(max(own, below), above) if below != float("-inf") or above != float("inf") else own
+        order.insert(at, pid)
     return [Hit(id=i, score=scores[i], payload=hits[i].payload) for i in order]
 
 

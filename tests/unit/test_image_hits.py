@@ -1,6 +1,7 @@
-"""How image hits are ranked beside text hits (our own rules, on plain values): fusion scores an image point on its
-dense side alone at full weight, and the rerank stage never sends one to the cross-encoder nor drops it; the
-image preparation shared by indexing and image queries; the data-URI decoding of /search and /v1/embeddings."""
+"""How image hits are ranked beside text hits (our own rules, on plain values): fusion keeps an image point at its
+dense rank (its file name may earn it a better one lexically, counted once), and the rerank stage never sends one
+to the cross-encoder nor drops it; the image preparation shared by indexing and image queries; the data-URI
+decoding of /search and /v1/embeddings."""
 
 from __future__ import annotations
 
@@ -30,17 +31,46 @@ def test_an_image_hit_is_never_sunk_by_the_lexical_score_it_cannot_have(method):
     # the image is the best dense hit; a text chunk is second on the dense side and first on the lexical side
     dense = [_hit("img", 0.9, image=True), _hit("a", 0.8), _hit("b", 0.2)]
     lexical = [_hit("a", 12.0), _hit("b", 3.0)]
+    fused = fuse(dense, lexical, FusionConfig.of(method))
+    assert [h.id for h in fused] == ["img", "a", "b"]  # its dense rank, kept
+    assert all(x.score >= y.score for x, y in zip(fused, fused[1:], strict=False))
+
+
+def _dense_and_lexical():
+    # "red circle": eight text chunks beat the picture on the dense side; its file name matches lexically
+    dense = [_hit(f"t{i}", 0.9 - i * 0.05) for i in range(7)] + [_hit("img", 0.5, image=True), _hit("t7", 0.1)]
+    lexical = [_hit("img", 9.0), *[_hit(f"t{i}", 8.0 - i) for i in range(0, 7, 2)]]
+    return dense, lexical
+
+
+@pytest.mark.parametrize("method", ["score", "rrf", "dbsf"])
+def test_an_image_is_ranked_by_its_dense_score_unless_its_name_earns_a_place(method):
+    dense, lexical = _dense_and_lexical()
     config = FusionConfig.of(method)
-    fused = {h.id: h.score for h in fuse(dense, lexical, config)}
-    # as if the lexical side had ranked the image where the dense side did (its dense value counted twice)
-    plain_dense = [_hit("img", 0.9), _hit("a", 0.8), _hit("b", 0.2)]
-    solo = fuse(plain_dense, plain_dense, config)
-    assert fused["img"] == pytest.approx({h.id: h.score for h in solo}["img"])
-    if method != "score":  # score: a text chunk first on both sides still wins (1.0 both halves)
-        assert max(fused, key=fused.__getitem__) == "img"
-    # without the rule, the image would get only the dense weight's share
-    plain = fuse(plain_dense, lexical, config)
-    assert fused["img"] > {h.id: h.score for h in plain}["img"]
+    without_name = fuse(dense, [h for h in lexical if h.id != "img"], config)
+    assert [h.id for h in without_name].index("img") == 7  # 8th by dense, 8th in hybrid: never lifted above text
+    named = fuse(dense, lexical, config)
+    rank = [h.id for h in named].index("img")
+    assert rank <= 7  # its name may earn it a place, counted once ...
+    texts = {h.id: h.score for h in fuse([_hit(h.id, h.score) for h in dense], lexical, config)}
+    assert {h.id: h.score for h in named}["img"] == pytest.approx(texts["img"])  # ... as for a text chunk
+    for fused in (without_name, named):
+        assert all(x.score >= y.score for x, y in zip(fused, fused[1:], strict=False))
+        if method == "score":
+            assert max(h.score for h in fused) <= 1.0 + 1e-9
+        if method == "rrf":
+            assert max(h.score for h in fused) <= 1.0 / 61 + 1e-12
+
+
+def test_the_red_circle_case_no_longer_ranks_first_with_a_score_above_one():
+    # as reported: an image 8th of 9 by dense was 1st in hybrid with 1.010 (its dense value at full weight on
+    # both lists, plus its lexical value at full weight)
+    dense, lexical = _dense_and_lexical()
+    fused = fuse(dense, lexical, FusionConfig.of("score"))
+    top = fused[0]
+    assert top.score <= 1.0
+    img = next(h for h in fused if h.id == "img")
+    assert img.score == pytest.approx(0.4 * (0.5 - 0.1) / (0.9 - 0.1) + 0.6 * 1.0)
 
 
 class _Reranker:
