@@ -49,10 +49,15 @@ def eval_command(
             result["comparison"] = evaluate.compare(evaluate.runs_from_dict(result),
                                                     evaluate.runs_from_dict(other))
             result["against"] = other["summary"]
+            result["against_collection"] = other["collection"]
         if baseline is not None:
-            saved = json.loads(baseline.read_text(encoding="utf-8"))
+            saved = _saved_report(baseline)
             result["comparison"] = evaluate.compare(evaluate.runs_from_dict(saved), evaluate.runs_from_dict(result))
-    except (OSError, ValueError) as exc:
+    except _Usage as exc:  # a malformed argument: a usage error, as for `indexer search`
+        raise _fail_usage(exc, as_json) from exc
+    except OSError as exc:
+        raise _fail(InputError(f"{queries}: cannot read it ({exc.strerror or exc})"), as_json) from exc
+    except ValueError as exc:
         raise _fail(InputError(str(exc)), as_json) from exc
     except IndexerError as exc:
         raise _fail(exc, as_json) from exc
@@ -62,16 +67,40 @@ def eval_command(
     _print(result)
 
 
+class _Usage(InputError):
+    """A malformed command-line value (exit 2)."""
+
+
+def _fail_usage(exc: Exception, as_json: bool) -> typer.Exit:
+    _fail(exc, as_json)
+    return typer.Exit(2)
+
+
+def _saved_report(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _Usage(f"--compare {path}: no such file; save a report first with `indexer eval QUERIES --json > "
+                     f"{path.name}`") from None
+    except OSError as exc:
+        raise _Usage(f"--compare {path}: cannot read it ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise _Usage(f"--compare {path}: not a JSON report; save one with `indexer eval QUERIES --json`") from None
+    if not isinstance(data, dict):
+        raise _Usage(f"--compare {path}: not a saved `indexer eval --json` report")
+    return data
+
+
 def _score(name: str | None, loaded: list[Any], root: Path | None, modes: list[str] | None, rerank: str,
            depths: tuple[int, int | None], worst: int) -> dict[str, Any]:
     from indexer.collection.facade import open_collection
     from indexer.ops import evaluate
 
     if rerank not in ("auto", "on", "off", "both"):
-        raise InputError(f"--rerank {rerank!r}: use off, on, both or auto")
+        raise _Usage(f"--rerank {rerank}: use off, on, both or auto")
     bad = sorted(set(modes or ()) - set(evaluate.MODES))
     if bad:
-        raise InputError(f"--mode {', '.join(bad)}: use {', '.join(evaluate.MODES)}")
+        raise _Usage(f"--mode {', '.join(bad)}: use {', '.join(evaluate.MODES)}")
     recall_k, candidates = depths
     depth = max(3 * recall_k, 30)  # chunks fetched: files repeat among them
     wide = max(depth, candidates or 0, 1000)  # the caps of interactive searches do not bind an evaluation
@@ -87,6 +116,8 @@ def _score(name: str | None, loaded: list[Any], root: Path | None, modes: list[s
         search = evaluate.collection_search(col, depth, candidates)
         scored = evaluate.evaluate(loaded, search, runs, where.resolve(), recall_k)
     data = evaluate.report(scored, loaded, worst)
+    data["never_found_why"] = evaluate.why_not_found(data["never_found"], where.resolve(), status.get("roots") or ())
+    data["depth"] = depth
     return {"collection": status["collection"], "root": str(where), **data}
 
 
@@ -97,24 +128,31 @@ def _only_root(roots: list[str]) -> Path:
     return Path(roots[0])
 
 
-def _print(result: dict[str, Any]) -> None:
-    table = Table(title=f"{result['collection']}: {result['judged']} judged queries (root {result['root']})")
-    summary = result["summary"]
+def _table(title: str, summary: list[dict[str, Any]]) -> None:
+    table = Table(title=title)
     for key in summary[0]:
         if key not in ("mode", "rerank"):
             table.add_column(key)
     for row in summary:
         table.add_row(*[str(v) for k, v in row.items() if k not in ("mode", "rerank")])
     out.print(table)
+
+
+def _print(result: dict[str, Any]) -> None:
+    _table(f"{result['collection']}: {result['judged']} judged queries (root {result['root']})", result["summary"])
+    if result.get("against"):
+        _table(f"{result['against_collection']} (--against)", result["against"])
     for label, rows in result["worst"].items():
+        if not rows:
+            continue
         out.print(f"worst queries, {label}:", highlight=False)
         for s in rows:
             rank = s["first_relevant"] or "not found"
             out.print(f"  ndcg {s['ndcg']:.3f}  first relevant: {rank}  {s['query'][:70]!r}  top: "
                       f"{', '.join(s['top'][:2])}", highlight=False)
-    if result["never_found"]:
-        out.print(f"relevant documents never found (check --root / --doc-template): "
-                  f"{', '.join(result['never_found'][:5])}", highlight=False)
+    why = result.get("never_found_why") or {}
+    for doc in result["never_found"][:10]:
+        out.print(f"never found: {doc}: {why.get(doc, 'not in any run at any rank searched')}", highlight=False)
     for c in result.get("comparison", []):
         verdict = "a real difference" if c["significant"] else "within noise"
         out.print(f"{c['run']}: {c['metric']} {c['a']:.4f} -> {c['b']:.4f} (delta {c['delta']:+.4f}, 95% CI "

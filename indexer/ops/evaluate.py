@@ -76,6 +76,7 @@ class QueryScore:
     rr: float
     first_relevant: int | None
     top: tuple[str, ...]  # the first files found
+    found: tuple[str, ...] = ()  # the relevant documents found at any rank searched (a glob as written)
 
 
 @dataclass
@@ -97,7 +98,9 @@ class Run:
         return {s.qid: float(getattr(s, name)) for s in self.scores}
 
     def worst(self, n: int = 5) -> list[QueryScore]:
-        return sorted(self.scores, key=lambda s: (s.ndcg, s.rr, s.qid))[:n]
+        """The ``n`` queries that fail worst; a perfect one (nDCG@10 1.0) is never listed."""
+        failing = [s for s in self.scores if s.ndcg < 1.0 - 1e-9]
+        return sorted(failing, key=lambda s: (s.ndcg, s.rr, s.qid))[:n]
 
     def summary(self) -> dict[str, Any]:
         return {"run": self.label, "mode": self.mode, "rerank": self.rerank, "queries": len(self.scores),
@@ -107,9 +110,10 @@ class Run:
 
 def score_query(q: Query, files: Sequence[str], recall_k: int) -> QueryScore:
     ranked = as_documents(files, q.grades)
+    found = tuple(dict.fromkeys(d for d in ranked if q.grades.get(d, 0) > 0))
     return QueryScore(q.qid, q.text, metrics.ndcg_at(ranked, q.grades, NDCG_K),
                       metrics.recall_at(ranked, q.grades, recall_k), metrics.reciprocal_rank(ranked, q.grades),
-                      metrics.first_relevant_rank(ranked, q.grades), tuple(files[:3]))
+                      metrics.first_relevant_rank(ranked, q.grades), tuple(files[:3]), found)
 
 
 def evaluate(queries: Sequence[Query], search: Search, runs: Sequence[tuple[str, bool]], root: Path | None = None,
@@ -127,10 +131,30 @@ def evaluate(queries: Sequence[Query], search: Search, runs: Sequence[tuple[str,
 
 
 def unmatched(queries: Sequence[Query], runs: Sequence[Run]) -> list[str]:
-    """Relevant documents no run ever found (a wrong root or template shows here first)."""
-    found = {d for run in runs for s in run.scores for d in s.top}
-    wanted = {d for q in queries for d, g in q.grades.items() if g > 0 and not (_GLOB & set(d))}
+    """Relevant documents no run found at any rank searched (a wrong root or template shows here first)."""
+    found = {d for run in runs for s in run.scores for d in s.found}
+    wanted = {d for q in queries if q.relevant for d, g in q.grades.items() if g > 0}
     return sorted(wanted - found)
+
+
+def why_not_found(docs: Sequence[str], root: Path | None, roots: Sequence[str] = ()) -> dict[str, str]:
+    """For each document never found, what the likely reason is: no such file under ``root`` (a wrong --root or
+    --doc-template), a file outside the collection's ``roots`` (never indexed), or indexed but never retrieved."""
+    tops = [Path(r).resolve() for r in roots]
+    out = {}
+    for doc in docs:
+        if root is None or _GLOB & set(doc):
+            matches = sorted(root.glob(doc)) if root is not None else []
+            path = matches[0] if matches else None
+        else:
+            path = root / doc
+        if path is None or not path.is_file():
+            out[doc] = f"no such file under {root} (check --root / --doc-template)"
+        elif tops and not any(path.resolve().is_relative_to(t) for t in tops):
+            out[doc] = "outside the collection's roots (never indexed; `indexer index` that folder, or fix --root)"
+        else:
+            out[doc] = "indexed, but not in any run's results at any rank searched"
+    return out
 
 
 def compare(a: Sequence[Run], b: Sequence[Run], metric: str = "ndcg") -> list[dict[str, Any]]:
@@ -154,7 +178,8 @@ def runs_from_dict(data: Mapping[str, Any]) -> list[Run]:
         for r in data["runs"]:
             run = Run(str(r["mode"]), bool(r["rerank"]), int(r.get("recall_k", RECALL_K)))
             run.scores = [QueryScore(str(s["qid"]), str(s["query"]), float(s["ndcg"]), float(s["recall"]),
-                                     float(s["rr"]), s.get("first_relevant"), tuple(s.get("top", ())))
+                                     float(s["rr"]), s.get("first_relevant"), tuple(s.get("top", ())),
+                                     tuple(s.get("found", ())))
                           for s in r["queries"]]
             runs.append(run)
         return runs
@@ -169,6 +194,7 @@ def report(runs: Sequence[Run], queries: Sequence[Query], worst: int = 5) -> dic
         "summary": [r.summary() for r in runs],
         "worst": {r.label: [_score_dict(s) for s in r.worst(worst)] for r in runs},
         "never_found": unmatched(queries, runs)[:20],
+        "never_found_why": {},  # filled by the caller that knows the root and the collection's roots
         "runs": [{"mode": r.mode, "rerank": r.rerank, "recall_k": r.recall_k,
                   "queries": [_score_dict(s) for s in r.scores]} for r in runs],
     }
@@ -176,7 +202,7 @@ def report(runs: Sequence[Run], queries: Sequence[Query], worst: int = 5) -> dic
 
 def _score_dict(s: QueryScore) -> dict[str, Any]:
     return {"qid": s.qid, "query": s.query, "ndcg": round(s.ndcg, 6), "recall": round(s.recall, 6),
-            "rr": round(s.rr, 6), "first_relevant": s.first_relevant, "top": list(s.top)}
+            "rr": round(s.rr, 6), "first_relevant": s.first_relevant, "top": list(s.top), "found": list(s.found)}
 
 
 def collection_search(col: Any, depth: int, candidates: int | None = None) -> Search:

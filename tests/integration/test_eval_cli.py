@@ -46,5 +46,14 @@ def test_eval_scores_a_collection_and_compares_runs(tmp_path) -> None:
     bad = json.loads(wrong_root.stdout)
     assert bad["summary"][0]["ndcg@10"] == 0.0 and "baking/bread.md" in bad["never_found"]
 
+    assert "never found: baking/bread.md: no such file under" in run(
+        "eval", str(qrels), "--root", str(tmp_path), "--mode", "dense").stdout.replace("\n", " ")
+    assert bad["never_found_why"]["baking/bread.md"].startswith("no such file under")
+
     refused = run("eval", str(qrels), "--rerank", "on")
     assert refused.returncode == 1 and "needs a reranker" in refused.stderr
+    missing = run("eval", str(qrels), "--compare", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "--compare" in missing.stderr and "no such file" in missing.stderr
+    assert "Errno" not in missing.stderr
+    fuzzy = run("eval", str(qrels), "--mode", "fuzzy")
+    assert fuzzy.returncode == 2 and "--mode fuzzy: use dense, lexical, hybrid" in fuzzy.stderr

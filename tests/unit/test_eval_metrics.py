@@ -137,3 +137,35 @@ def test_bad_queries_files_name_the_problem(tmp_path: Path, text: str, message: 
     path.write_text(text, encoding="utf-8")
     with pytest.raises(InputError, match=message):
         qrels.load(path)
+
+
+def test_a_document_found_at_rank_4_is_found_and_the_reasons_for_the_others(tmp_path: Path) -> None:
+    loaded = qrels.load(_write_jsonl(tmp_path / "q.jsonl"))
+    runs = evaluate.evaluate(loaded, _search, [("dense", False)])
+    report = evaluate.report(runs, loaded)
+    # q2's d.md ranks 4th (recall 1.0): found; only q4's f.md is never found (the glob of q3 is found too)
+    assert report["never_found"] == ["f.md"]
+    saved = {s["qid"]: s for s in report["runs"][0]["queries"]}
+    assert saved["q2"]["found"] == ["d.md"] and saved["q2"]["recall"] == 1.0
+    assert [s.query for s in runs[0].worst(10)] == ["tax forms", "saturn rings", "meeting notes", "bake bread"]
+    root = tmp_path / "corpus"
+    (root / "indexed").mkdir(parents=True)
+    (root / "elsewhere").mkdir()
+    (root / "indexed" / "a.md").write_text("a")
+    (root / "elsewhere" / "b.md").write_text("b")
+    why = evaluate.why_not_found(["indexed/a.md", "elsewhere/b.md", "missing.md", "nothing/*.md"], root,
+                                 [str(root / "indexed")])
+    assert why["indexed/a.md"].startswith("indexed, but not in any run's results")
+    assert why["elsewhere/b.md"].startswith("outside the collection's roots")
+    assert why["missing.md"].startswith("no such file under") and "--doc-template" in why["missing.md"]
+    assert why["nothing/*.md"].startswith("no such file under")
+
+
+def test_perfect_queries_are_not_listed_among_the_worst(tmp_path: Path) -> None:
+    loaded = qrels.load(_write_jsonl(tmp_path / "q.jsonl"))
+
+    def perfect(text: str, mode: str, rerank: bool) -> list[str]:
+        return {"bake bread": ["a.md", "b.md"]}.get(text, _search(text, mode, rerank))
+
+    (run,) = evaluate.evaluate(loaded, perfect, [("dense", False)])
+    assert "bake bread" not in [s.query for s in run.worst(10)] and len(run.worst(10)) == 3
