@@ -22,9 +22,13 @@ def print_result(answer: dict[str, Any], *, as_json: bool, verbose: bool) -> Non
     """Print a search result as ``indexer search`` does (the CLI prints in-process results through this too)."""
     hits = [hit_dict(h) for h in answer["hits"]]
     facets = answer.get("facets") or {}
-    if as_json:  # the hits; with facets asked for, an object holding them beside the hits
-        out: Any = {"hits": hits, "matched": answer.get("matched"), "facets": facets} if facets else hits
+    if as_json:  # one shape whatever the options (docs/search.md#filters)
+        out: Any = {"hits": hits, "matched": answer.get("matched"), "facets": facets,
+                    "where": list(answer.get("where") or ()), "filter_note": answer.get("filter_note")}
         print(json.dumps(out, indent=2, ensure_ascii=False))
+        if answer.get("matched") == 0:
+            print(f"no indexed chunk matches the filter: {answer.get('filter_note') or ''}".rstrip(": "),
+                  file=sys.stderr)
     else:
         bold, plain = ("\033[1m", "\033[0m") if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else ("", "")
         for i, hit in enumerate(hits, 1):

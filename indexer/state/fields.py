@@ -257,7 +257,7 @@ def _metadata(c: Clause, args: list[Any], kind: str, collection: str, probe: boo
             bounds = [(c.values[0].start, c.values[0].end)]  # a date bound on a field of numbers: compares nothing
         else:
             bounds = [(v.number, v.number) for v in c.values]
-        return head + _typed("m.num", c.op, bounds, args) + ")"
+        return head + "(" + _typed("m.num", c.op, bounds, args) + "))"
     conds = []
     for v in c.values:
         if c.op == "~":
@@ -275,7 +275,7 @@ def _metadata(c: Clause, args: list[Any], kind: str, collection: str, probe: boo
     sql = _any(conds)
     if c.op == "!=":  # has the field, with another value (`not F==V` also keeps chunks without it)
         return head + f"NOT ({sql}))"
-    return head + sql + ")"
+    return head + f"({sql}))"
 
 
 # -- the functions the SQL calls -----------------------------------------------------------------------------------

@@ -140,6 +140,6 @@ def test_cli_backup_and_restore(tmp_path, embed_model_path):
     back = cli("restore", str(tmp_path / "bk"), data=tmp_path / "d2")
     assert back.returncode == 0 and "restored default" in back.stderr, back.stderr
     found = cli("search", "saturn rings", "--json", "-k", "1", data=tmp_path / "d2")
-    assert found.returncode == 0 and json.loads(found.stdout)[0]["path"].endswith("planets.txt")
+    assert found.returncode == 0 and json.loads(found.stdout)["hits"][0]["path"].endswith("planets.txt")
     missing = cli("backup", str(tmp_path / "bk2"), "-c", "nope")
     assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr

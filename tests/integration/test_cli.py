@@ -46,7 +46,7 @@ def test_cli_index_search_status_forget_drop(tmp_path, embed_model_path):
 
     found = run("search", "how to bake bread", "--json", "-k", "3")
     assert found.returncode == 0, found.stderr
-    hits = json.loads(found.stdout)
+    hits = json.loads(found.stdout)["hits"]
     assert len(hits) == 3 and hits[0]["path"].endswith("bread.md")
     assert {"path", "score", "rerank_score", "text", "start_line", "end_line"} <= set(hits[0])
     assert hits[0]["rerank_score"] is None and hits[0]["score"] >= hits[1]["score"]

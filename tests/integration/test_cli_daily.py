@@ -180,7 +180,7 @@ def test_a_spreadsheet_hit_names_its_row(tmp_path, embed_model_path):
     first = found.stdout.splitlines()
     assert "[row 137 (A137:C137)]" in first[0], found.stdout  # 959 = 137 * 7
     assert first[1].strip() == "name: person137; code: CODE959; city: tokyo"
-    hit = json.loads(run("search", "CODE959", "-k", "1", "--json").stdout)[0]
+    hit = json.loads(run("search", "CODE959", "-k", "1", "--json").stdout)["hits"][0]
     assert hit["location"]["rows"] == "137" and hit["locator"] == "row 137 (A137:C137)"
 
 

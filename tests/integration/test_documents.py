@@ -125,7 +125,7 @@ def test_cli_prints_the_locator_and_filters_by_metadata(tmp_path, embed_model_pa
     plain = run("search", UNIQUE["pptx"], "-k", "1")
     assert plain.returncode == 0 and "[slide 2: Quarterly results]" in plain.stdout, plain.stdout
     found = run("search", "budget", "--json", "--meta", "sender=linus")
-    hits = json.loads(found.stdout)
+    hits = json.loads(found.stdout)["hits"]
     assert hits and all("linus" in h["metadata"]["sender"].lower() for h in hits)
     assert hits[0]["locator"].startswith("message 2: Budget")
     bad = run("search", "budget", "--meta", "sender")

@@ -74,7 +74,7 @@ def _outcome(data_dir: Path) -> tuple[int, set[str], list[str]]:
     status = json.loads(_cli(data_dir, "status", "--json").stdout)
     with sqlite3.connect(data_dir / "state.sqlite") as db:
         ids = {str(row[0]) for row in db.execute("SELECT point_id FROM chunks")}
-    hits = json.loads(_cli(data_dir, "search", QUERY, "--json", "-k", "10", "--local").stdout)
+    hits = json.loads(_cli(data_dir, "search", QUERY, "--json", "-k", "10", "--local").stdout)["hits"]
     return int(status["points"]), ids, [Path(h["path"]).name for h in hits]
 
 

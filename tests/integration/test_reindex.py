@@ -205,7 +205,7 @@ def test_reindex_embedded_qdrant_and_cli(tmp_path, embed_model_path, embed_model
     status = json.loads(cli("status", "-c", "q", "--json").stdout)
     assert status["model"] == result["model"] and status["points"] == status["chunks"]
     found = cli("search", "saturn rings", "-c", "q", "--json", "-k", "1")
-    assert found.returncode == 0 and json.loads(found.stdout)[0]["path"].endswith("planets.txt")
+    assert found.returncode == 0 and json.loads(found.stdout)["hits"][0]["path"].endswith("planets.txt")
     same = cli("reindex", "-c", "q", "--model", str(embed_model_alt_path))
     assert same.returncode == 1 and "nothing to do" in same.stderr
     missing = cli("reindex", "-c", "q")

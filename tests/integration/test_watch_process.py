@@ -91,7 +91,7 @@ def test_signal_finishes_and_exits_0_and_status_shows_the_watcher(tmp_path, embe
     status = _status(data)
     assert status["running"] is False and status["state"] == "stopped" and status["queued"] == 0
     out = _cli(data, "search", "warning ships away from rocks", "-k", "1", "--json")
-    assert json.loads(out.stdout)[0]["path"].endswith("late.md")
+    assert json.loads(out.stdout)["hits"][0]["path"].endswith("late.md")
 
 
 @pytest.mark.parametrize("store", ["faiss", "qdrant"])

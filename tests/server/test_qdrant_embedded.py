@@ -79,5 +79,5 @@ def test_indexer_search_reaches_embedded_qdrant_through_the_server(qdrant_served
     finally:
         announce.remove(data_dir, ann)
     assert served.returncode == 0, served.stderr
-    assert json.loads(served.stdout)[0]["path"].endswith("backup.md")
+    assert json.loads(served.stdout)["hits"][0]["path"].endswith("backup.md")
     assert local.returncode == 1 and "one process" in local.stderr.lower(), local.stderr

@@ -85,7 +85,7 @@ def test_serve_announces_cli_search_uses_it_and_exit_cleans_up(tmp_path: Path, e
         before = _search_count(ann.url)
         out = _indexer("search", "nightly backups of the database", "-k", "1", "--json", env=env)
         assert out.returncode == 0, out.stderr
-        hits = json.loads(out.stdout)
+        hits = json.loads(out.stdout)["hits"]
         assert hits[0]["path"] == str(root / "docs" / "backup.md")
         assert _search_count(ann.url) == before + 1, httpx.get(ann.url + "/metrics").text  # answered by the server
 
@@ -106,7 +106,7 @@ def test_serve_announces_cli_search_uses_it_and_exit_cleans_up(tmp_path: Path, e
 
         local = _indexer("search", "nightly backups of the database", "-k", "1", "--json", "--local", env=env)
         assert local.returncode == 0, local.stderr
-        assert [(h["path"], h["chunk_id"]) for h in json.loads(local.stdout)] == [
+        assert [(h["path"], h["chunk_id"]) for h in json.loads(local.stdout)["hits"]] == [
             (h["path"], h["chunk_id"]) for h in hits
         ]
         assert _search_count(ann.url) == before + 4  # --local did not go through the server (a 404 is not counted)
@@ -118,7 +118,7 @@ def test_serve_announces_cli_search_uses_it_and_exit_cleans_up(tmp_path: Path, e
         proc.wait(timeout=60)
     assert not announce.path_for(data).exists()
     after = _indexer("search", "nightly backups of the database", "-k", "1", "--json", env=env)
-    assert after.returncode == 0 and json.loads(after.stdout)[0]["path"] == hits[0]["path"]
+    assert after.returncode == 0 and json.loads(after.stdout)["hits"][0]["path"] == hits[0]["path"]
 
 
 def test_a_stale_announcement_is_ignored(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ def test_left_to_the_full_cli(args, data_dir, listening):
 def test_a_plain_search_is_answered_by_the_announced_server(data_dir, listening, capsys):
     assert fast_search(["q", "-k", "3", "--json"]) == 0  # the same server answers: the checks above can tell
     assert [r["query"] for r in listening.requests] == ["q"] and listening.requests[0]["k"] == 3
-    assert json.loads(capsys.readouterr().out)[0]["path"] == HIT["path"]
+    assert json.loads(capsys.readouterr().out)["hits"][0]["path"] == HIT["path"]
 
 
 def test_no_server_means_the_full_cli(data_dir):
@@ -93,7 +93,9 @@ def test_no_server_means_the_full_cli(data_dir):
 
 def test_json_prints_the_in_process_shape(capsys):
     print_result({"hits": [HIT]}, as_json=True, verbose=False)
-    [printed] = json.loads(capsys.readouterr().out)
+    answer = json.loads(capsys.readouterr().out)
+    assert answer == {"hits": answer["hits"], "matched": None, "facets": {}, "where": [], "filter_note": None}
+    [printed] = answer["hits"]
     hit = SearchHit(
         path="/docs/a.md", score=0.5, rerank_score=None, text="alpha  beta\\ngamma", start_line=3, end_line=7,
         page=None, heading=("A",), chunk_id="c1",

@@ -152,6 +152,8 @@ def test_text_fields_refuse_ranges_and_in_means_contains_any(state):
     # `in`: contains any, as `=` (a sender written "Name <addr>" is found by its address or its name)
     assert _select(state, "sender in ada@example.org,linus@example.org") == {"a.eml#0", "b.eml#0", "b.eml#1"}
     assert _select(state, "sender in ada,nobody") == {"a.eml#0"}
+    assert _select(state, "sender in nobody,guide") == set()  # each value on this field only (title has "guide")
+    assert _select(state, "date in 2030,2024") == {"a.eml#0"} and _select(state, "pages in 1,3") == {"a.eml#0"}
     # the whole value, any of them: == with a list
     assert _select(state, "sender==(ada@example.org, LINUS@example.org)") == {"b.eml#0", "b.eml#1"}
     assert _select(state, "sender==(Ada <ada@example.org>, x)") == {"a.eml#0"}
