@@ -71,7 +71,7 @@ REQUEST_FIELDS = (
     "metadata", "where", "facets", "image",
 )
 MAX_IMAGE_BYTES = 20 * 1024 * 1024  # the decoded bytes of an image sent as a data URI (indexer.core.images)
-_DATA_URI_FORMATS = ("png", "jpeg", "jpg", "gif", "webp")
+_DATA_URI_FORMATS = ("png", "jpeg", "jpg", "gif", "webp", "tiff", "bmp")  # what becomes an image point
 
 RESULT_FIELDS = (
     "hits", "reranked", "rerank_count", "rerank_note", "mode", "timings_ms", "warning", "matched", "facets",
@@ -294,7 +294,8 @@ def decode_data_uri(value: str, limit: int = MAX_IMAGE_BYTES) -> bytes:
     kind = head[5:].split(";")
     fmt = kind[0].lower()
     if not fmt.startswith("image/") or fmt[6:] not in _DATA_URI_FORMATS:
-        raise InputError(f"the data URI's type is {kind[0]!r}; use image/png, image/jpeg, image/gif or image/webp")
+        raise InputError(f"the data URI's type is {kind[0][:60]!r}; use image/png, image/jpeg, image/gif, image/webp "
+                         "or image/tiff")
     if "base64" not in [k.lower() for k in kind[1:]]:
         raise InputError("the data URI must be base64 encoded: data:image/png;base64,...")
     if len(payload) > (limit * 4) // 3 + 4:
@@ -313,7 +314,8 @@ def data_uri(data: bytes) -> str:
     import base64
 
     fmt = ("jpeg" if data[:3] == b"\xff\xd8\xff" else "gif" if data[:4] == b"GIF8"
-           else "webp" if data[:4] == b"RIFF" and data[8:12] == b"WEBP" else "png")
+           else "webp" if data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+           else "tiff" if data[:4] in (b"II*\x00", b"MM\x00*") else "png")
     return f"data:image/{fmt};base64,{base64.b64encode(data).decode('ascii')}"
 
 

@@ -133,6 +133,12 @@ class Settings(BaseSettings):
         False, description="judge the X-Forwarded-Host header (set it at your reverse proxy) instead of Host"
     )
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest HTTP request body accepted")
+    max_image_body_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=1024,
+        description="largest body of a request carrying an image (a data:image/ URI) on /search, /v1/embeddings "
+        "and /mcp; other bodies keep max_body_bytes (a 20 MiB image, the decode cap, is 27 MiB as base64)",
+    )
     embed_model_aliases: tuple[str, ...] = Field(
         ("default", "indexer"),
         description="other names /v1/embeddings accepts for the served embedding model (e.g. the model name a "

@@ -1,8 +1,8 @@
 """The file-access rule: the text of an indexed file (the search page, ``GET /files``), only files the collection
 indexed, only inside its roots. :meth:`Collection.indexed_file` is its front door.
 
-The path is resolved (symlinks, ``..``) and must be a file the state store lists as indexed for the collection
-and lie inside one of its roots after resolution; anything else is "not found" (the answer does not tell
+The path is resolved (symlinks, ``..``) and the resolved path must itself be a file the state store lists as
+indexed for the collection, inside one of its roots; anything else is "not found" (the answer does not tell
 whether such a file exists). The text is what the indexing reader extracted (so line numbers and PDF pages
 match the hits), capped by ``max_file_size``.
 """
@@ -36,8 +36,9 @@ def _indexed(col: CollectionParts, path: str) -> tuple[str, str, FileRecord, os.
     root = next((r for r in roots if within(real, r)), None)
     if root is None:
         raise not_found
-    found = col.state.files_at(col.name, [path, real])  # one indexed lookup, not the collection's whole list
-    record = found.get(path) or found.get(real)
+    # the resolved path must itself be an indexed record: an indexed `a.md` later replaced by a link to a file
+    # the collection did not index is not served (the record under the given name says nothing of the target)
+    record = col.state.files_at(col.name, [real]).get(real)  # one indexed lookup, not the whole list
     if record is None or record.status != "indexed":
         raise not_found
     try:

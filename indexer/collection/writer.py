@@ -380,13 +380,18 @@ class _LazyChunker:
 
 
 def _group_by_root(paths: Iterable[str | Path], roots: Sequence[str]) -> dict[str, list[str]]:
-    """Absolute, resolved paths grouped by the (innermost) root that holds them; others are dropped."""
+    """Absolute, resolved paths (and a link's own absolute name) grouped by the (innermost) root that holds them;
+    others are dropped."""
     out: dict[str, list[str]] = {}
     for raw in paths:
-        path = os.path.realpath(os.path.abspath(os.path.expanduser(os.fspath(raw))))
-        owners = [r for r in roots if within(path, r)]
-        if owners:
-            out.setdefault(max(owners, key=len), []).append(path)
-        else:
-            logger.debug("ignoring %s: outside every root", path)
+        absolute = os.path.abspath(os.path.expanduser(os.fspath(raw)))
+        path = os.path.realpath(absolute)
+        # a link's own name too: a file indexed under it and since replaced by a link (or a link retargeted) is
+        # re-checked there, so its record goes when the new target is not taken under that name
+        for candidate in dict.fromkeys((path, absolute)):
+            owners = [r for r in roots if within(candidate, r)]
+            if owners:
+                out.setdefault(max(owners, key=len), []).append(candidate)
+            elif candidate == path:
+                logger.debug("ignoring %s: outside every root", path)
     return out

@@ -254,8 +254,13 @@ def run_search(
     configured = reranker is not None if reranker_configured is None else reranker_configured
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
+    image_ms = 0.0
     if isinstance(req.image, bytes):  # prepared: a path was read by the collection
+        # the image is decoded now (a bad one is refused before any filter or store work) and embedded in the
+        # embed stage, where the timings count it with its decode (not as search time)
         query_vector = _image_vector(req.image, embedder, normalization)
+        image_ms = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
     # a query longer than the model's limit: its dense side embeds the prefix that fits (fit_query)
 
     where = Filter(req.path_prefix, req.file_types) if (req.path_prefix or req.file_types) else None
@@ -287,6 +292,8 @@ def run_search(
             share=selection.share,
         )
         timings.update(found)
+    if req.image is not None:
+        timings["embed"] = image_ms + timings.get("embed", 0.0)
     t2 = time.perf_counter()
     timings["search"] = (t2 - t0) * 1000
 
@@ -298,7 +305,7 @@ def run_search(
     out = [_to_hit(hits[i], score, req.query) for i, score in zip(stage.order, stage.scores, strict=True)]
     if stage.ran:
         timings["rerank"] = stage.ms
-    timings["total"] = (time.perf_counter() - t0) * 1000
+    timings["total"] = (time.perf_counter() - t0) * 1000 + image_ms
     return SearchResult(
         tuple(out), stage.ran, stage.note, timings, mode, stage.count, matched=selection.matched,
         facets=dict(selection.facets), where=tuple(getattr(c, "text", str(c)) for c in req.where),

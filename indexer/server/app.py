@@ -52,7 +52,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": schemas.ErrorOut, "description": "bad input (the message names the problem and the fix)"},
     401: {"model": schemas.ErrorOut, "description": "missing or invalid API key"},
     404: {"model": schemas.ErrorOut, "description": "unknown collection, model or file"},
-    413: {"model": schemas.ErrorOut, "description": "request body too large"},
+    413: {"model": schemas.ErrorOut, "description": "request body too large (max_body_bytes; with an image: "
+          "max_image_body_bytes)"},
     415: {"model": schemas.ErrorOut, "description": "the body is not sent as JSON (Content-Type: application/json)"},
     422: {"model": schemas.ErrorOut, "description": "the body does not match the schema"},
     503: {"model": schemas.ErrorOut, "description": "overloaded or not ready; see Retry-After"},
@@ -64,10 +65,12 @@ class IndexerApp(FastAPI):
     refused before anything runs, and even a streamed oversize body gets 413)."""
 
     max_body_bytes: int = 1024 * 1024
+    max_image_body_bytes: int = 32 * 1024 * 1024
     hosts: HostPolicy = HostPolicy(LOOPBACK_NAMES)
 
     def build_middleware_stack(self) -> Any:
-        return HostMiddleware(BodyLimitMiddleware(super().build_middleware_stack(), self.max_body_bytes), self.hosts)
+        inner = BodyLimitMiddleware(super().build_middleware_stack(), self.max_body_bytes, self.max_image_body_bytes)
+        return HostMiddleware(inner, self.hosts)
 
 
 def create_app(
@@ -121,6 +124,7 @@ def create_app(
         redoc_url=None,
     )
     app.max_body_bytes = settings.max_body_bytes
+    app.max_image_body_bytes = settings.max_image_body_bytes
     app.hosts = HostPolicy(
         settings.allowed_hosts or default_allowed_hosts(settings.server_host), settings.trust_forwarded_host
     )
@@ -161,7 +165,7 @@ def _add_mcp_route(app: FastAPI, mcp_server: Any, settings: Settings) -> None:
         streamable_http_path="/mcp",
         stateless_http=True,
         json_response=True,
-        max_request_body_size=settings.max_body_bytes,
+        max_request_body_size=max(settings.max_body_bytes, settings.max_image_body_bytes),  # ours caps first
         host=settings.server_host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )

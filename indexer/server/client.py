@@ -43,8 +43,11 @@ def post_search(data_dir: Path | str, body: dict[str, Any]) -> tuple[int, Any] |
     ann = announce.read(data_dir)
     if ann is None:
         return None
+    body = {k: v for k, v in body.items() if v is not None}
+    if isinstance(body.get("image"), (str, bytes)):
+        body["image"] = shrunk_image(body["image"])
     try:
-        return _post(ann, "/search", {k: v for k, v in body.items() if v is not None})
+        return _post(ann, "/search", body)
     except (OSError, ValueError) as exc:
         import logging  # here: logging costs ~7 ms of start-up and is needed only when something went wrong
 
@@ -52,6 +55,19 @@ def post_search(data_dir: Path | str, body: dict[str, Any]) -> tuple[int, Any] |
             "the announced server at %s does not answer (%s); searching in-process", ann.url, exc
         )
         return None
+
+
+def shrunk_image(image: str | bytes) -> str:
+    """An image query as this client sends it: a data URI of :func:`indexer.core.images.for_sending`'s bytes (a
+    photo of any size downscaled to the projector's 1024 pixels a side, so it fits the server's body cap and
+    embeds as the indexed copy did). A path (an indexed file the server reads itself) is sent as it is."""
+    if isinstance(image, str) and not image.startswith("data:"):
+        return image
+    from indexer.codec import data_uri, decode_data_uri  # only with an image: the text fast path stays light
+    from indexer.core.images import MAX_LOCAL_IMAGE_BYTES, for_sending
+
+    data = image if isinstance(image, bytes) else decode_data_uri(image, MAX_LOCAL_IMAGE_BYTES)
+    return data_uri(for_sending(data))
 
 
 def _post(ann: announce.Announcement, path: str, body: dict[str, Any]) -> tuple[int, Any]:

@@ -175,17 +175,31 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
+IMAGE_PATHS = frozenset({"/search", "/v1/embeddings", "/mcp"})  # routes that take an image as a data URI
+_IMAGE_MARK = b"data:image/"
+
+
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    """413 for a body over ``max_bytes`` (``max_body_bytes``), by Content-Length or while streaming. On the routes
+    that take images (:data:`IMAGE_PATHS`) a body carrying a ``data:image/`` URI may reach ``image_bytes``
+    (``max_image_body_bytes``): a body past ``max_bytes`` with no image in it is still refused."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, image_bytes: int | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.image_bytes = max(max_bytes, image_bytes or max_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        cap = self.image_bytes if scope.get("path", "") in IMAGE_PATHS else self.max_bytes
         message = (
             f"the request body is larger than {self.max_bytes} bytes (max_body_bytes); send fewer or shorter inputs"
+        )
+        image_message = (
+            f"the request body is larger than {cap} bytes (max_image_body_bytes, a request with an image); send a "
+            "smaller image (the CLI, the page and the Python client downscale it to 1024 pixels a side)"
         )
         for name, value in scope.get("headers", []):
             if name == b"content-length":
@@ -193,25 +207,34 @@ class BodyLimitMiddleware:
                     declared = int(value)
                 except ValueError:
                     declared = -1
-                if declared > self.max_bytes:
-                    await send_error(send, 413, message, "invalid_request_error")
+                if declared > cap:
+                    await send_error(send, 413, message if cap == self.max_bytes else image_message,
+                                     "invalid_request_error")
                     return
         received = 0
         started = False
         refused = False
+        image_seen = False
+        tail = b""
 
         async def limited_receive() -> Message:
             # Past the cap: answer 413 here, then tell the app the client left (its answer is dropped).
-            nonlocal received, refused
+            nonlocal received, refused, image_seen, tail
             if refused:
                 return {"type": "http.disconnect"}
             msg = await receive()
             if msg["type"] == "http.request":
-                received += len(msg.get("body", b""))
-                if received > self.max_bytes:
+                body = msg.get("body", b"")
+                received += len(body)
+                if cap > self.max_bytes and not image_seen:
+                    image_seen = _IMAGE_MARK in tail + body[: len(_IMAGE_MARK)] or _IMAGE_MARK in body
+                    tail = body[-len(_IMAGE_MARK) :]
+                over = received > cap or (received > self.max_bytes and not image_seen)
+                if over:
                     refused = True
                     if not started:
-                        await send_error(send, 413, message, "invalid_request_error")
+                        text = image_message if received > cap else message
+                        await send_error(send, 413, text, "invalid_request_error")
                     return {"type": "http.disconnect"}
             return msg
 

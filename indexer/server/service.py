@@ -46,6 +46,7 @@ from indexer.types import IndexReport, SearchRequest, SearchResult
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+MEDIA_WORKERS = 2  # threads decoding thumbnails and summing up collections (/thumbnail, /fields, /overview)
 F = TypeVar("F", CollectionReader, CollectionWriter)
 
 
@@ -57,8 +58,13 @@ class Service:
         self.worker = ModelWorker(settings.max_queue, settings.queue_timeout)
         self.metrics = Metrics(lambda: float(self.worker.depth))
         self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="indexer-index")
-        # /status and /readyz: never queued behind model work (no model call runs there)
+        # /status, /readyz, /metrics: never queued behind model work (no model call runs there), nor behind pictures
         self._status_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="indexer-status")
+        # picture decodes and summaries (/thumbnail, /fields, /overview): a bounded pool of their own, so a page of
+        # image hits never holds up a readiness probe; more than max_queue waiting get 503 + Retry-After
+        self._media_pool = ThreadPoolExecutor(max_workers=MEDIA_WORKERS, thread_name_prefix="indexer-media")
+        self._media_waiting = 0
+        self._media_lock = threading.Lock()
         self._readers: dict[str, CollectionReader] = {}  # searches: model worker; status: status thread (no models)
         self._readers_lock = threading.Lock()
         self._repairs_asked: set[str] = set()  # status thread only
@@ -100,6 +106,7 @@ class Service:
         if self.stop_watching is not None:
             self.stop_watching()
         self._status_pool.shutdown(wait=True)
+        self._media_pool.shutdown(wait=True, cancel_futures=True)
         try:
             self.worker.call_sync(lambda: _close_all(self._readers, self.models), timeout=60)
         except Exception as exc:  # closing is best effort
@@ -121,9 +128,26 @@ class Service:
         return result
 
     async def fields(self, collection: str) -> dict[str, Any]:
-        """The filterable fields of a collection (state reads only: the status thread)."""
-        found = await self.run_on_status_thread(lambda: self.reader(collection).fields())
+        """The filterable fields of a collection (state reads only: the media pool)."""
+        found = await self.run_on_media_pool(lambda: self.reader(collection).fields())
         return {"collection": collection, "fields": found}
+
+    async def run_on_media_pool(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (a picture decode or a collection summary: state reads, no model call) on the media pool;
+        Overloaded (503) when ``max_queue`` calls already wait or run there."""
+        with self._media_lock:
+            if self._media_waiting >= self.settings.max_queue:
+                raise Overloaded(
+                    f"the server is busy ({self._media_waiting} thumbnails or summaries waiting, the limit is "
+                    f"{self.settings.max_queue}); retry in 1 s",
+                    1,
+                )
+            self._media_waiting += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._media_pool, fn)
+        finally:
+            with self._media_lock:
+                self._media_waiting -= 1
 
     async def run_on_status_thread(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` (state and store reads, no model call) on the status thread: never behind model work."""
@@ -211,17 +235,17 @@ class Service:
         )
 
     async def overview(self, collection: str) -> dict[str, Any]:
-        """The collection at a glance (state reads only: the status thread), with this server's watcher if any."""
+        """The collection at a glance (state reads only: the media pool), with this server's watcher if any."""
         watcher = self.watchers.get(collection)
 
         def run() -> dict[str, Any]:
             return self.reader(collection).overview(watcher.status() if watcher is not None else None)
 
-        return await self.run_on_status_thread(run)
+        return await self.run_on_media_pool(run)
 
     async def thumbnail(self, collection: str, path: str, size: int) -> bytes:
-        """A thumbnail of an indexed image (no model call: the status thread)."""
-        return await self.run_on_status_thread(lambda: self.reader(collection).thumbnail(path, size))
+        """A thumbnail of an indexed image (no model call: the media pool)."""
+        return await self.run_on_media_pool(lambda: self.reader(collection).thumbnail(path, size))
 
     # -- /v1 models (model worker) ------------------------------------------------------------------------------
     def model_names(self) -> list[str]:

@@ -85,6 +85,9 @@ class Globs:
     def excluded_dir(self, rel: str) -> bool:
         return self.exclude is not None and bool(self.exclude.match_file(rel + "/"))
 
+    def excluded_file(self, rel: str) -> bool:
+        return self.exclude is not None and bool(self.exclude.match_file(rel))
+
     def wanted_file(self, rel: str) -> bool:
         if self.exclude is not None and self.exclude.match_file(rel):
             return False

@@ -117,7 +117,8 @@ class FilesystemSource:
     ``include``/``exclude`` are Git wildmatch globs relative to each root (``*.md``, ``docs/**``, ``build/``);
     with ``include`` set, only matching files are taken. ``.gitignore`` and ``.indexerignore`` files at any
     depth are honoured (see :mod:`plugins.filesystem.ignore`); hidden files and folders (leading dot,
-    ``.git`` included) are skipped. Symlinks are followed when their target lies inside one of the roots.
+    ``.git`` included) are skipped. Symlinks are followed when their target lies inside one of the roots and
+    the rules of the target's own place (hidden names, ignore files, exclude globs) let it in.
     Files without a reader for their extension are taken as plain text when their first 8 KiB look like
     text; files for a text reader whose first 8 KiB do not (binary content under a text name) are skipped
     as ``binary`` problems, like files with a binary extension.
@@ -255,18 +256,39 @@ class FilesystemSource:
         parts = rel.split("/")
         if any(part.startswith(".") for part in parts):
             return None
-        stack = IgnoreStack()
-        directory = walk_root
-        for depth, part in enumerate(parts[:-1]):
-            stack = stack.push(self._cached_ignore_level(directory, "/".join(parts[:depth])))
-            dir_rel = "/".join(parts[: depth + 1])
+        stack = self._stack_in(walk_root, parts[:-1])
+        if stack is None or stack.ignored(rel, False) or not self._globs.wanted_file(rel):
+            return None
+        if walked != real and self._at_target(real, False) is None:
+            return None  # a link (or a linked folder on the way) to what the rules keep out
+        return self._named_ref(real, walked, walk_root)
+
+    def _stack_in(self, root: str, dirs: Sequence[str]) -> IgnoreStack | None:
+        """The ignore rules in force for the entries of the folder ``root/dirs...``, or None when a folder on the
+        way is ignored or excluded."""
+        stack = IgnoreStack().push(self._cached_ignore_level(root, ""))
+        directory = root
+        for depth, part in enumerate(dirs):
+            dir_rel = "/".join(dirs[: depth + 1])
             if stack.ignored(dir_rel, True) or self._globs.excluded_dir(dir_rel):
                 return None
             directory = os.path.join(directory, part)
-        stack = stack.push(self._cached_ignore_level(directory, "/".join(parts[:-1])))
-        if stack.ignored(rel, False) or not self._globs.wanted_file(rel):
+            stack = stack.push(self._cached_ignore_level(directory, dir_rel))
+        return stack
+
+    def _at_target(self, real: str, is_dir: bool) -> tuple[str, str, IgnoreStack] | None:
+        """(root, path relative to it, rules in force in its folder) of a link's target ``real``, or None when the
+        hidden names, ignore files or exclude globs of its own place keep it out (include globs ask the link's name)."""
+        root = self._root_of(real)
+        if root is None or real == root:
+            return None if root is None else (root, "", IgnoreStack())
+        rel = os.path.relpath(real, root).replace(os.sep, "/")
+        parts = rel.split("/")
+        stack = None if any(p.startswith(".") for p in parts) else self._stack_in(root, parts[:-1])
+        if stack is None or stack.ignored(rel, is_dir):
             return None
-        return self._named_ref(real, walked, walk_root)
+        excluded = self._globs.excluded_dir(rel) if is_dir else self._globs.excluded_file(rel)
+        return None if excluded else (root, rel, stack)
 
     def _named_ref(self, real: str, walked: str, walk_root: str) -> SourceRef | None:
         """:meth:`_ref_at` for a path that passed the rules, unless its name is not valid UTF-8 (a problem)."""
@@ -327,13 +349,11 @@ class FilesystemSource:
         parts = rel.split("/") if rel else []
         if any(part.startswith(".") for part in parts):
             return
-        stack, directory = IgnoreStack(), walk_root
-        for depth, part in enumerate(parts):
-            stack = stack.push(self._cached_ignore_level(directory, "/".join(parts[:depth])))
-            dir_rel = "/".join(parts[: depth + 1])
-            if stack.ignored(dir_rel, True) or self._globs.excluded_dir(dir_rel):
-                return
-            directory = os.path.join(directory, part)
+        if walked != real and self._at_target(real, True) is None:
+            return  # a linked folder whose target the rules keep out
+        stack = self._stack_in(walk_root, parts[:-1]) if parts else IgnoreStack()
+        if stack is None or (parts and (stack.ignored(rel, True) or self._globs.excluded_dir(rel))):
+            return
         st = os.stat(real)
         seen_files: set[str] = set()
         visited_dirs = {(st.st_dev, st.st_ino)}
@@ -355,8 +375,11 @@ class FilesystemSource:
             if key in visited_dirs:
                 logger.debug("not entering %s: its target %s was already scanned", link.walked, link.real)
                 continue
-            visited_dirs.add(key)
-            yield from self._walk([link], seen_files, visited_dirs, deferred)
+            target = self._at_target(link.real, True)  # inside, the rules of the target's own place apply
+            if target is not None:
+                visited_dirs.add(key)
+                yield from self._walk([_Pending(link.walked, link.real, target[1], target[2], target[0])],
+                                      seen_files, visited_dirs, deferred)
 
     def _walk(
         self,
@@ -404,8 +427,8 @@ class FilesystemSource:
                         rel = f"{current.rel}/{name}" if current.rel else name
                         if stack.ignored(rel, False) or not self._globs.wanted_file(rel):
                             continue
-                    if is_link:
-                        ref = self._ref_at(real, entry.path, current.root, st)
+                    if is_link:  # taken only when the rules of its target's own place take it too
+                        ref = self._ref_at(real, entry.path, current.root, st) if self._at_target(real, False) else None
                     else:  # a file that is itself a root is owned by that root (see _root_of)
                         file_owner = real if real in self._root_set else owner
                         ref = self._file_ref(real, entry.path, st, file_owner, _extension(name))

@@ -158,6 +158,32 @@ def test_gitignore_edits(live):
     live.settle(lambda: "code/retry.py" in live.files(), "ignore file deleted")
 
 
+def test_links_to_what_the_rules_keep_out_index_nothing_and_a_replaced_file_is_rechecked(live_faiss):
+    """Issue 41: the watcher asks the rules of a link's target: `a.md -> .env` and `b.md -> private.txt` (ignored)
+    index nothing; an indexed `c.md` replaced by a link to the ignored file loses its record; a link retargeted
+    to a file the rules take leaves that file indexed under its own path."""
+    live = live_faiss
+    (live.root / ".gitignore").write_text("private.txt\n")
+    (live.root / ".env").write_text("TOKEN=zebraquartz7731\n")
+    (live.root / "private.txt").write_text("The private diary mentions the walrus code 4417.\n")
+    (live.root / "c.md").write_text("Cats sleep sixteen hours a day.\n")
+    live.settle(lambda: "c.md" in live.files(), "the plain file")
+    (live.root / "a.md").symlink_to(live.root / ".env")
+    (live.root / "b.md").symlink_to(live.root / "private.txt")
+    (live.root / "c.md").unlink()
+    (live.root / "c.md").symlink_to(live.root / "private.txt")
+    (live.root / "keep.md").write_text("Otters hold hands while they sleep.\n")
+    live.settle(lambda: "keep.md" in live.files() and "c.md" not in live.files(), "the links' batch")
+    assert not {".env", "private.txt", "a.md", "b.md", "c.md"} & live.files()
+    for secret in ("zebraquartz7731", "walrus"):
+        assert not live.col.search(secret, mode="lexical", k=5).hits, secret
+    (live.root / "b.md").unlink()
+    (live.root / "b.md").symlink_to(live.root / "keep.md")  # retargeted to a file taken on its own
+    (live.root / "mark.md").write_text("Puffins nest in burrows on cliffs.\n")
+    live.settle(lambda: "mark.md" in live.files(), "the retarget's batch")
+    assert {"keep.md", "mark.md"} <= live.files() and not {"b.md", "private.txt"} & live.files()
+
+
 def test_editor_atomic_save_and_vim_backup_dance(live_faiss):
     live = live_faiss
     target = live.root / "baking" / "bread.md"

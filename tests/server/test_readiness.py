@@ -60,6 +60,49 @@ def test_status_and_readyz_answer_while_the_model_queue_is_full(tiny_queue: Serv
     assert metrics.status_code == 200 and "indexer_index_points" in metrics.text
 
 
+def test_readyz_status_and_metrics_answer_while_every_picture_worker_is_held(
+    tiny_queue: ServerHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: thumbnail decodes (and /fields, /overview) run on a bounded pool of their own. Every worker of it
+    held on an event inside a thumbnail decode: /readyz, /status and /metrics still answer; past max_queue the
+    pictures get 503 + Retry-After; released, the held ones answer."""
+    from indexer.collection.files import Thumbnails
+    from indexer.server.service import MEDIA_WORKERS
+
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def held_decode(self: Thumbnails, col: object, path: str, size: int) -> bytes:
+        entered.release()
+        release.wait(120)
+        return b"held"
+
+    monkeypatch.setattr(Thumbnails, "get", held_decode)
+    svc = tiny_queue.service
+    path = str(tiny_queue.root / "docs" / "keys.md")
+    limit = tiny_queue.settings.max_queue
+    with ThreadPoolExecutor(max_workers=limit + 1) as pool, tiny_queue.client() as c:
+        try:
+            held = [pool.submit(c.get, "/thumbnail", params={"path": path}) for _ in range(limit)]
+            for _ in range(MEDIA_WORKERS):
+                assert entered.acquire(timeout=30)  # every media worker is inside a decode
+            wait_for(lambda: svc._media_waiting == limit, what="the picture queue to fill")
+            busy = c.get("/thumbnail", params={"path": path})
+            with httpx.Client(base_url=tiny_queue.url, timeout=10) as quick:
+                ready = quick.get("/readyz")
+                status = quick.get("/status")
+                metrics = quick.get("/metrics")
+        finally:
+            release.set()
+        answers = [f.result(60) for f in held]
+    assert ready.status_code == 200, ready.text
+    assert status.status_code == 200 and status.json()["collections"][0]["points"] >= 5
+    assert metrics.status_code == 200 and "indexer_index_points" in metrics.text
+    assert busy.status_code == 503 and busy.headers["retry-after"] == "1", busy.text
+    assert "thumbnails or summaries waiting" in busy.json()["error"]["message"]
+    assert [a.status_code for a in answers] == [200] * limit and answers[0].content == b"held"
+
+
 @pytest.mark.parametrize(("store", "trigger"), [("faiss", "file"), ("qdrant", "file"), ("faiss", "readiness")])
 def test_a_deleted_store_is_repaired_inside_the_server(
     isolated_env: Path, embed_model_path: Path, store: str, trigger: str
