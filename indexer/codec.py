@@ -75,6 +75,7 @@ _DATA_URI_FORMATS = ("png", "jpeg", "jpg", "gif", "webp", "tiff", "bmp")  # what
 
 RESULT_FIELDS = (
     "hits", "reranked", "rerank_count", "rerank_note", "mode", "timings_ms", "warning", "matched", "facets",
+    "where", "filter_note",
 )
 
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from indexer.core.normalization import cache_tag
-from indexer.state.database import CollectionRecord, StateStore, cached_vectors
+from indexer.state.database import CollectionRecord, StateStore
+from indexer.state.transfer import cached_vectors
 
 if TYPE_CHECKING:
     from indexer.ports import Embedder, VectorStore

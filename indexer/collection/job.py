@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from indexer.collection.aliases import PREVIOUS_MODEL, VECTORS, raw_store, vectors_name
 from indexer.core.normalization import Normalization, choose_normalization
 from indexer.errors import IndexerError
-from indexer.state.database import CollectionRecord, StateStore, count_files
+from indexer.state.database import CollectionRecord, StateStore
+from indexer.state.transfer import count_files
 
 if TYPE_CHECKING:
     from indexer.ports import Embedder, VectorStore

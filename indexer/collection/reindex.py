@@ -50,7 +50,8 @@ from indexer.engine import loader
 from indexer.errors import InputError, NotFoundError, StoreError
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.ports import Embedder, VectorStore, embeds_images
-from indexer.state.database import CollectionRecord, StateStore, switch_collection
+from indexer.state.database import CollectionRecord, StateStore
+from indexer.state.transfer import switch_collection
 
 logger = logging.getLogger(__name__)
 

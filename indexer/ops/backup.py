@@ -41,7 +41,8 @@ from indexer.core.snapshots import copy_sqlite
 from indexer.errors import ConfigError, InputError, NotFoundError, StateError
 from indexer.ports import StoreSnapshots
 from indexer.settings import Settings
-from indexer.state.database import StateStore, collection_row, keep_only, merge_collection
+from indexer.state.database import StateStore
+from indexer.state.transfer import collection_row, keep_only, merge_collection
 
 logger = logging.getLogger(__name__)
 

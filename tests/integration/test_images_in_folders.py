@@ -171,7 +171,7 @@ def test_the_cli_prints_path_and_pixel_size_and_finds_each_image_first(indexed, 
         done = subprocess.run([sys.executable, "-m", "indexer.cli", "search", "--image", str(path), "-c", "pics",
                                "--local", "--json", "-k", "3"], capture_output=True, text=True, env=env, timeout=300)
         assert done.returncode == 0, done.stderr
-        hits = json.loads(done.stdout)
+        hits = json.loads(done.stdout)["hits"]
         assert hits[0]["path"] == str(path) and hits[0]["media"] == "image"
         assert hits[0]["score"] == pytest.approx(api[path][1], abs=1e-6)
     plain = subprocess.run([sys.executable, "-m", "indexer.cli", "search", "--image", str(folder[1][0]), "-c",
@@ -345,5 +345,5 @@ def test_200_images_and_200_text_files_index_without_a_failure_and_each_finds_it
         done = subprocess.run([sys.executable, "-m", "indexer.cli", "search", "--image", str(path), "-c", "big",
                                "--local", "--json", "-k", "1"], capture_output=True, text=True, env=env, timeout=300)
         assert done.returncode == 0, done.stderr
-        top = json.loads(done.stdout)[0]
+        top = json.loads(done.stdout)["hits"][0]
         assert top["path"] == str(path) and top["score"] == pytest.approx(api[path], abs=1e-6)

@@ -149,7 +149,7 @@ def test_the_cli_searches_a_camera_photo_through_the_running_server_without_load
                           "--json", "-k", "3", "-v"], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "in-process" not in run.stderr and "does not answer" not in run.stderr, run.stderr
-    hits = json.loads(run.stdout)
+    hits = json.loads(run.stdout)["hits"]
     assert hits[0]["path"] == str(folder["photo"]) and hits[0]["media"] == "image"
     assert hits[0]["score"] == pytest.approx(1.0, abs=1e-4)
     assert served.service.worker.completed > done_before  # the server's model worker answered it
