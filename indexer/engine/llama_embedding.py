@@ -359,8 +359,11 @@ class LlamaEmbedding(MultimodalMixin, llama_cpp.Llama):
         )
         for forced in ("embedding", "embeddings", "kv_unified", "n_seq_max"):
             kwargs.pop(forced, None)
-        # a weight type whose decode kills this machine's llama.cpp is refused before any native call
-        native.check_model_file(model_path)
+        # a weight type whose decode kills this machine's llama.cpp (or that the probe could not prove) is refused
+        # before any native call: the model's, its projector's and its adapter's
+        for checked in (model_path, mmproj_path, kwargs.get("lora_path")):
+            if checked:
+                native.check_model_file(checked)
 
         self._closed = False  # Llama.__init__ calls our guarded methods
         try:

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from indexer.models import native
+
 REQUIRED_SYMBOLS = (
     "mtmd_context_params_default", "mtmd_init_from_file", "mtmd_free", "mtmd_support_vision", "mtmd_support_audio",
     "mtmd_default_marker", "mtmd_helper_bitmap_init_from_buf", "mtmd_bitmap_free", "mtmd_input_chunks_init",
@@ -101,6 +103,7 @@ class Projector:
         self.mtmd = load_mtmd()
         self.path = str(path)
         self.meta = check_projector_file(path)
+        native.check_model_file(path)  # a weight type this machine's llama.cpp cannot run: refused, not loaded
         params = self.mtmd.mtmd_context_params_default()
         params.use_gpu = bool(use_gpu)
         params.print_timings = bool(verbose)

@@ -13,7 +13,13 @@ from indexer.core.locks import lock_for
 from indexer.errors import ModelError
 from indexer.models import fetch
 from indexer.models.catalogue import CATALOGUE, DEFAULT_EMBED_MODEL, CatalogueEntry
-from indexer.models.convert import CONVERTER_VERSION, KEY_CONVERTER_VERSION, QUANTS, convert_checkpoint
+from indexer.models.convert import (
+    BUILD_QUANTS,
+    CONVERTER_VERSION,
+    KEY_CONVERTER_VERSION,
+    build_quant,
+    convert_checkpoint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -59,20 +65,14 @@ def names_catalogue_file(spec: str, path: str | os.PathLike[str]) -> bool:
     that model at any weight type: a collection built before the default weight type changed keeps its file."""
     if ":" in spec or spec not in CATALOGUE:
         return False
-    return Path(path).name in {f"{spec}-{quant}.gguf" for quant in QUANTS}
+    return Path(path).name in {f"{spec}-{quant}.gguf" for quant in BUILD_QUANTS}
 
 
 def model_path(name: str, quant: str | None = None) -> Path:
     """Where the GGUF file of catalogue model ``name`` at ``quant`` (default: :func:`default_quant`) lives."""
     catalogue_entry(name)
-    quant = quant or default_quant()
-    _check_quant(quant)
+    quant = build_quant(quant) if quant else default_quant()
     return models_dir() / f"{name}-{quant}.gguf"
-
-
-def _check_quant(quant: str) -> None:
-    if quant not in QUANTS:
-        raise ModelError(f"unknown quantization {quant!r}; use one of {', '.join(QUANTS)}")
 
 
 def converter_version(path: Path) -> int | None:
@@ -113,7 +113,7 @@ def ensure_model(name: str = DEFAULT_EMBED_MODEL, quant: str | None = None) -> P
     it. Concurrent callers wait for one build. Raises ModelUnavailableError when the model is missing and
     cannot be fetched.
     """
-    quant = quant or default_quant()
+    quant = build_quant(quant) if quant else default_quant()
     out = model_path(name, quant)
     if out.is_file() and is_current(out):
         return out
@@ -148,11 +148,12 @@ def _build_locked(entry: CatalogueEntry, quant: str, root: Path, out: Path) -> P
 
 
 def list_models() -> list[ModelStatus]:
-    """Every catalogue model at f16, bf16 and q8_0 (plus f32 when built), with whether and how big it is built."""
+    """Every catalogue model at f16, bf16 and q8_0 (plus f32 and the quantizer's types when built), with whether
+    and how big it is built."""
     rows: list[ModelStatus] = []
     default = default_quant()
     for entry in CATALOGUE.values():
-        for quant in QUANTS:
+        for quant in BUILD_QUANTS:
             path = model_path(entry.name, quant)
             built = path.is_file()
             if quant not in LISTED_QUANTS and not built:

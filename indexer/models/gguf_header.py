@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from indexer.errors import ModelError
+
 # Metadata value types with a fixed size, by type id; 8 is a string, 9 an array.
 _FIXED = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
@@ -91,3 +93,26 @@ def _read(f: BinaryIO, wanted: set[str]) -> Header:
         kind, _offset = read("<IQ")
         tensors.append((tuple(int(d) for d in dims), int(kind)))
     return Header(values, tensors)
+
+
+def weight_types(path: str | os.PathLike[str]) -> set[str]:
+    """The types of a GGUF file's matrices (2-D tensors), by ggml's names (``q8_0``, ``f16``, ``q4_K``, ...).
+
+    Read from the header's tensor table, skipping the metadata values (gguf-py's reader decodes every value, the
+    vocabulary's strings included: 1.5 s for MiniLM, paid on every model load and ``status``)."""
+    from gguf import GGMLQuantizationType
+
+    from indexer.models.quantize import canonical
+
+    try:
+        header = read_header(path)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{path}: not a readable GGUF file ({exc}); point at a .gguf model") from exc
+    kinds = set()
+    for dims, kind in header.tensors:
+        if len(dims) >= 2 and int(dims[1]) > 1:
+            try:
+                kinds.add(canonical(GGMLQuantizationType(kind).name))
+            except ValueError:
+                kinds.add(f"type{kind}")
+    return kinds

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from indexer.errors import ModelError
 from indexer.models.catalogue import CATALOGUE
-from indexer.models.convert import QUANTS, convert_checkpoint, projector_path
+from indexer.models.convert import BUILD_QUANTS, build_quant, convert_checkpoint, projector_path
 
 SOURCE_PREFIX = "folder:"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -66,9 +66,7 @@ def build_from_folder(src: str | Path, name: str | None = None, quant: str | Non
     folder = Path(src).expanduser()
     if not folder.is_dir():
         raise ModelError(f"{src} is not a folder; pass a Hugging Face checkpoint folder (config.json, *.safetensors)")
-    quant = quant or default_quant()
-    if quant not in QUANTS:
-        raise ModelError(f"unknown weight type {quant!r}; use one of {', '.join(QUANTS)}")
+    quant = build_quant(quant) if quant else default_quant()
     model = model_name_for(folder, name)
     out = _models_dir() / f"{model}-{quant}.gguf"
     return convert_checkpoint(folder, out, quant, source=SOURCE_PREFIX + str(folder.resolve()),
@@ -82,7 +80,7 @@ def find_local(name: str, quant: str | None = None) -> Path | None:
     if name in CATALOGUE or not _NAME.match(name):
         return None
     root = _models_dir()
-    for q in [quant] if quant else [default_quant(), *QUANTS]:
+    for q in [build_quant(quant)] if quant else [default_quant(), *BUILD_QUANTS]:
         path = root / f"{name}-{q}.gguf"
         if path.is_file() and _source(path).startswith(SOURCE_PREFIX):
             return path

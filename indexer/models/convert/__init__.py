@@ -31,6 +31,7 @@ import gguf
 from indexer.errors import ModelError
 from indexer.models.convert import bert, jina_bert_v2, jina_v3, qwen3, qwen3_vl, xlm_roberta
 from indexer.models.convert.common import (
+    BUILD_QUANTS,
     CONVERTER_VERSION,
     KEY_CONVERTER_VERSION,
     KEY_LOWERCASE,
@@ -42,13 +43,16 @@ from indexer.models.convert.common import (
     KEY_TOKENIZER_JSON,
     QUANTS,
     Prepared,
+    build_quant,
     read_json,
 )
+from indexer.models.quantize import FILE_TYPES, quantize_file
 
 __all__ = [
     "CONVERTER_VERSION", "FAMILIES", "KEY_CONVERTER_VERSION", "KEY_LOWERCASE", "KEY_MAX_SEQ",
     "KEY_SIMILARITY", "KEY_SOURCE", "KEY_SOURCE_SHA256", "KEY_STRIP_ACCENTS", "KEY_TOKENIZER_JSON", "QUANTS",
-    "convert_checkpoint", "prepare_checkpoint", "projector_path", "supported_architectures",
+    "BUILD_QUANTS", "build_quant", "convert_checkpoint", "prepare_checkpoint", "projector_path",
+    "supported_architectures",
 ]
 
 logger = logging.getLogger(__name__)
@@ -83,12 +87,16 @@ def convert_checkpoint(src_dir: Path, out: Path, quant: str, source: str = "", s
                        name: str = "") -> Path:
     """Convert the checkpoint in ``src_dir`` to a GGUF file at ``out`` (written atomically) and return ``out``.
 
-    ``quant`` is one of f32, f16, bf16, q8_0. ``source`` / ``source_sha256`` are recorded as ``indexer.source`` /
+    ``quant`` is one of f32, f16, bf16, q8_0 (written here), or a file type of llama.cpp's quantizer (q4_K_M,
+    q5_K_M, q6_K, ... :data:`~indexer.models.quantize.FILE_TYPES`): the checkpoint is then written at f16 and
+    quantized by llama.cpp in a child; a projector stays f16 (vision towers are not quantized by it).
+    ``source`` / ``source_sha256`` are recorded as ``indexer.source`` /
     ``indexer.source_sha256`` (where the weights came from); ``name`` as ``general.name`` (default: the
     folder's name); :data:`CONVERTER_VERSION` as ``indexer.converter_version``.
     """
-    if quant not in QUANTS:
-        raise ModelError(f"unknown quantization {quant!r}; use one of {', '.join(QUANTS)}")
+    quant = build_quant(quant)
+    if quant in FILE_TYPES:
+        return _convert_quantized(src_dir, Path(out), quant, source, source_sha256, name)
     src_dir = Path(src_dir)
     prepared = prepare_checkpoint(src_dir)
     out = Path(out)
@@ -100,6 +108,20 @@ def convert_checkpoint(src_dir: Path, out: Path, quant: str, source: str = "", s
     _write_atomically(out, partial(_write_gguf, src_dir, prepared.write, prepared.arch, quant=quant, source=source,
                                    source_sha256=source_sha256, name=name or src_dir.name))
     logger.info("wrote %s (%s, %s, %.1f MB)", out, prepared.family, quant, out.stat().st_size / 1e6)
+    return out
+
+
+def _convert_quantized(src_dir: Path, out: Path, quant: str, source: str, source_sha256: str, name: str) -> Path:
+    base = out.with_name(f".{out.stem}.{os.getpid()}.f16.gguf")
+    try:
+        convert_checkpoint(src_dir, base, "f16", source, source_sha256, name or Path(src_dir).name)
+        if projector_path(base).is_file():
+            os.replace(projector_path(base), projector_path(out))
+        quantize_file(base, out, quant)
+    finally:
+        base.unlink(missing_ok=True)
+        projector_path(base).unlink(missing_ok=True)
+    logger.info("wrote %s (%s, %.1f MB)", out, quant, out.stat().st_size / 1e6)
     return out
 
 

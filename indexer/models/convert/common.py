@@ -14,6 +14,7 @@ import gguf
 import numpy as np
 
 from indexer.errors import ModelError
+from indexer.models.quantize import FILE_TYPES, canonical
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +24,19 @@ QUANTS: dict[str, tuple[gguf.GGMLQuantizationType, gguf.LlamaFileType]] = {
     "bf16": (gguf.GGMLQuantizationType.BF16, gguf.LlamaFileType.MOSTLY_BF16),
     "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
 }
+
+#: every weight type a model can be built at: ours (QUANTS) and llama.cpp's quantizer's file types (k-quants)
+BUILD_QUANTS: tuple[str, ...] = (*QUANTS, *FILE_TYPES)
+
+
+def build_quant(name: str) -> str:
+    """``name`` spelled as ggml spells it (``Q4_K_M`` -> ``q4_K_M``); ModelError naming the choices when it is
+    not a weight type a model can be built at."""
+    quant = canonical(name)
+    if quant not in BUILD_QUANTS:
+        raise ModelError(f"unknown weight type {name!r}; use one of {', '.join(BUILD_QUANTS)}")
+    return quant
+
 
 # Metadata keys (the lowercase/strip-accents keys are newer than gguf 0.19.0's constants).
 KEY_LOWERCASE = "tokenizer.ggml.normalizer.lowercase"
