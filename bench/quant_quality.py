@@ -1,4 +1,5 @@
-"""f16 vs q8_0 (vs f32) of the default embedding model: retrieval quality and speed on a BEIR set, same run.
+"""The weight types of the default embedding model (f32, f16, bf16, q8_0 and llama.cpp's k-quants): retrieval
+quality, closeness to f32, speed and size on a BEIR set, same run.
 
 A short retrieval eval: the first ``--queries`` queries that have judgments, against a corpus of their relevant
 documents plus ``--distractors`` other documents (deterministic sample), each document (title + text) cut at
@@ -6,6 +7,11 @@ documents plus ``--distractors`` other documents (deterministic sample), each do
 texts, interleaved, so the tokens/s ratio is measured under the same machine load.
 
     .venv/bin/python bench/quant_quality.py ../shared/eval/scifact-train [--queries 300] [--distractors 700]
+        [--quants f32,f16,bf16,q8_0,q4_K_M,q5_K_M,q6_K]
+
+Each type's line names the file's real mix of matrix types (a k-quant file of MiniLM's 384 widths is mostly
+q5_0/q8_0: llama.cpp falls back where rows are not multiples of 256), its size, nDCG@10, the minimum cosine of
+its document vectors to the first type's (f32 when listed first) and its tokens/s against q8_0's.
 """
 
 from __future__ import annotations
@@ -50,6 +56,21 @@ def ndcg_at_10(ranked: list[str], rels: dict[str, int]) -> float:
     return dcg / idcg if idcg else 0.0
 
 
+def type_mix(path: Path) -> str:
+    """The file's matrices by type, commonest first: "q5_0 x24, q8_0 x13"."""
+    from gguf import GGMLQuantizationType
+
+    from indexer.models.gguf_header import read_header
+    from indexer.models.quantize import canonical
+
+    counts: dict[str, int] = {}
+    for dims, kind in read_header(path).tensors:
+        if len(dims) >= 2 and int(dims[1]) > 1:
+            name = canonical(GGMLQuantizationType(kind).name)
+            counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def main() -> int:
     from indexer.models.native import machine_line
 
@@ -71,7 +92,8 @@ def main() -> int:
     random.Random(13).shuffle(others)
     doc_ids = relevant + others[: args.distractors]
     quants = args.quants.split(",")
-    engines = {q: LlamaEmbedding(str(ensure_model(quant=q)), verbose=False) for q in quants}
+    files = {q: ensure_model(quant=q) for q in quants}
+    engines = {q: LlamaEmbedding(str(files[q]), verbose=False) for q in quants}
     first = engines[quants[0]]
     docs = []
     for d in doc_ids:  # cut at 256 tokens (the model's max_seq_length) with the GGUF tokenizer
@@ -91,6 +113,8 @@ def main() -> int:
             vectors[q] = (np.vstack([prev, np.asarray(vecs)]), np.zeros((0, 384)))
     print(f"{len(qids)} queries, {len(doc_ids)} documents ({len(relevant)} relevant), {n_tokens:,} document tokens")
     base_rate = None
+    rates: dict[str, float] = {}
+    rows = []
     for q, e in engines.items():
         qv = np.asarray(e.embed_arrays(qtexts)[0])
         dv = vectors[q][0]
@@ -104,12 +128,21 @@ def main() -> int:
         rate = n_tokens / sum(seconds[q])
         base_rate = base_rate or rate
         per_slice = [a / b for a, b in zip(seconds[quants[0]], seconds[q], strict=True)]
+        rates[q] = rate
+        cos = np.sum(vectors[quants[0]][0] * dv, axis=1)
         print(f"{q}: nDCG@10 {np.mean(ndcgs):.4f}, recall@10 {np.mean(recalls):.4f}, {rate:,.0f} tok/s "
-              f"({rate / base_rate:.2f}x {quants[0]}; per-slice ratios {min(per_slice):.2f}-{max(per_slice):.2f})")
-    if len(quants) > 1:
-        a, b = vectors[quants[0]][0], vectors[quants[1]][0]
-        cos = np.sum(a * b, axis=1)
-        print(f"{quants[1]} vs {quants[0]} document vectors: cosine min {cos.min():.5f}, mean {cos.mean():.5f}")
+              f"({rate / base_rate:.2f}x {quants[0]}; per-slice ratios {min(per_slice):.2f}-{max(per_slice):.2f}); "
+              f"min cosine to {quants[0]} {cos.min():.5f}; {files[q].stat().st_size / 1e6:.1f} MB; "
+              f"{type_mix(files[q])}",
+              flush=True)
+        rows.append((q, type_mix(files[q]), files[q].stat().st_size / 1e6, float(np.mean(ndcgs)), float(cos.min()),
+                     rate))
+    ref = rates.get("q8_0")
+    print(f"\n| type | matrices (real mix) | size | nDCG@10 | min cosine to {quants[0]} | tok/s | vs q8_0 |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for q, mix, size, ndcg, cmin, rate in rows:
+        against = f"{rate / ref:.2f}x" if ref else "-"
+        print(f"| {q} | {mix} | {size:.1f} MB | {ndcg:.4f} | {cmin:.5f} | {rate:,.0f} | {against} |")
     for e in engines.values():
         e.close()
     return 0

@@ -57,8 +57,8 @@ def _refuse_unrunnable(quant: str | None, force: bool) -> str | None:
 
 
 def _build(name: str, quant: str | None) -> str:
-    quant = quant or default_quant()
     try:
+        quant = build_quant(quant) if quant else default_quant()
         path = model_path(name, quant)
         if not (path.is_file() and is_current(path)):
             typer.echo(f"building {name} ({quant}) ...", err=True)

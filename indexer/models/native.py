@@ -428,8 +428,8 @@ def _decode_all(models: dict[str, str], *, timed: bool) -> dict[str, dict[str, o
                 break
             results[culprit] = {"event": "dead" if native_death else "unknown", "reason": reason}
             if not native_death:
-                for quant in pending:
-                    if not settled(quant):
+                for quant in pending:  # a type that decoded before stays proven (untimed)
+                    if not settled(quant) and "vectors" not in results.get(quant, {}):
                         results[quant] = {"event": "unknown", "reason": f"not tried: the probe's child ended "
                                           f"while trying {culprit} ({reason})"}
                 break

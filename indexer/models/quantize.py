@@ -64,7 +64,7 @@ def canonical(name: str) -> str:
     low = name.strip().lower()
     parts = low.split("_")
     if len(parts) >= 2 and parts[1] == "k" and parts[0].startswith("q"):
-        parts[1] = "K"
+        parts[1:] = [p.upper() for p in parts[1:]]  # q4_K, q4_K_M, q3_K_L
     return "_".join(parts)
 
 

@@ -5,11 +5,13 @@ file of another weight type."""
 from __future__ import annotations
 
 from indexer.models.cache import default_quant, model_path, names_catalogue_file
-from indexer.models.native import MIN_COSINE, TypeVerdict, choose
+from indexer.models.native import EXCLUDED, MIN_COSINE, RUNS, UNKNOWN, TypeVerdict, choose
 
 
-def _v(quant: str, tps: float | None, runs: bool = True, cos: float = 0.99999) -> TypeVerdict:
-    return TypeVerdict(quant, runs, "" if runs else "killed by SIGILL", tps, cos if runs else None)
+def _v(quant: str, tps: float | None, runs: bool = True, cos: float | None = 0.99999,
+       state: str = EXCLUDED) -> TypeVerdict:
+    return TypeVerdict(quant, RUNS if runs else state, "" if runs else "killed by SIGILL", tps,
+                       cos if runs else None)
 
 
 def test_the_fastest_type_that_runs_and_passes_the_gate_is_chosen():
@@ -21,8 +23,20 @@ def test_the_fastest_type_that_runs_and_passes_the_gate_is_chosen():
     assert choose([_v("f16", 4000), _v("q8_0", 9000, cos=MIN_COSINE - 1e-4)]) == "f16"
     # a gain inside the probe's noise does not displace the preferred type
     assert choose([_v("f16", 4000), _v("bf16", 4100)]) == "f16"
-    # nothing timed: f16, which every CPU runs
-    assert choose([]) == "f16"
+    # nothing passes the gate (untimed, no f32 to compare with): the first fallback type that ran
+    assert choose([_v("f16", None, cos=None), _v("q8_0", None, cos=None)]) == "f16"
+    # f16 is no fallback unless it ran: here only bf16 ran
+    assert choose([_v("f16", None, runs=False), _v("bf16", None, cos=None), _v("q8_0", None, runs=False)]) == "bf16"
+    assert choose([_v("f16", None, runs=False, state=UNKNOWN), _v("f32", None, cos=None)]) == "f32"
+    # nothing ran: no type ("" makes chosen_quant() raise, naming `indexer models probe --refresh`)
+    assert choose([]) == "" and choose([_v("f16", None, runs=False)]) == ""
+
+
+def test_only_an_excluded_type_or_an_unknown_one_after_its_last_try_is_refused():
+    assert TypeVerdict("q8_0", EXCLUDED, "killed by SIGILL").refused
+    assert not TypeVerdict("q8_0", UNKNOWN, "killed by SIGKILL", tries=1).refused
+    assert TypeVerdict("q8_0", UNKNOWN, "killed by SIGKILL", tries=2).refused
+    assert not TypeVerdict("q8_0", RUNS).refused and TypeVerdict("q8_0", RUNS).runs
 
 
 def test_the_default_file_is_the_measured_weight_type(monkeypatch):
