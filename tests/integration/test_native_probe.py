@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from indexer.errors import ModelError
-from indexer.models import native
+from indexer.models import native, probe_model
 from indexer.models.native_child import KILL_ENV
 
 pytestmark = pytest.mark.slow
@@ -60,6 +60,29 @@ def test_the_probe_agrees_with_an_unguarded_decode(fresh_models: Path) -> None:
         assert result.runs(quant) == (raw.returncode == 0), (quant, raw.returncode, result.summary())
         if raw.returncode < 0:  # the real death: the probe names its signal
             assert "killed by SIG" in result.verdict(quant).reason  # type: ignore[union-attr]
+
+
+AMX_TYPES = ("q4_0", "q4_1", "q4_K", "q5_K", "q6_K", "iq4_xs")  # llama.cpp's AMX path takes these (and q8_0)
+
+
+def test_the_lazy_proof_of_each_amx_type_agrees_with_an_unguarded_decode(fresh_models: Path) -> None:
+    """Each type llama.cpp's AMX kernels take, on the probe's 256-wide file of that type: the verdict is what a
+    plain decode in a child does (on a stock native build on an AMX CPU the plain decode dies, and the probe must
+    exclude it; elsewhere both run)."""
+    result = native.prove(AMX_TYPES)
+    _, files = probe_model.quantized_models(native.probe_dir(), list(AMX_TYPES), native.PROBE_VERSION)
+    for quant in AMX_TYPES:
+        path = files[quant]
+        assert isinstance(path, Path) and quant in native.weight_types(path), (quant, path)
+        code = ("import llama_cpp, sys; m = llama_cpp.Llama(sys.argv[1], embedding=True, n_threads=1, "
+                "verbose=False); m.embed(['the cat sat on the mat ' * 10] * 4); print('survived')")
+        raw = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                             timeout=120, check=False)
+        verdict = result.verdict(quant)
+        assert verdict is not None and verdict.lazy
+        assert verdict.runs == (raw.returncode == 0), (quant, raw.returncode, result.summary())
+        if raw.returncode < 0:
+            assert verdict.state == native.EXCLUDED and "killed by SIG" in verdict.reason
 
 
 def test_the_probe_times_the_types_and_checks_their_vectors(fresh_models: Path) -> None:
