@@ -284,7 +284,7 @@ def test_cli_list_and_build(fresh_dir: Path, fake_pip: FakePip) -> None:
     assert before.exit_code == 0
     assert before.stdout.count("not built") == 3  # f16, bf16, q8_0
     default_line = next(line for line in before.stdout.splitlines() if f" {default_quant()}" in line)
-    assert f"{default_quant():<5}*" in default_line  # the weight type this CPU gets by default is marked
+    assert f"{default_quant():<6}*" in default_line  # the weight type this CPU gets by default is marked
     built = CliRunner().invoke(app, ["build", DEFAULT_EMBED_MODEL, "--quant", "q8_0"])
     assert built.exit_code == 0, built.output
     after = CliRunner().invoke(app, ["list"])
