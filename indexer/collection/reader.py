@@ -259,6 +259,9 @@ class CollectionReader(PartsView):
             "prompts": {"query": parts.prompts.query, "document": parts.prompts.document},
             "chunk_tokens": parts.recorded_chunk_tokens() or "the model's limit",
             "chunk_context": parts.chunk_context,
+            # pictures: whether the model embeds images (its projector beside it) and the image points it made
+            "pictures": parts.embeds_images,
+            "image_points": parts.state.image_points(self.name),
             "watcher": _watcher_status(parts.settings, self.name),
             "health": health,
             "failures": [{"path": p, "reason": r} for p, r in parts.state.failures(self.name)],
