@@ -17,7 +17,7 @@ from indexer.collection import health as agreement_checks
 from indexer.collection import job, leftovers, tokenizer_record
 from indexer.collection.files import Thumbnails, read_indexed_bytes
 from indexer.collection.parts import CollectionParts, PartsView
-from indexer.core.images import MAX_IMAGE_BYTES
+from indexer.core.images import MAX_IMAGE_BYTES, for_sending
 from indexer.core.normalization import normalization_name
 from indexer.engine.adapters import model_name
 from indexer.errors import StoreError
@@ -83,7 +83,10 @@ class CollectionReader(PartsView):
         elif options:
             request = replace(request, **options)
         if isinstance(request.image, (str, os.PathLike)):  # a path: only an indexed file inside a root is read
-            request = replace(request, image=read_indexed_bytes(parts, os.fspath(request.image), MAX_IMAGE_BYTES))
+            cap = max(MAX_IMAGE_BYTES, parts.settings.max_image_file_size)
+            data = read_indexed_bytes(parts, os.fspath(request.image), cap)
+            # an indexed photo past the query cap is downscaled first, as a client does (the same vector)
+            request = replace(request, image=data if len(data) <= MAX_IMAGE_BYTES else for_sending(data))
         req = prepare(request, self.query_limits())
         parts.check_settings()
         parts.check_store_meta(rec)
