@@ -38,11 +38,11 @@ def pictures_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     handle.stop()
 
 
-def _hits(browser: Any) -> list[tuple[str, str, Any]]:
+def _hits(driver: Any) -> list[tuple[str, str, Any]]:
     from selenium.webdriver.common.by import By
 
     return [(h.find_element(By.CSS_SELECTOR, "a.path").text, h.find_element(By.CSS_SELECTOR, ".meta").text, h)
-            for h in browser.find_elements(By.CSS_SELECTOR, ".hit")]
+            for h in driver.find_elements(By.CSS_SELECTOR, ".hit")]
 
 
 def test_an_image_hit_names_its_size_and_opens_as_the_picture(pictures_served, browser) -> None:  # noqa: F811

@@ -174,7 +174,7 @@ def test_a_public_bind_says_which_host_names_it_answers(tmp_path: Path, embed_mo
         proc.wait(timeout=60)
 
 
-def test_ctrl_c_stops_the_server_with_exit_130_and_its_announcement_gone(tmp_path: Path, embed_model_path: Path) -> None:
+def test_ctrl_c_stops_the_server_with_exit_130_and_its_announcement_gone(tmp_path: Path, embed_model_path: Path):
     """The README's exit codes: Ctrl-C (SIGINT to the process group, as a terminal sends it) ends `indexer serve`
     with 130, after its shutdown removed the announcement (so `indexer search` no longer goes to it)."""
     data = tmp_path / "sigint-data"
