@@ -86,3 +86,10 @@ def test_an_image_hit_names_its_size_and_opens_as_the_picture(pictures_served, b
     assert browser.find_element(By.ID, "viewer-text").is_displayed()
     assert not browser.find_element(By.ID, "viewer-picture").is_displayed()
     assert "meeting about topic" in browser.find_element(By.ID, "viewer-text").text
+
+    # the status panel says the collection embeds pictures, with the model's weight type and the chunking
+    browser.find_element(By.ID, "viewer-close").click()
+    browser.find_element(By.ID, "status-toggle").click()
+    panel = wait.until(ec.visibility_of_element_located((By.ID, "status-panel")))
+    assert "pictures\nyes, 4 image points" in panel.text, panel.text
+    assert "· weights f16" in panel.text and "chunks\n512 tokens each · context: none" in panel.text, panel.text
