@@ -20,6 +20,7 @@ from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.images import MAX_IMAGE_BYTES, for_sending
 from indexer.core.normalization import normalization_name
 from indexer.engine.adapters import model_name
+from indexer.engine.loader import embeds_images
 from indexer.errors import StoreError
 from indexer.index.prompts import with_prompt
 from indexer.models import native
@@ -262,8 +263,9 @@ class CollectionReader(PartsView):
             "prompts": {"query": parts.prompts.query, "document": parts.prompts.document},
             "chunk_tokens": parts.recorded_chunk_tokens() or "the model's limit",
             "chunk_context": parts.chunk_context,
-            # pictures: whether the model embeds images (its projector beside it) and the image points it made
-            "pictures": parts.embeds_images,
+            # pictures: whether the model embeds images (its projector beside it: a file check, never behind a
+            # model load on another thread) and the image points it made
+            "pictures": embeds_images(rec.model_path),
             "image_points": parts.state.image_points(self.name),
             "watcher": _watcher_status(parts.settings, self.name),
             "health": health,
