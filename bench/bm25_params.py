@@ -24,6 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from retrieval_quality import K_EVAL, docs_of, load_beir, score, split_of  # noqa: E402
 
+from indexer.models.native import machine_line  # noqa: E402
 from indexer.search import lexical  # noqa: E402
 
 K1S = (0.6, 0.9, 1.2, 1.5, 2.0)
@@ -37,6 +38,7 @@ def main() -> int:
     ap.add_argument("--collection", default="beir")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    print(machine_line(), file=sys.stderr, flush=True)  # every figure names its CPU (stdout: the JSON)
     _, queries, qrels = load_beir(args.beir_dir)
     qids = sorted(queries)
     splits = {"all": qids, "tune": [q for q in qids if split_of(q) == "tune"],

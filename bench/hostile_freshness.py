@@ -150,8 +150,11 @@ def main() -> int:
 
     from indexer.collection.facade import open_collection
     from indexer.models import ensure_model
+    from indexer.models.native import machine_line
     from indexer.settings import Settings
     from tests.documents import hostile_files
+
+    print(machine_line(), file=sys.stderr, flush=True)  # every figure names its CPU (stdout: the JSON)
 
     model = args.model or str(ensure_model())
     tmp = Path(tempfile.mkdtemp(prefix="hostile-freshness-"))

@@ -25,6 +25,7 @@ from retrieval_quality import load_beir, write_corpus  # noqa: E402
 
 import indexer  # noqa: E402
 from indexer.codec import compact_result_json, result_json  # noqa: E402
+from indexer.models.native import machine_line  # noqa: E402
 
 
 def encoded(data: dict) -> int:
@@ -38,6 +39,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    print(machine_line(), file=sys.stderr, flush=True)  # every figure names its CPU (stdout: the JSON)
 
     corpus, queries, qrels = load_beir(Path(args.beir))
     chosen = list(queries.items())[: args.queries]

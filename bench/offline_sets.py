@@ -161,6 +161,9 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=400)
     ap.add_argument("--max-chars", type=int, default=2000)
     args = ap.parse_args()
+    from indexer.models.native import machine_line
+
+    print(machine_line(), file=sys.stderr, flush=True)  # what built the set (stdout: its JSON summary)
     print(json.dumps(build(args.kind, args.out, args.docs, args.queries, args.max_chars)))
     return 0
 

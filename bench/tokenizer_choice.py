@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from indexer.engine import tokenization  # noqa: E402
 from indexer.engine.llama_embedding import LlamaEmbedding  # noqa: E402
 from indexer.models.convert import convert_checkpoint  # noqa: E402
+from indexer.models.native import machine_line  # noqa: E402
 
 FAMILIES = ROOT / "tests" / "fixtures" / "families"
 MINILM_REFS = [ROOT / "tests" / "fixtures" / f for f in ("reference_embeddings.json", "multilingual_reference.json")]
@@ -67,6 +68,7 @@ def main() -> int:
     ap.add_argument("--minilm", type=Path, help="the default model's GGUF (converted by this commit)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    print(machine_line(), flush=True)  # every figure names its CPU
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         models = [(name, convert_checkpoint(FAMILIES / name / "checkpoint", Path(tmp) / f"{name}.gguf", "f16"), ref)

@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     max_file_size: int = Field(10 * 1024 * 1024, ge=1)
+    max_image_file_size: int = Field(
+        64 * 1024 * 1024, ge=1, description="largest picture file (the image reader's: PNG, JPEG, TIFF, GIF, WebP) "
+        "a scan takes; a camera photo is often past max_file_size, which is meant for text"
+    )
     chunk_tokens: int | None = Field(
         None, ge=16, description="tokens per chunk of a new collection (default: the model's catalogue value, else "
         "its limit); a collection keeps the size it was made with"

@@ -118,7 +118,7 @@ def build(force: bool = False) -> Path:
             tar.extractall(tmp, filter="data")
         root = Path(tmp) / f"llama_cpp_python-{VERSION}"
         patch_source(root)
-        print(f"building llama-cpp-python {VERSION} with the AMX fix (about 7 minutes on 2 cores) ...", flush=True)
+        print(f"building llama-cpp-python {VERSION} with the AMX fix (about 13 minutes on 2 cores) ...", flush=True)
         wheels.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), str(root)],
                        check=True)

@@ -31,7 +31,7 @@ def serve_command(
 def mcp_command(
     rerank_model: str | None = typer.Option(None, help="reranker model (.gguf path or name)"),
 ) -> None:
-    """Serve the `search` and `status` tools over MCP on stdin/stdout (for coding assistants and agents)."""
+    """Serve the `search`, `fields` and `status` tools over MCP on stdin/stdout (for coding assistants and agents)."""
     from indexer.server.mcp import run_stdio
 
     try:

@@ -35,6 +35,33 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
+def weights_text(info: dict[str, Any]) -> str:
+    """``"weights f32, q8_0"``: the model file's weight types, and whether they run on this CPU."""
+    weights = info.get("weights") or {}
+    kinds = weights.get("weight_types") or []
+    if not kinds:
+        return f"weights unknown ({weights.get('error') or 'not read'})"
+    runs = "" if weights.get("runs_here") is not False else ", which do not run on this CPU"
+    return f"weights {', '.join(kinds)}{runs}"
+
+
+def chunks_text(info: dict[str, Any]) -> str:
+    """``"256 tokens each, context: the heading path"``: the chunk size and context the collection was made with."""
+    size = info.get("chunk_tokens")
+    size_text = f"{size:,} tokens each" if isinstance(size, int) else f"up to {size or 'the model limit'}"
+    context = info.get("chunk_context") or "none"
+    return f"{size_text}, context: {'the heading path' if context == 'heading' else context}"
+
+
+def pictures_text(info: dict[str, Any]) -> str:
+    """Whether the collection embeds pictures (its model has a projector) and how many image points it holds."""
+    points = int(info.get("image_points") or 0)
+    if info.get("pictures"):
+        return f"yes, {_plural(points, 'image point')} (the model embeds images)"
+    extra = f"; {_plural(points, 'image point')} from an earlier model" if points else ""
+    return f"no (the model embeds text only){extra}"
+
+
 def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
     """The ``(label, text)`` rows of the readable status of one collection."""
     health = info.get("health") or {}
@@ -47,7 +74,7 @@ def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
     )
     model = (
         f"{info.get('model_name') or info['model']} ({info['dimensions']} dimensions, {info['metric']}, "
-        f"{info['normalization']} normalization; tokenizer: {info.get('tokenizer')})"
+        f"{info['normalization']} normalization; tokenizer: {info.get('tokenizer')}; {weights_text(info)})"
     )
     search = info.get("search_mode") or "hybrid"
     lexical = info.get("lexical_index")
@@ -57,6 +84,8 @@ def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
         ("collection", info["collection"]),
         ("contents", contents),
         ("model", model),
+        ("chunks", chunks_text(info)),
+        ("pictures", pictures_text(info)),
         ("store", f"{info['store']} at {info.get('store_location') or '?'}"),
         ("roots", ", ".join(info.get("roots") or []) or "none yet (`indexer index FOLDER`)"),
         ("search", search),
@@ -86,8 +115,6 @@ def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
             ("model file", str(info.get("model_path"))),
             ("weights", str(weights.get("probe") or weights)),
             ("store options", ", ".join(f"{k}={v}" for k, v in (info.get("store_options") or {}).items())),
-            ("chunk tokens", str(info.get("chunk_tokens"))),
-            ("chunk context", str(info.get("chunk_context") or "none")),
             ("prompts", f"query {info['prompts'].get('query')!r}, document {info['prompts'].get('document')!r}"),
             ("health", ", ".join(f"{k}={v}" for k, v in health.items())),
         ]

@@ -81,9 +81,10 @@ class Thumbnails:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        data = read_indexed_bytes(col, path, MAX_IMAGE_BYTES)
+        cap = max(MAX_IMAGE_BYTES, col.settings.max_image_file_size)  # an indexed picture is shown whatever its size
+        data = read_indexed_bytes(col, path, cap)
         try:
-            thumb = thumbnail(data, size)
+            thumb = thumbnail(data, size, max_bytes=cap)
         except ImageError as exc:
             raise InputError(f"{path!r}: {exc.reason}") from None
         with self._lock:

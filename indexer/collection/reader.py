@@ -17,9 +17,10 @@ from indexer.collection import health as agreement_checks
 from indexer.collection import job, leftovers, tokenizer_record
 from indexer.collection.files import Thumbnails, read_indexed_bytes
 from indexer.collection.parts import CollectionParts, PartsView
-from indexer.core.images import MAX_IMAGE_BYTES
+from indexer.core.images import MAX_IMAGE_BYTES, for_sending
 from indexer.core.normalization import normalization_name
 from indexer.engine.adapters import model_name
+from indexer.engine.loader import embeds_images
 from indexer.errors import StoreError
 from indexer.index.prompts import with_prompt
 from indexer.models import native
@@ -83,7 +84,10 @@ class CollectionReader(PartsView):
         elif options:
             request = replace(request, **options)
         if isinstance(request.image, (str, os.PathLike)):  # a path: only an indexed file inside a root is read
-            request = replace(request, image=read_indexed_bytes(parts, os.fspath(request.image), MAX_IMAGE_BYTES))
+            cap = max(MAX_IMAGE_BYTES, parts.settings.max_image_file_size)
+            data = read_indexed_bytes(parts, os.fspath(request.image), cap)
+            # an indexed photo past the query cap is downscaled first, as a client does (the same vector)
+            request = replace(request, image=data if len(data) <= MAX_IMAGE_BYTES else for_sending(data))
         req = prepare(request, self.query_limits())
         parts.check_settings()
         parts.check_store_meta(rec)
@@ -259,6 +263,10 @@ class CollectionReader(PartsView):
             "prompts": {"query": parts.prompts.query, "document": parts.prompts.document},
             "chunk_tokens": parts.recorded_chunk_tokens() or "the model's limit",
             "chunk_context": parts.chunk_context,
+            # pictures: whether the model embeds images (its projector beside it: a file check, never behind a
+            # model load on another thread) and the image points it made
+            "pictures": embeds_images(rec.model_path),
+            "image_points": parts.state.image_points(self.name),
             "watcher": _watcher_status(parts.settings, self.name),
             "health": health,
             "failures": [{"path": p, "reason": r} for p, r in parts.state.failures(self.name)],

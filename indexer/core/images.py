@@ -120,9 +120,9 @@ def prepare_image(
     return PreparedImage(out.getvalue(), int(w), int(h), width, height, fmt)
 
 
-def thumbnail(data: bytes, size: int, *, max_pixels: int = MAX_PIXELS) -> bytes:
+def thumbnail(data: bytes, size: int, *, max_pixels: int = MAX_PIXELS, max_bytes: int = MAX_IMAGE_BYTES) -> bytes:
     """A JPEG at most ``size`` pixels a side (orientation applied), for showing a hit."""
-    rgb, _fmt, _w, _h = _decoded(data, max_pixels, size)
+    rgb, _fmt, _w, _h = _decoded(data, max_pixels, size, max_bytes)
     out = io.BytesIO()
     rgb.save(out, format="JPEG", quality=80)
     return out.getvalue()

@@ -9,8 +9,11 @@ embeddings are not F32, would abort the process inside llama.cpp's graph builder
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
+import logging
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,17 +48,42 @@ def load_mtmd() -> Any:
     if missing:
         raise RuntimeError(f"llama.cpp's MTMD library lacks {', '.join(missing)}; this llama-cpp-python build "
                            "cannot embed media")
-    global _LOG_ROUTED
-    if not _LOG_ROUTED and hasattr(lib, "mtmd_helper_log_set"):
-        # MTMD's log through llama-cpp-python's callback, which follows the model's verbose flag
-        from llama_cpp._logger import llama_log_callback
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is None and hasattr(lib, "mtmd_helper_log_set"):
+        import llama_cpp
 
-        mtmd_cpp.mtmd_helper_log_set(llama_log_callback, ctypes.c_void_p(0))
-        _LOG_ROUTED = True
+        # MTMD's (and CLIP's) log through Python logging, shown by `-v`: llama-cpp-python's own callback reads
+        # ggml's levels with an older table and prints every warning as an error ("Qwen-VL models require at
+        # minimum 1024 image tokens ..." on each projector load). The last errors go into a load's error.
+        _LOG_CALLBACK = llama_cpp.llama_log_callback(_native_log)
+        mtmd_cpp.mtmd_helper_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
     return mtmd_cpp
 
 
-_LOG_ROUTED = False
+_LOG_CALLBACK: Any = None  # kept referenced: llama.cpp calls it for the life of the process
+_RECENT: collections.deque[str] = collections.deque(maxlen=4)  # the last errors
+_native_logger = logging.getLogger(__name__)
+_last_level = [1]
+_verbose = [False]  # a projector opened with verbose=True prints MTMD's log on stderr as llama.cpp does
+
+
+def _native_log(level: int, text: bytes, _user_data: Any) -> None:
+    """ggml's levels (ggml.h today; llama-cpp-python's table is older): 1 debug, 2 info, 3 warn, 4 error, 5 the
+    previous line continued. MTMD's warnings and errors log at INFO (shown by `-v`), the rest at DEBUG."""
+    line = (text or b"").decode("utf-8", "replace")
+    if _verbose[0]:
+        sys.stderr.write(line)
+    if level != 5:
+        _last_level[0] = level
+    if line.strip():
+        if _last_level[0] == 4:
+            _RECENT.append(line.strip())
+        _native_logger.log(logging.INFO if _last_level[0] in (3, 4) else logging.DEBUG, "%s", line.rstrip())
+
+
+def recent_native_log() -> str:
+    """The last errors MTMD logged (a failed load names its reason there), joined; "" when none."""
+    return " | ".join(_RECENT)
 
 
 def check_projector_file(path: str | Path) -> dict[str, Any]:
@@ -101,6 +129,7 @@ class Projector:
                  image_min_tokens: int | None = None, image_max_tokens: int | None = None,
                  verbose: bool = False) -> None:
         self.mtmd = load_mtmd()
+        _verbose[0] = _verbose[0] or bool(verbose)
         self.path = str(path)
         self.meta = check_projector_file(path)
         native.check_model_file(path)  # a weight type this machine's llama.cpp cannot run: refused, not loaded
@@ -113,11 +142,13 @@ class Projector:
             params.image_min_tokens = int(image_min_tokens)
         if image_max_tokens is not None:
             params.image_max_tokens = int(image_max_tokens)
+        _RECENT.clear()
         self.ctx = self.mtmd.mtmd_init_from_file(self.path.encode("utf-8"), model, params)
         if not self.ctx:
             raise ValueError(f"llama.cpp could not load the projector {self.path} for this model: its projector "
                              "type may be unknown to this build, or its output width does not match the text "
-                             "model's input width (a projector of another model); see llama.cpp's log")
+                             f"model's input width (a projector of another model); llama.cpp said: "
+                             f"{recent_native_log() or 'nothing'}")
         self.model = model
         self.vision = bool(self.mtmd.mtmd_support_vision(self.ctx))
         self.audio = bool(self.mtmd.mtmd_support_audio(self.ctx))

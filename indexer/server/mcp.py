@@ -1,4 +1,4 @@
-"""Model Context Protocol: the same search as the HTTP API, as MCP tools ``search`` and ``status``.
+"""Model Context Protocol: the same search as the HTTP API, as MCP tools ``search``, ``fields`` and ``status``.
 
 Built with the official MCP Python SDK. The server's HTTP app mounts it at ``/mcp`` (streamable HTTP,
 stateless); ``indexer mcp`` serves it over stdio with its own :class:`~indexer.server.service.Service`.
@@ -20,7 +20,8 @@ logger = logging.getLogger(__name__)
 INSTRUCTIONS = (
     "Searches the user's local documents (files indexed by `indexer`). Call `search` with a natural-language "
     "query; each hit has the file path, line span (and PDF page), heading and the matching passage. Call "
-    "`status` to see the collections, their roots and sizes."
+    "`fields` to see what a search's `where` can filter on, and `status` to see the collections, their roots and "
+    "sizes."
 )
 
 

@@ -226,6 +226,12 @@ class StateStore:
             "tokens": one("SELECT COALESCE(SUM(n_tokens), 0) FROM chunks WHERE collection=?"),
         }
 
+    def image_points(self, collection: str) -> int:
+        """The collection's image points: the chunks made from a picture carry no text, so no tokens (a text
+        chunk counts its special tokens at least)."""
+        sql = "SELECT COUNT(*) FROM chunks WHERE collection=? AND n_tokens=0"
+        return int(self._db.execute(sql, (collection,)).fetchone()[0])
+
     def last_commit(self, collection: str) -> float | None:
         """When a file of the collection was last committed (seconds since the epoch), None before any."""
         row = self._db.execute("SELECT MAX(checked_ns) FROM files WHERE collection=?", (collection,)).fetchone()

@@ -230,7 +230,8 @@ class ImageReader:
     def _read_media(self, ref: SourceRef, data: bytes) -> Document:
         """The picture (one image point) and, beside it, the OCR text when there is any."""
         try:
-            image = prepare_image(data, max_pixels=self._ocr.max_pixels)
+            # the bytes were capped by the source (max_image_file_size); the pixel cap still applies
+            image = prepare_image(data, max_pixels=self._ocr.max_pixels, max_bytes=len(data))
         except ImageError as exc:
             raise SourceError(ref.path, exc.reason, code="too_large" if exc.code == "too_large" else "unreadable"
                               ) from None

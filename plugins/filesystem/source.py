@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
+DEFAULT_MAX_FILE_SIZE, DEFAULT_MAX_IMAGE_FILE_SIZE = 10 * 1024 * 1024, 64 * 1024 * 1024  # text; pictures
 BAD_NAME_REASON = (
     "name is not valid UTF-8 (shown with \\x escapes) and cannot be stored in the index; rename it to a UTF-8 "
     "name (e.g. `convmv -f latin1 -t utf-8 --notest NAME`) to have it indexed"
@@ -131,6 +131,7 @@ class FilesystemSource:
         exclude: Sequence[str] = (),
         max_file_size: int = DEFAULT_MAX_FILE_SIZE,
         readers: Sequence[Reader] | None = None,
+        max_image_file_size: int = DEFAULT_MAX_IMAGE_FILE_SIZE,
         follow_symlinks: bool = True,
         on_problem: Callable[[ScanProblem], None] | None = None,
         parse_timeout: float | None = 60.0,
@@ -146,7 +147,7 @@ class FilesystemSource:
         self._root_set = frozenset(resolved)
         self.include = tuple(include)
         self.exclude = tuple(exclude)
-        self.max_file_size = max_file_size
+        self.max_file_size, self.max_image_file_size = max_file_size, max_image_file_size
         self.follow_symlinks = follow_symlinks
         self.on_problem = on_problem
         self.problems: list[ScanProblem] = []
@@ -187,6 +188,7 @@ class FilesystemSource:
             include=settings.include,
             exclude=settings.exclude,
             max_file_size=settings.max_file_size,
+            max_image_file_size=settings.max_image_file_size,
             readers=configure_readers(readers, settings),
             follow_symlinks=follow,
             parse_timeout=settings.parse_timeout,
@@ -506,13 +508,10 @@ class FilesystemSource:
             if not known and ext in BINARY_EXTENSIONS:
                 self._problem(walked, "binary file type; no reader for it", "binary")
                 return None
-            if st.st_size > self.max_file_size:
-                self._problem(
-                    walked,
-                    f"{st.st_size} bytes exceeds max_file_size {self.max_file_size}; raise the limit or "
-                    "exclude the file",
-                    "too_large",
-                )
+            cap, setting = self.size_cap(ext)
+            if st.st_size > cap:
+                self._problem(walked, f"{st.st_size} bytes exceeds {setting} {cap}; raise the limit or exclude the "
+                              "file", "too_large")
                 return None
             if not known and not looks_like_text(real):
                 self._problem(walked, "binary content (not text in any encoding); not indexed", "binary")
@@ -597,19 +596,22 @@ class FilesystemSource:
         if self._worker is not None:
             self._worker.abort()
 
+    def size_cap(self, ext: str) -> tuple[int, str]:
+        """The most bytes a file with (lower-case) extension ``ext`` may have, and the setting that says so."""
+        if getattr(self._by_ext.get(ext), "kind", None) == "image":  # a picture: a camera photo is large
+            return self.max_image_file_size, "max_image_file_size"
+        return self.max_file_size, "max_file_size"
+
     def _read_bytes(self, path: str) -> bytes:
-        cap = self.max_file_size
+        cap, setting = self.size_cap(os.path.splitext(path)[1].lower())
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(path, flags)
-            with os.fdopen(fd, "rb") as handle:
+            with os.fdopen(os.open(path, flags), "rb") as handle:
                 st = os.fstat(handle.fileno())
                 if not stat.S_ISREG(st.st_mode):
                     raise SourceError(path, "not a regular file")
                 if st.st_size > cap:
-                    raise SourceError(
-                        path, f"{st.st_size} bytes exceeds max_file_size {cap}; raise the limit or exclude it"
-                    )
+                    raise SourceError(path, f"{st.st_size} bytes exceeds {setting} {cap}; raise it or exclude the file")
                 data = handle.read(cap + 1)
         except SourceError:
             raise
@@ -624,5 +626,5 @@ class FilesystemSource:
                 raise SourceError(path, "file was replaced by a symlink since the scan; rescan") from exc
             raise SourceError(path, f"cannot read file ({exc.strerror or exc})") from exc
         if len(data) > cap:
-            raise SourceError(path, f"file grew past max_file_size {cap} while being read; raise the limit")
+            raise SourceError(path, f"file grew past {setting} {cap} while being read; raise the limit")
         return data

@@ -22,7 +22,7 @@ from tests.integration.test_cli import run
 pytestmark = pytest.mark.slow
 
 # What llama.cpp, ggml and MTMD print when their logs are not silenced.
-NATIVE_LOG = re.compile(r"llama_|ggml_|gguf_|load_tensors|print_info|n_ctx|clip_|mtmd|main: |\.cpp:\d")
+NATIVE_LOG = re.compile(r"llama_|ggml_|gguf_|load_tensors|load_hparams|print_info|n_ctx|clip_|mtmd|main: |\.cpp:\d")
 
 
 def test_status_is_a_readable_summary_and_json_stays_the_contract(tmp_path, embed_model_path):
@@ -36,6 +36,9 @@ def test_status_is_a_readable_summary_and_json_stays_the_contract(tmp_path, embe
     assert rows["contents"].startswith("5 files, ") and "in step" in rows["contents"]
     assert rows["model"].startswith("all-MiniLM-L6-v2 (384 dimensions")  # a name, not the fingerprinted id
     assert re.search(r"-[0-9a-f]{12}", rows["model"]) is None
+    assert re.search(r"; weights (bf16|f16|f32|q8_0)(, (bf16|f16|f32|q8_0))*\)$", rows["model"]), rows["model"]
+    assert re.fullmatch(r"\d+ tokens each, context: none", rows["chunks"]), rows["chunks"]
+    assert rows["pictures"] == "no (the model embeds text only)"
     assert re.match(r"(just now|\d+ seconds ago) \(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)", rows["last indexed"])
     assert rows["watcher"].startswith("not running")
     assert str(corpus.resolve()) in rows["roots"]
@@ -46,6 +49,8 @@ def test_status_is_a_readable_summary_and_json_stays_the_contract(tmp_path, embe
     data = json.loads(run("status", "--json").stdout)
     assert data["model"].startswith("all-MiniLM-L6-v2-") and data["model_name"] == "all-MiniLM-L6-v2"
     assert data["last_indexed"].endswith("+00:00") and data["watcher"] is None and "store_options" in data
+    assert data["pictures"] is False and data["image_points"] == 0 and data["chunk_context"] == "none"
+    assert isinstance(data["chunk_tokens"], int) and data["weights"]["weight_types"]
 
 
 def test_nested_roots_are_adopted_with_a_note_counted_once_and_forget_says_the_fix(tmp_path, embed_model_path):

@@ -183,6 +183,40 @@ def test_the_cli_prints_path_and_pixel_size_and_finds_each_image_first(indexed, 
     assert missing.returncode == 2 and "cannot read it" in missing.stderr
 
 
+def test_status_names_pictures_weights_and_chunks_and_native_logs_stay_behind_v(indexed, folder, tmp_path):
+    """`indexer status` says the collection embeds pictures (and how many image points), the model's weight type,
+    chunk size and context; an in-process image search prints none of llama.cpp's MTMD lines without -v (they
+    were on every projector load: "Qwen-VL models require at minimum 1024 image tokens"), and shows its
+    warnings as log lines with -v."""
+    settings, _ = indexed
+    env = {**os.environ, "INDEXER_DATA_DIR": str(settings.data_dir), "INDEXER_CONFIG": str(tmp_path / "none.toml"),
+           "INDEXER_THREADS": "2"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "indexer.cli", *args], capture_output=True, text=True, env=env,
+                              timeout=300)
+
+    plain = cli("status", "-c", "pics")
+    assert plain.returncode == 0, plain.stderr
+    rows = dict(line.split(None, 1) for line in plain.stdout.splitlines() if line.strip())
+    assert rows["pictures"] == f"yes, {SMALL} image points (the model embeds images)", plain.stdout
+    assert rows["model"].endswith("; weights f16)"), rows["model"]
+    assert rows["chunks"] == "512 tokens each, context: none", rows["chunks"]
+    data = json.loads(cli("status", "-c", "pics", "--json").stdout)
+    assert data["pictures"] is True and data["image_points"] == SMALL
+    assert data["weights"]["weight_types"] == ["f16"] and data["chunk_context"] == "none"
+    assert data["chunk_tokens"] == 512
+
+    quiet = cli("search", "--image", str(folder[1][0]), "-c", "pics", "--local", "-k", "1")
+    assert quiet.returncode == 0 and quiet.stdout.startswith(f"1. {folder[1][0]}"), quiet.stderr
+    assert "load_hparams" not in quiet.stderr and "clip_" not in quiet.stderr and "mtmd" not in quiet.stderr, \
+        quiet.stderr
+    loud = cli("-v", "search", "--image", str(folder[1][0]), "-c", "pics", "--local", "-k", "1")
+    assert loud.returncode == 0, loud.stderr
+    assert "INFO indexer.engine.mtmd_native: load_hparams: Qwen-VL models require" in loud.stderr, loud.stderr
+    assert "tensor[0]" not in loud.stderr  # MTMD's narration (every tensor it loads) stays at DEBUG
+
+
 @pytest.fixture(scope="module")
 def served(indexed, folder) -> Iterator[ServerHandle]:
     settings, _ = indexed
@@ -277,6 +311,8 @@ def test_with_a_text_only_model_the_folder_is_indexed_as_before(folder, embed_mo
         assert not any(p.suffix in (".gif", ".webp") for p in taken)
         hits = col.search("meeting about topic", k=2 * SMALL).hits
         assert hits and not any(h.media for h in hits)
+        status = col.status()
+        assert status["pictures"] is False and status["image_points"] == 0
         with pytest.raises(InputError, match="embeds text only"):
             col.search(image=folder[1][0].read_bytes())
 

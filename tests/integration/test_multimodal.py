@@ -132,8 +132,10 @@ def test_a_projector_of_another_model_or_a_file_that_is_no_projector_is_a_clear_
     text_model = proof.convert("qwen3-embedding", tmp_path, "f16")  # n_embd 64, but the projector gives 128
     llm = vision.open_model(text_model, files[1])
     try:
-        with pytest.raises(ValueError, match="could not load the projector"):
+        with pytest.raises(ValueError, match="could not load the projector") as refused:
             llm.embed_multimodal(parts=[PNG])
+        # llama.cpp's own reason (its log, kept off stderr without -v) is in the error
+        assert "llama.cpp said: " in str(refused.value) and "said: nothing" not in str(refused.value)
     finally:
         llm.close()
     llm = vision.open_model(files[0], files[0])  # the text model given as its own projector

@@ -1,4 +1,4 @@
-"""MCP tools `search` and `status`, with the official SDK's client: over the server's HTTP transport and over
+"""MCP tools `search`, `fields` and `status`, with the official SDK's client: over the server's HTTP transport and over
 stdio (`indexer mcp` in a subprocess)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_mcp_over_http(served: ServerHandle) -> None:
             return await _exercise(client)
 
     tools, found, status, bad = anyio.run(main)
-    assert {"search", "status"} <= tools
+    assert tools == {"search", "fields", "status"}
     assert found["hits"][0]["path"].endswith("backup.md") and len(found["hits"]) == 2
     assert status["collections"][0]["collection"] == "default"
     assert bad.is_error and "does not exist" in bad.content[0].text
@@ -66,7 +66,7 @@ def test_mcp_over_stdio(served: ServerHandle, tmp_path: Path) -> None:
             return await _exercise(client)
 
     tools, found, status, bad = anyio.run(main)
-    assert {"search", "status"} <= tools
+    assert tools == {"search", "fields", "status"}
     assert found["hits"][0]["path"].endswith("backup.md")
     assert found["reranked"] is False  # no reranker configured for this process
     assert status["collections"][0]["files"] == 5

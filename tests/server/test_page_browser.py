@@ -509,6 +509,9 @@ def test_status_panel_is_readable(served: ServerHandle, browser, artifacts) -> N
         assert re.search(r"up \d+(\.\d)? (s|min|h)", text), text
         assert not re.search(r"-[0-9a-f]{12}\b", text), text  # model names, not fingerprints
         assert "not running" in text
+        assert re.search(r"· weights (bf16|f16|f32|q8_0)", text), text  # the model's weight types
+        assert re.search(r"chunks\n\d+ tokens each · context: none", text), text
+        assert "pictures\nno (the model embeds text only)" in text
         assert browser.find_element(By.ID, "status-toggle").get_attribute("aria-expanded") == "true"
         _no_horizontal_scroll(browser)
         browser.save_screenshot(str(artifacts / "390-status.png"))

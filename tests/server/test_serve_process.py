@@ -172,3 +172,27 @@ def test_a_public_bind_says_which_host_names_it_answers(tmp_path: Path, embed_mo
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+def test_ctrl_c_stops_the_server_with_exit_130_and_its_announcement_gone(tmp_path: Path, embed_model_path: Path):
+    """The README's exit codes: Ctrl-C (SIGINT to the process group, as a terminal sends it) ends `indexer serve`
+    with 130, after its shutdown removed the announcement (so `indexer search` no longer goes to it)."""
+    data = tmp_path / "sigint-data"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "indexer.cli", "serve", "--no-watch"], env=_env(data, embed_model_path, tmp_path),
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True,
+        # as from a terminal: a suite started in the background ignores SIGINT, and Python keeps an inherited SIG_IGN
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        wait_for(lambda: announce.read(data) is not None, 60, "the announcement")
+        ann = announce.read(data)
+        assert ann is not None
+        wait_for(lambda: _answers(ann.url), 60, "the server to answer")
+        os.killpg(proc.pid, signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert not (data / announce.FILE_NAME).exists(), err  # removed by the shutdown, not just stale

@@ -3,6 +3,7 @@ deletes, filters, reopening and other processes' views stay exact where they mus
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from pathlib import Path
 
@@ -93,3 +94,38 @@ def test_a_reader_in_another_store_instance_follows_the_switch(tmp_path: Path) -
     assert _structure(reader) == "ivf"
     writer.close()
     reader.close()
+
+
+def test_ivf_never_returns_hidden_deleted_or_filtered_out_points(tmp_path: Path) -> None:
+    """Past the switch (lowered here from 100k) the IVF lists answer with an id selector: points written but not
+    committed (``Filter.hidden``: a large file mid-write) never come back, filtered or not, nor deleted points nor
+    points the filter leaves out; the same points come back once they are no longer hidden."""
+    store = _store(tmp_path)
+    store.auto = dataclasses.replace(store.auto, exact_below=100)  # filtered searches go through the IVF lists too
+    store.ensure_collection("c", DIM, {})
+    pts = _points(1600, seed=4)
+    store.upsert("c", pts)
+    assert _structure(store) == "ivf"
+    deleted = {p.id for p in pts[:200]}
+    store.delete("c", sorted(deleted))
+    assert _structure(store) == "ivf" and store.count("c") == 1400
+    live = pts[200:]
+    hidden = frozenset(p.id for p in live[::7])
+    chosen = frozenset(p.id for p in live[::2])  # an id selection (other clauses), larger than exact_below
+    filters = {
+        "hidden only": (Filter(hidden=hidden), lambda p: True),
+        "type and hidden": (Filter(file_types=("md",), hidden=hidden), lambda p: p.payload["file_type"] == "md"),
+        "ids and hidden": (Filter(ids=chosen, hidden=hidden), lambda p: p.id in chosen),
+    }
+    for name, (where, matches) in filters.items():
+        for p in [*pts[:200:25], *live[::23]]:
+            hits = store.search("c", p.vector, 20, where)
+            found = {h.id for h in hits}
+            assert len(hits) == 20, (name, len(hits))
+            assert not found & hidden and not found & deleted, name
+            assert all(matches(q) for q in pts if q.id in found), name
+            if p.id not in hidden and p.id not in deleted and matches(p):
+                assert hits[0].id == p.id, name  # the others still find themselves
+    for p in live[:70:7]:  # hidden no longer: found again
+        assert p.id in hidden and store.search("c", p.vector, 1)[0].id == p.id
+    store.close()
