@@ -1,0 +1,120 @@
+"""Claims of README.md and docs/ that had code doing them but no test holding them (the claims table of issue 41,
+notes/issue-41-claims.md): the documented defaults, the image query's refusals, the query length cap, the
+internal error's one line, and the tests the docs name."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import typer
+
+from indexer.errors import InputError
+from indexer.search.query import QueryLimits, prepare
+from indexer.settings import Settings
+from indexer.types import MAX_QUERY_CHARS, SearchRequest
+
+ROOT = Path(__file__).resolve().parents[2]
+MiB = 1024 * 1024
+
+# (doc, the words the doc says, the setting, its default): each default a doc states is the one Settings has.
+DEFAULTS = [
+    ("README.md", "`rerank_budget_ms`, default 1000", "rerank_budget_ms", 1000),
+    ("docs/search.md", "`chunk_overlap` (32)", "chunk_overlap", 32),
+    ("docs/search.md", 'so the default stays `"none"`', "chunk_context", "none"),
+    ("docs/search.md", "Settings: `search_mode` (`hybrid`)", "search_mode", "hybrid"),
+    ("docs/search.md", "`fusion` (`score`)", "fusion", "score"),
+    ("docs/formats.md", "| `max_file_size` | 10 MiB |", "max_file_size", 10 * MiB),
+    ("docs/formats.md", "| `max_image_file_size` | 64 MiB |", "max_image_file_size", 64 * MiB),
+    ("docs/formats.md", "| `max_unpacked_bytes` | 500 MiB |", "max_unpacked_bytes", 500 * MiB),
+    ("docs/formats.md", "| `max_unpack_ratio` | 50 |", "max_unpack_ratio", 50),
+    ("docs/formats.md", "| `parse_timeout` | 60 s |", "parse_timeout", 60),
+    ("docs/formats.md", "| `parse_memory_mb` | 2048 |", "parse_memory_mb", 2048),
+    ("docs/formats.md", "| `parse_workers` | 2 |", "parse_workers", 2),
+    ("docs/indexing.md", "`embed_batch_chunks` chunks (256)", "embed_batch_chunks", 256),
+    ("docs/watch.md", "| `watch_rescan_seconds` | 600 |", "watch_rescan_seconds", 600),
+    ("docs/watch.md", "| `watch_polling` | false |", "watch_polling", False),
+    ("docs/watch.md", "| `watch_poll_seconds` | 1.0 |", "watch_poll_seconds", 1.0),
+    ("docs/watch.md", "| `watch_discover_seconds` | 5.0 |", "watch_discover_seconds", 5.0),
+    ("docs/server.md", "`max_queue` jobs (default 32)", "max_queue", 32),
+    ("docs/server.md", "`queue_timeout` (30 s)", "queue_timeout", 30),
+    ("docs/server.md", "`max_inputs` texts per\n  `/v1` call (256)", "max_inputs", 256),
+    ("docs/server.md", "`max_request_tokens` per `/v1/embeddings` call (65,536)", "max_request_tokens", 65536),
+    ("docs/server.md", "request body `max_body_bytes` (1 MiB", "max_body_bytes", MiB),
+    ("docs/server.md", "`max_image_body_bytes` (32 MiB", "max_image_body_bytes", 32 * MiB),
+    ("docs/server.md", "CORS is off unless `cors_origins` lists origins", "cors_origins", ()),
+    ("docs/server.md", "only with\n  `trust_forwarded_host = true`", "trust_forwarded_host", False),
+]
+
+
+@pytest.mark.parametrize(("doc", "said", "name", "value"), DEFAULTS, ids=[d[2] for d in DEFAULTS])
+def test_every_default_a_doc_states_is_the_settings_default(doc, said, name, value):
+    assert said in (ROOT / doc).read_text(), f"{doc} no longer says {said!r}: update this table"
+    assert Settings.model_fields[name].default == value, (doc, name)
+
+
+def test_every_test_a_doc_names_exists():
+    """A doc that cites `test_...` as the test holding a claim cites a test that is there."""
+    defined = set()
+    for path in (ROOT / "tests").rglob("*.py"):
+        defined.update(re.findall(r"^\s*(?:async )?def (test_\w+)", path.read_text(), flags=re.M))
+    modules = {p.stem for p in (ROOT / "tests").rglob("test_*.py")}
+    missing = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for name in set(re.findall(r"`(test_\w+)`", doc.read_text())):
+            if name not in defined and name not in modules and not name.endswith("_"):
+                missing.append((doc.name, name))
+        for path in set(re.findall(r"`(tests/[\w/]+\.py)", doc.read_text())):
+            if not (ROOT / path).is_file():
+                missing.append((doc.name, path))
+    assert not missing
+
+
+def test_an_image_query_is_dense_never_reranked_never_beside_words():
+    """docs/search.md#pictures: mode `lexical` is refused, `rerank=true` is refused, `query` and `image` together
+    are refused; otherwise the search runs dense without rerank."""
+    limits = QueryLimits()
+    image = b"\x89PNG\r\n\x1a\n..."  # prepare() checks the request; the collection decodes the picture
+    with pytest.raises(InputError, match="cannot be reranked"):
+        prepare(SearchRequest("", image=image, rerank=True), limits)
+    with pytest.raises(InputError, match="lexical"):
+        prepare(SearchRequest("", image=image, mode="lexical"), limits)
+    with pytest.raises(InputError, match="not both"):
+        prepare(SearchRequest("red circle", image=image), limits)
+    ready = prepare(SearchRequest("", image=image, mode="hybrid"), limits)
+    assert (ready.mode, ready.rerank) == ("dense", False)
+
+
+def test_a_query_over_4096_characters_is_refused_and_one_of_4096_is_searched():
+    """docs/search.md: a query over 4,096 characters is refused with a clear error."""
+    assert MAX_QUERY_CHARS == 4096
+    assert prepare(SearchRequest("a" * 4096), QueryLimits()).query == "a" * 4096
+    with pytest.raises(InputError, match="4096"):
+        prepare(SearchRequest("a" * 4097), QueryLimits())
+
+
+def test_an_internal_error_is_one_line_and_shows_its_traceback_only_with_v(monkeypatch, capfd):
+    """README: an unexpected internal error prints its traceback only with `-v` (exit 1, one line otherwise)."""
+    from indexer.cli import main as cli_main
+
+    app = typer.Typer()
+
+    @app.command()
+    def boom() -> None:
+        raise RuntimeError("kaboom")
+
+    @app.command()
+    def other() -> None:  # two commands: typer keeps the subcommand's name
+        pass
+
+    monkeypatch.setattr(cli_main, "cli_command", lambda: typer.main.get_command(app))
+    monkeypatch.setitem(cli_main._STATE, "verbose", False)
+    assert cli_main._run(["boom"]) == 1
+    quiet = capfd.readouterr().err
+    assert "internal error: RuntimeError: kaboom" in quiet and "rerun with -v" in quiet
+    assert "Traceback" not in quiet and len(quiet.strip().splitlines()) == 1
+    monkeypatch.setitem(cli_main._STATE, "verbose", True)
+    assert cli_main._run(["boom"]) == 1
+    loud = capfd.readouterr().err
+    assert "Traceback" in loud and "kaboom" in loud
