@@ -76,3 +76,22 @@ def test_v1_embeddings_caps_dimensions_and_tokens_per_request(embed_model_path: 
             served.check_embed([list(range(1000, 1000 + limit + 1))], None)
     finally:
         served.close()
+
+
+def test_a_store_without_the_lexical_port_searches_dense_and_lexical_says_so(tmp_path: Path,
+                                                                            embed_model_path: Path) -> None:
+    """docs/search.md: a third-party store without the lexical index still works in `dense` mode (the default
+    hybrid search runs dense, with a warning), and `--mode lexical|hybrid` then says so (the suite's `tiny` store,
+    registered through entry points only)."""
+    import indexer
+    from indexer.errors import InputError
+
+    corpus = write_corpus(tmp_path / "corpus")
+    with indexer.open_collection("plain", store="tiny") as col:
+        col.index([corpus])
+        hits = col.search("how do I bake bread", k=2).hits
+        assert Path(hits[0].path).name == "bread.md"
+        assert "keeps no lexical index" in col.lexical_hint()
+        for mode in ("lexical", "hybrid"):
+            with pytest.raises(InputError, match="does not keep; use mode 'dense'"):
+                col.search("bread", mode=mode)

@@ -118,3 +118,88 @@ def test_an_internal_error_is_one_line_and_shows_its_traceback_only_with_v(monke
     assert cli_main._run(["boom"]) == 1
     loud = capfd.readouterr().err
     assert "Traceback" in loud and "kaboom" in loud
+
+
+def test_plugins_md_names_every_registered_reader():
+    """docs/plugins.md's table lists the `indexer.readers` names pyproject.toml registers (it had lost `image`)."""
+    section = (ROOT / "pyproject.toml").read_text().split('[project.entry-points."indexer.readers"]')[1].split("[")[0]
+    names = re.findall(r"^(\w+) = ", section, flags=re.M)
+    row = next(line for line in (ROOT / "docs/plugins.md").read_text().splitlines()
+               if line.startswith("| `indexer.readers`"))
+    listed = re.findall(r"`(\w+)`", row.split("|")[2])
+    assert listed == names
+
+
+def test_outlook_msg_is_claimed_by_no_reader():
+    """docs/formats.md: Outlook `.msg` is not read (save such mail as .eml)."""
+    from indexer.core import registry
+
+    readers = registry.load_readers()
+    assert ".eml" in {ext for r in readers for ext in r.extensions}
+    assert ".msg" not in {ext for r in readers for ext in r.extensions}
+
+
+def _frames(colors: list[tuple[int, int, int]], fmt: str) -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    frames = [Image.new("RGB", (40, 30), c) for c in colors]
+    frames[0].save(out, fmt, save_all=True, append_images=frames[1:], duration=100, loop=0)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["GIF", "WEBP"])
+def test_an_animated_picture_is_prepared_from_its_first_frame(fmt):
+    """docs/formats.md and plugins.md: GIF (first frame) and WebP; prepare_image takes the first frame."""
+    import io
+
+    from PIL import Image
+
+    from indexer.core.images import prepare_image
+
+    red_first = prepare_image(_frames([(220, 0, 0), (0, 0, 220), (0, 220, 0)], fmt))
+    blue_first = prepare_image(_frames([(0, 0, 220), (220, 0, 0), (0, 220, 0)], fmt))
+    with Image.open(io.BytesIO(red_first.data)) as a, Image.open(io.BytesIO(blue_first.data)) as b:
+        r, _, bl = a.convert("RGB").getpixel((20, 15))
+        assert r > 150 and bl < 80, (r, bl)
+        r, _, bl = b.convert("RGB").getpixel((20, 15))
+        assert bl > 150 and r < 80, (r, bl)
+    assert (red_first.width, red_first.height) == (40, 30)
+
+
+def test_a_large_jpeg_is_decoded_at_a_reduced_scale(monkeypatch):
+    """docs/formats.md: a large JPEG is decoded at a reduced scale (DCT scaling to the 1,024-pixel side), never
+    whole, and reports the pixel size it has."""
+    import io
+
+    from PIL import Image, JpegImagePlugin
+
+    from indexer.core.images import MAX_SIDE, prepare_image
+
+    out = io.BytesIO()
+    Image.new("RGB", (4000, 3000), (10, 200, 30)).save(out, "JPEG", quality=80)
+    asked = []
+    draft = JpegImagePlugin.JpegImageFile.draft
+
+    def spy(self, mode, size):
+        asked.append(size)
+        return draft(self, mode, size)
+
+    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "draft", spy)
+    prepared = prepare_image(out.getvalue())
+    assert asked == [(MAX_SIDE, MAX_SIDE)]
+    assert (prepared.width, prepared.height) == (MAX_SIDE, 768)
+    assert (prepared.original_width, prepared.original_height) == (4000, 3000)
+
+
+def test_hybrid_fetches_twice_the_candidates_from_each_side_at_least_50_with_the_documented_weights():
+    """docs/search.md#fusion: `hybrid` fetches `max(2 x candidates, 50)` chunks from each side; `w` is 0.4 for
+    `score` and `rrf`, 0.5 for `dbsf` when unset, and a set weight wins."""
+    from indexer.search.fusion import FusionConfig, depth
+
+    score = FusionConfig.of("score")
+    assert [depth(c, score) for c in (1, 25, 26, 50, 200)] == [50, 50, 52, 100, 400]
+    assert (FusionConfig.of("score").dense_weight, FusionConfig.of("rrf").dense_weight) == (0.4, 0.4)
+    assert FusionConfig.of("dbsf").dense_weight == 0.5 and FusionConfig.of("dbsf", 0.3).dense_weight == 0.3
