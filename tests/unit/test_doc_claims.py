@@ -203,3 +203,47 @@ def test_hybrid_fetches_twice_the_candidates_from_each_side_at_least_50_with_the
     assert [depth(c, score) for c in (1, 25, 26, 50, 200)] == [50, 50, 52, 100, 400]
     assert (FusionConfig.of("score").dense_weight, FusionConfig.of("rrf").dense_weight) == (0.4, 0.4)
     assert FusionConfig.of("dbsf").dense_weight == 0.5 and FusionConfig.of("dbsf", 0.3).dense_weight == 0.3
+
+
+def test_a_watcher_that_cannot_start_is_listed_once_and_tried_again_by_the_discovery(monkeypatch, caplog):
+    """docs/server.md: a watcher that cannot start (another `indexer watch` holds that collection) is logged once
+    and listed in `/status` `last_errors`; the server serves on, and the discovery tries again at its next round."""
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    import indexer.watch.watcher as watcher_module
+    from indexer.errors import LockedError
+    from indexer.server import service as service_module
+    from indexer.server import watchers
+
+    held = {"by_another": True}
+
+    class Watcher:
+        roots = ("/notes",)
+
+        def __init__(self, writer: object) -> None:
+            self.writer = writer
+
+        def start(self) -> None:
+            if held["by_another"]:
+                raise LockedError("a watcher of collection 'notes' already runs (pid 4242)")
+
+    monkeypatch.setattr(watcher_module, "Watcher", Watcher)
+    monkeypatch.setattr(watchers, "list_collections", lambda settings: [SimpleNamespace(name="notes")])
+    pool = ThreadPoolExecutor(max_workers=1)
+    svc = SimpleNamespace(_index_pool=pool, writer=lambda name: f"writer of {name}", watchers={}, last_errors=[],
+                          settings=SimpleNamespace(watch_discover_seconds=5.0))
+    svc.record_error = lambda where, exc: service_module.Service.record_error(svc, where, exc)
+    discovery = watchers._Discovery(svc, 5.0)
+    try:
+        with caplog.at_level("WARNING", logger="indexer.server.watchers"):
+            discovery.start_new()
+            discovery.start_new()  # the next round: the same failure, not logged nor listed again
+        assert svc.watchers == {}
+        assert [(e["where"], e["type"]) for e in svc.last_errors] == [("watch notes", "LockedError")]
+        assert len([r for r in caplog.records if "not watched" in r.getMessage()]) == 1
+        held["by_another"] = False  # the other watcher stopped: the next round starts ours
+        discovery.start_new()
+        assert list(svc.watchers) == ["notes"] and svc.watchers["notes"].writer == "writer of notes"
+    finally:
+        pool.shutdown()
