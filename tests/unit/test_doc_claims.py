@@ -247,3 +247,31 @@ def test_a_watcher_that_cannot_start_is_listed_once_and_tried_again_by_the_disco
         assert list(svc.watchers) == ["notes"] and svc.watchers["notes"].writer == "writer of notes"
     finally:
         pool.shutdown()
+
+
+def test_a_tiff_becomes_one_picture_from_its_first_frame_and_tiff_and_bmp_data_uris_are_taken():
+    """README, docs/formats.md: with a multimodal model a TIFF is one image point too (its first frame), beside
+    its OCR pages; docs/server.md: `/v1/embeddings` and `/search` take PNG, JPEG, GIF, WebP, TIFF and BMP data
+    URIs."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from indexer.codec import decode_data_uri
+    from indexer.types import SourceRef
+    from plugins.filesystem.ocr import ImageReader
+
+    tiff = _frames([(220, 0, 0), (0, 0, 220)], "TIFF")
+    reader = ImageReader().with_options({"media": True, "max_unpacked_bytes": 1, "max_unpack_ratio": 1.0,
+                                         "ocr": False})
+    assert {".tif", ".tiff"} <= set(reader.extensions)
+    doc = reader.read(SourceRef("/r", "/r/scan.tiff", len(tiff), 1), tiff)
+    assert [(m.kind, m.width, m.height, m.format) for m in doc.media] == [("image", 40, 30, "tiff")]
+    with Image.open(io.BytesIO(doc.media[0].data)) as im:
+        r, _, b = im.convert("RGB").getpixel((20, 15))
+        assert r > 150 and b < 80
+    bmp = io.BytesIO()
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(bmp, "BMP")
+    for fmt, data in (("tiff", tiff), ("bmp", bmp.getvalue())):
+        assert decode_data_uri(f"data:image/{fmt};base64,{base64.b64encode(data).decode()}") == data
