@@ -275,3 +275,41 @@ def test_a_tiff_becomes_one_picture_from_its_first_frame_and_tiff_and_bmp_data_u
     Image.new("RGB", (8, 8), (1, 2, 3)).save(bmp, "BMP")
     for fmt, data in (("tiff", tiff), ("bmp", bmp.getvalue())):
         assert decode_data_uri(f"data:image/{fmt};base64,{base64.b64encode(data).decode()}") == data
+
+
+def test_a_faiss_query_runs_on_one_openmp_thread_and_the_process_setting_is_restored(tmp_path, monkeypatch):
+    """docs/stores.md: one query uses one OpenMP thread (the process-wide setting is left as it was)."""
+    import uuid
+
+    import faiss
+    import numpy as np
+
+    from indexer.core.normalization import Normalization, normalize
+    from indexer.types import Point
+    from plugins.faiss import FaissStore
+    from plugins.faiss.index import VectorIndex
+
+    rng = np.random.default_rng(0)
+    vectors = normalize(rng.normal(size=(20, 8)), Normalization.L2)
+    store = FaissStore(tmp_path)
+    store.ensure_collection("c", 8, {})
+    store.upsert("c", [Point(str(uuid.uuid4()), v, {"path": f"/d/{i}.md", "file_type": "md"})
+                       for i, v in enumerate(vectors)])
+    seen = []
+    search = VectorIndex.search
+
+    def spy(self, *args, **kwargs):
+        seen.append(faiss.omp_get_max_threads())
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(VectorIndex, "search", spy)
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(max(2, before))
+    try:
+        outside = faiss.omp_get_max_threads()
+        assert len(store.search("c", vectors[0], 5)) == 5
+        assert seen and set(seen) == {1}
+        assert faiss.omp_get_max_threads() == outside
+    finally:
+        faiss.omp_set_num_threads(before)
+        store.close()
