@@ -313,3 +313,19 @@ def test_a_faiss_query_runs_on_one_openmp_thread_and_the_process_setting_is_rest
     finally:
         faiss.omp_set_num_threads(before)
         store.close()
+
+
+def test_sqlite_waits_30_s_on_a_busy_state_database_and_60_s_on_a_busy_faiss_sidecar(tmp_path):
+    """docs/indexing.md: SQLite "database is locked" is waited for by SQLite's busy timeout (30 s for the state
+    database, 60 s for the FAISS sidecar) before it reaches the user."""
+    from indexer.state.database import StateStore
+    from plugins.faiss.sidecar import Sidecar
+
+    state = StateStore(tmp_path / "state.sqlite")
+    sidecar = Sidecar(tmp_path / "points.sqlite")
+    try:
+        assert state._db.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+        assert sidecar.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 60_000
+    finally:
+        state.close()
+        sidecar.close()
