@@ -329,3 +329,26 @@ def test_sqlite_waits_30_s_on_a_busy_state_database_and_60_s_on_a_busy_faiss_sid
     finally:
         state.close()
         sidecar.close()
+
+
+def test_the_watcher_logs_one_line_per_batch_in_the_documented_shape(tmp_path, caplog):
+    """docs/watch.md: the watcher logs one line per batch, `batch 12: 3 paths in 0.21s: 2 indexed, 1 removed,
+    0 unchanged, 0 failed; 2 chunks embedded, 5 reused; change->searchable 260 ms (p50 240.0, p95 410.0); 0 queued`
+    (the suite's fake collection with a real folder and real watchdog)."""
+    from tests.unit.test_watch_logic import FAST, FakeCollection, until
+
+    from indexer.watch.watcher import Watcher
+
+    root = tmp_path / "root"
+    root.mkdir()
+    fake = FakeCollection(tmp_path / "data", root)
+    shape = re.compile(r"^batch \d+: \d+ paths in \d+\.\d\ds: \d+ indexed, \d+ removed, \d+ unchanged, \d+ failed; "
+                       r"\d+ chunks embedded, \d+ reused; change->searchable \d+ ms \(p50 [\d.]+, p95 [\d.]+\); "
+                       r"\d+ queued$")
+    with caplog.at_level("INFO", logger="indexer.watch"), Watcher(fake, options=FAST) as watcher:
+        assert watcher.wait_idle(20)
+        (root / "a.md").write_text("hello")
+        until(lambda: str(root / "a.md") in fake.all_synced())
+        until(lambda: any(r.getMessage().startswith("batch ") for r in caplog.records))
+    lines = [r.getMessage() for r in caplog.records if r.name == "indexer.watch" and r.getMessage().startswith("batch ")]
+    assert lines and all(shape.match(line) for line in lines), lines
