@@ -335,9 +335,8 @@ def test_the_watcher_logs_one_line_per_batch_in_the_documented_shape(tmp_path, c
     """docs/watch.md: the watcher logs one line per batch, `batch 12: 3 paths in 0.21s: 2 indexed, 1 removed,
     0 unchanged, 0 failed; 2 chunks embedded, 5 reused; change->searchable 260 ms (p50 240.0, p95 410.0); 0 queued`
     (the suite's fake collection with a real folder and real watchdog)."""
-    from tests.unit.test_watch_logic import FAST, FakeCollection, until
-
     from indexer.watch.watcher import Watcher
+    from tests.unit.test_watch_logic import FAST, FakeCollection, until
 
     root = tmp_path / "root"
     root.mkdir()
@@ -350,5 +349,5 @@ def test_the_watcher_logs_one_line_per_batch_in_the_documented_shape(tmp_path, c
         (root / "a.md").write_text("hello")
         until(lambda: str(root / "a.md") in fake.all_synced())
         until(lambda: any(r.getMessage().startswith("batch ") for r in caplog.records))
-    lines = [r.getMessage() for r in caplog.records if r.name == "indexer.watch" and r.getMessage().startswith("batch ")]
+    lines = [m for m in (r.getMessage() for r in caplog.records if r.name == "indexer.watch") if m.startswith("batch ")]
     assert lines and all(shape.match(line) for line in lines), lines
