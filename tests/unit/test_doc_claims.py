@@ -351,3 +351,17 @@ def test_the_watcher_logs_one_line_per_batch_in_the_documented_shape(tmp_path, c
         until(lambda: any(r.getMessage().startswith("batch ") for r in caplog.records))
     lines = [m for m in (r.getMessage() for r in caplog.records if r.name == "indexer.watch") if m.startswith("batch ")]
     assert lines and all(shape.match(line) for line in lines), lines
+
+
+def test_stores_md_names_the_faiss_index_kinds_and_its_default():
+    """docs/stores.md's Construct row: `index="auto"|"flat"|"hnsw"`, default `auto` (it named flat and hnsw only)."""
+    import inspect
+
+    from plugins.faiss import FaissStore
+    from plugins.faiss.index import KINDS
+
+    row = next(line for line in (ROOT / "docs/stores.md").read_text().splitlines() if line.startswith("| Construct"))
+    said = re.search(r'index=((?:"\w+"\\\|)*"\w+")', row)
+    assert said, row
+    assert sorted(re.findall(r'"(\w+)"', said.group(1))) == sorted(KINDS)
+    assert inspect.signature(FaissStore).parameters["index"].default == "auto" and "default `auto`" in row
