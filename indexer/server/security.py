@@ -199,7 +199,7 @@ class BodyLimitMiddleware:
         )
         image_message = (
             f"the request body is larger than {cap} bytes (max_image_body_bytes, a request with an image); send a "
-            "smaller image (the CLI, the page and the Python client downscale it to 1024 pixels a side)"
+            "smaller image (the CLI and the Python client downscale it to 1024 pixels a side)"
         )
         for name, value in scope.get("headers", []):
             if name == b"content-length":

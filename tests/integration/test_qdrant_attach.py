@@ -490,6 +490,11 @@ def test_vectors_of_another_model_are_not_mixed_with_ours(loc, cname, tmp_path, 
             col.index([write_corpus(tmp_path / "corpus")])
     assert dump(loc, cname) == before
     assert indexer.list_collections() == []
+    # docs/qdrant-plugin.md: `--allow-other-model` (Python: allow_other_model=True) overrides the refusal
+    with attach(cname, **loc.kw(), embedder=embedder) as col:
+        report = col.index([tmp_path / "corpus"], allow_other_model=True)
+        assert report.failed == [] and report.files_indexed == 5 and report.points_upserted >= 5
+    assert [r.name for r in indexer.list_collections()] == [f"qdrant.{cname}"]
 
 
 def _can_add_vectors(loc: Loc) -> bool:
