@@ -37,7 +37,7 @@ from indexer.core.locks import LifetimeLock
 from indexer.core.paths import within
 from indexer.errors import IndexerError, InputError
 from indexer.names import printable, printable_data
-from indexer.ports import Source, source_claims
+from indexer.ports import Progress, Source
 from indexer.state.watch_files import (
     ERRORS_KEPT,
     STATUS_PATHS_SHOWN,
@@ -65,7 +65,7 @@ class _Stopping(Exception):
     """Raised from the progress callback to end a reconciliation scan early when the watcher stops."""
 
 
-class _StopCheck:
+class _StopCheck(Progress):
     """Pipeline progress that only checks whether the watcher is stopping."""
 
     def __init__(
@@ -438,11 +438,11 @@ class Watcher:
 
     def _wanted(self, path: str) -> bool:
         """Cheap pre-filter: inside a watched root, outside the data dir, and claimed by the root's source (which
-        says what is its own: :func:`indexer.ports.source_claims`)."""
+        says what is its own: :meth:`indexer.ports.Source.claims`)."""
         root = next((r for r in self.roots if within(path, r)), None)
         if root is None or within(path, str(self.data_dir)):
             return False
-        return source_claims(self._source(root), path)
+        return self._source(root).claims(path)
 
     def _source(self, root: str) -> Source:
         """The source of ``root`` (opened once per root; observer threads share it: ``claims`` reads only names)."""
