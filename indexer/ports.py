@@ -35,26 +35,24 @@ class Embedder(TokenCounter, Protocol):
     @property
     def similarity(self) -> str: ...
 
+    @property
+    def media_kinds(self) -> tuple[str, ...]:
+        """The media it embeds besides text: ``("image",)`` for a multimodal model with its projector, else ``()``."""
+        ...
+
     def embed_batch(self, texts: Sequence[str], normalize: Normalization) -> np.ndarray:
         """Return a float32 array of shape (len(texts), dimensions), normalised as asked (core.normalization)."""
         ...
 
-
-@runtime_checkable
-class MediaEmbedder(Protocol):
-    """An Embedder that also embeds media (a multimodal model with its projector): ``media_kinds`` names what
-    (``("image",)``); a text-only embedder has none of this (or empty ``media_kinds``)."""
-
-    media_kinds: tuple[str, ...]
-
     def embed_images(self, images: Sequence[bytes], normalize: Normalization) -> np.ndarray:
-        """float32 (len(images), dimensions), normalised as asked; each item an encoded image (PNG)."""
+        """float32 (len(images), dimensions), normalised as asked; each item an encoded image (PNG). Only called
+        when ``"image" in media_kinds``; a text-only embedder raises InputError."""
         ...
 
 
-def embeds_images(embedder: object) -> bool:
+def embeds_images(embedder: Embedder) -> bool:
     """Whether ``embedder`` embeds images (asked of it, never inferred from its name)."""
-    return "image" in tuple(getattr(embedder, "media_kinds", ()) or ()) and hasattr(embedder, "embed_images")
+    return "image" in embedder.media_kinds
 
 
 @runtime_checkable

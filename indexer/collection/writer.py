@@ -359,7 +359,7 @@ class _LazyEmbedder:
         return ("image",) if self._parts.embeds_images else ()  # asked without loading the model
 
     def embed_images(self, images: Sequence[bytes], normalize: Any) -> Any:
-        return self._parts.document_embedder.embed_images(images, normalize)  # type: ignore[attr-defined]
+        return self._parts.document_embedder.embed_images(images, normalize)
 
 
 class _LazyChunker:

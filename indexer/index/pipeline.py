@@ -494,7 +494,7 @@ class Pipeline:
             inputs = [c.embed_text for c in texts]  # the text, with its context in front (indexer.index.context)
             embedded = list(self.embedder.embed_batch(inputs, self.normalization)) if texts else []
             if pictures:  # only chunks _media_chunks made: the embedder embeds images
-                images = self.embedder.embed_images([c.media.data for c in pictures if c.media is not None],  # type: ignore[attr-defined]
+                images = self.embedder.embed_images([c.media.data for c in pictures if c.media is not None],
                                                     self.normalization)
                 embedded += list(images)
             step = texts + pictures
