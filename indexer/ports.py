@@ -35,26 +35,24 @@ class Embedder(TokenCounter, Protocol):
     @property
     def similarity(self) -> str: ...
 
+    @property
+    def media_kinds(self) -> tuple[str, ...]:
+        """The media it embeds besides text: ``("image",)`` for a multimodal model with its projector, else ``()``."""
+        ...
+
     def embed_batch(self, texts: Sequence[str], normalize: Normalization) -> np.ndarray:
         """Return a float32 array of shape (len(texts), dimensions), normalised as asked (core.normalization)."""
         ...
 
-
-@runtime_checkable
-class MediaEmbedder(Protocol):
-    """An Embedder that also embeds media (a multimodal model with its projector): ``media_kinds`` names what
-    (``("image",)``); a text-only embedder has none of this (or empty ``media_kinds``)."""
-
-    media_kinds: tuple[str, ...]
-
     def embed_images(self, images: Sequence[bytes], normalize: Normalization) -> np.ndarray:
-        """float32 (len(images), dimensions), normalised as asked; each item an encoded image (PNG)."""
+        """float32 (len(images), dimensions), normalised as asked; each item an encoded image (PNG). Only called
+        when ``"image" in media_kinds``; a text-only embedder raises InputError."""
         ...
 
 
-def embeds_images(embedder: object) -> bool:
+def embeds_images(embedder: Embedder) -> bool:
     """Whether ``embedder`` embeds images (asked of it, never inferred from its name)."""
-    return "image" in tuple(getattr(embedder, "media_kinds", ()) or ()) and hasattr(embedder, "embed_images")
+    return "image" in embedder.media_kinds
 
 
 @runtime_checkable
@@ -156,47 +154,112 @@ class StoreSnapshots(Protocol):
 
 
 @runtime_checkable
-class Source(Protocol):
-    """Finds files (stat only) and reads them into documents.
-
-    ``problems`` lists what the last scan could not take (reported to the user as skipped files);
-    ``available()`` says whether the last scan reached every root. A root that is unmounted or gone scans as
-    empty: when ``available()`` is False the caller must not read the missing files as deleted."""
-
-    problems: Sequence[ScanProblem]
+class SourcePlugin(Protocol):
+    """The least a source plugin must have (what the registry checks with ``isinstance``): scan, read, say what
+    one path is, and whether the last scan reached every root. Every other ability has a default on
+    :class:`Source`, which a plugin may inherit; one that does not is given the defaults by the registry."""
 
     def scan(self) -> Iterator[SourceRef]: ...
 
+    def available(self) -> bool: ...
+
+    def read(self, ref: SourceRef) -> Document: ...
+
+    def ref_for(self, path: str) -> SourceRef | None: ...
+
+
+class Source:
+    """Finds files (stat only) and reads them into documents: the port the core calls, every ability declared
+    here with its default (a plugin overrides what it does differently).
+
+    A root that is unmounted or gone scans as empty: when ``available()`` is False the caller must not read the
+    missing files as deleted."""
+
+    #: what the last scan could not take (reported to the user as skipped files); a list the core may clear
+    problems: Sequence[ScanProblem] = ()
+    #: how many files the pipeline may read at once from this source (threads; 1: one after another)
+    parallel_reads: int = 1
+
+    def scan(self) -> Iterator[SourceRef]:
+        """Every indexable file under the roots."""
+        raise NotImplementedError
+
     def available(self) -> bool:
         """True when the last scan could list every root."""
-        ...
+        raise NotImplementedError
 
     def read(self, ref: SourceRef) -> Document:
         """Read and extract text; raises SourceError with path and reason."""
-        ...
+        raise NotImplementedError
 
     def ref_for(self, path: str) -> SourceRef | None:
         """What a scan would yield for this one path now, or None (missing, ignored, excluded, not indexable).
         Per-path sync (the watcher) uses it instead of a full scan."""
-        ...
+        raise NotImplementedError
+
+    def claims(self, path: str) -> bool:
+        """Whether a change at ``path`` (an absolute path inside a root, which may no longer exist) may concern
+        this source. A watcher asks it for every file event, so answer by name only, without touching the disk.
+        Default: every path inside a root is synced, and :meth:`ref_for` then decides."""
+        return True
+
+    def scan_below(self, folder: str) -> Iterator[SourceRef] | None:
+        """What a scan would yield below one folder inside a root (per-path sync of a folder that appeared or
+        moved); None (the default): the pipeline filters a full scan."""
+        return None
+
+    def heavy_read(self, ref: SourceRef) -> bool:
+        """Whether reading ``ref`` takes a scarce resource (a parse worker): such reads and the others get
+        separate lanes, so a cheap file is never queued behind heavy ones. Default: every read is heavy (one
+        lane)."""
+        return True
+
+    def abort_reads(self) -> None:
+        """End the reads in flight now (a shutdown never waits for a long parse). Default: nothing to end."""
+
+    def close(self) -> None:
+        """Release what the source holds (parse workers). Default: nothing."""
 
 
-def source_claims(source: Source, path: str) -> bool:
-    """The source's answer to "is this path mine?": whether a change at ``path`` (an absolute path inside one of
-    its roots, which may no longer exist) may concern it. A watcher asks this for every file event, so a source
-    answers by name only, without touching the disk (the filesystem source: no hidden part, except its ignore
-    files). A source may define ``claims(path) -> bool``; the default for one that does not is True: every path
-    inside a root is synced, and :meth:`Source.ref_for` then decides."""
-    claims = getattr(source, "claims", None)
-    return True if claims is None else bool(claims(path))
+class _PluginSource(Source):
+    """A plain-protocol source plugin under :class:`Source`'s defaults: its own abilities are looked up once,
+    here, never at a call site."""
+
+    def __init__(self, inner: SourcePlugin) -> None:
+        self.inner = inner
+        for name in ("claims", "scan_below", "heavy_read", "abort_reads", "close"):
+            own = getattr(inner, name, None)  # the one place a source's optional ability is asked by name
+            if callable(own):
+                setattr(self, name, own)
+        self.parallel_reads = int(getattr(inner, "parallel_reads", 1) or 1)
+        self._problems()
+
+    def _problems(self) -> None:  # the plugin's list (it may bind a new one per scan)
+        self.problems = getattr(self.inner, "problems", ())
+
+    def scan(self) -> Iterator[SourceRef]:
+        try:
+            yield from self.inner.scan()
+        finally:
+            self._problems()
+
+    def available(self) -> bool:
+        self._problems()
+        return self.inner.available()
+
+    def read(self, ref: SourceRef) -> Document:
+        return self.inner.read(ref)
+
+    def ref_for(self, path: str) -> SourceRef | None:
+        try:
+            return self.inner.ref_for(path)
+        finally:
+            self._problems()
 
 
-@runtime_checkable
-class FolderScan(Protocol):
-    """Optional capability of a Source: what a scan would yield below one folder inside a root (per-path sync of a
-    folder that appeared or moved). Without it, the pipeline filters a full scan."""
-
-    def scan_below(self, folder: str) -> Iterator[SourceRef]: ...
+def as_source(plugin: SourcePlugin) -> Source:
+    """``plugin`` as the core's :class:`Source`: itself when it inherits it, else under the defaults."""
+    return plugin if isinstance(plugin, Source) else _PluginSource(plugin)
 
 
 @runtime_checkable
@@ -223,14 +286,37 @@ class Chunker(Protocol):
     def chunk(self, doc: Document) -> Iterator[Chunk]: ...
 
 
-class Progress(Protocol):
-    """What the pipeline reports while it works (the CLI draws bars from it)."""
+class _PluginProgress:
+    """A progress listener object that does not inherit :class:`Progress`: each member it lacks is a no-op."""
 
-    def files_total(self, n: int) -> None: ...
+    def __init__(self, inner: object) -> None:
+        for name in ("files_total", "file_done", "embedded", "chunked", "file_part"):
+            own = getattr(inner, name, None)  # the one place a listener's members are asked by name
+            setattr(self, name, own if callable(own) else (lambda *args, **kwargs: None))
 
-    def file_done(self, path: str) -> None: ...
 
-    def embedded(self, chunks: int, tokens: int) -> None: ...
+def as_progress(listener: object | None) -> Progress | None:
+    """``listener`` as a :class:`Progress` (itself when it inherits it; else its members over no-op defaults)."""
+    if listener is None or isinstance(listener, Progress):
+        return listener
+    return _PluginProgress(listener)  # type: ignore[return-value]
 
-    # Optional: ``chunked(n: int) -> None``, n more chunks split from the file being read (found with getattr, so
-    # a progress without it works); the CLI shows embedded chunks of those split.
+
+class Progress:
+    """What the pipeline reports while it works (the CLI draws bars from it); every member a no-op by default,
+    so a listener overrides only what it shows."""
+
+    def files_total(self, n: int) -> None:
+        """``n`` files will be looked at."""
+
+    def file_done(self, path: str) -> None:
+        """One file is done (indexed, unchanged, skipped or failed)."""
+
+    def embedded(self, chunks: int, tokens: int) -> None:
+        """``chunks`` more chunks (``tokens`` tokens) were embedded."""
+
+    def chunked(self, chunks: int) -> None:
+        """``chunks`` more chunks were split from the file being read (the CLI shows embedded of split)."""
+
+    def file_part(self, path: str, done: int, total: int) -> None:
+        """A large file is written in parts: ``done`` of its ``total`` chunks are searchable."""

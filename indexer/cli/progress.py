@@ -17,8 +17,10 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from indexer import ports
 
-class BarProgress:
+
+class BarProgress(ports.Progress):
     """The pipeline's :class:`indexer.ports.Progress`, drawn on a rich ``Progress``."""
 
     def __init__(self, bar: Progress, files_label: str = "files") -> None:

@@ -49,9 +49,7 @@ class CollectionWriter(PartsView):
             self._reads.close()
             self._reads = None
         for source in self._sources.values():
-            closer = getattr(source, "close", None)
-            if closer is not None:
-                closer()
+            source.close()
         self._sources.clear()
         if self._owns_parts:
             self.parts.close()
@@ -80,9 +78,8 @@ class CollectionWriter(PartsView):
         source = self._sources.get(root)
         if source is None:
             source = self._sources[root] = self.parts.source_for(root)
-        problems = getattr(source, "problems", None)
-        if isinstance(problems, list):
-            problems.clear()
+        if isinstance(source.problems, list):
+            source.problems.clear()
         return source
 
     def _read_ahead(self) -> ReadAhead:
@@ -362,7 +359,7 @@ class _LazyEmbedder:
         return ("image",) if self._parts.embeds_images else ()  # asked without loading the model
 
     def embed_images(self, images: Sequence[bytes], normalize: Any) -> Any:
-        return self._parts.document_embedder.embed_images(images, normalize)  # type: ignore[attr-defined]
+        return self._parts.document_embedder.embed_images(images, normalize)
 
 
 class _LazyChunker:

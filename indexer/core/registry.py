@@ -39,7 +39,16 @@ from indexer.core.entry_points import (
     target,
 )
 from indexer.errors import ConfigError, IndexerError
-from indexer.ports import Reader, Source, SourceFactory, StoreFactory, StoreSnapshots, VectorStore
+from indexer.ports import (
+    Reader,
+    Source,
+    SourceFactory,
+    SourcePlugin,
+    StoreFactory,
+    StoreSnapshots,
+    VectorStore,
+    as_source,
+)
 from indexer.types import Metric
 
 if TYPE_CHECKING:
@@ -154,9 +163,10 @@ def open_source(settings: Settings, roots: Sequence[str | Path], readers: Sequen
         )
     chosen = list(readers) if readers is not None else load_readers()
     source = factory.from_settings([Path(r) for r in roots], settings, chosen)
-    if not isinstance(source, Source):
-        raise ConfigError(f"source plugin {settings.source!r} built {type(source).__name__}, which is not a Source")
-    return source
+    if not isinstance(source, SourcePlugin):
+        raise ConfigError(f"source plugin {settings.source!r} built {type(source).__name__}, which is not a Source "
+                          "(it needs scan, available, read and ref_for; see docs/plugins.md)")
+    return as_source(source)
 
 
 def _instantiate(obj: Any) -> Any:

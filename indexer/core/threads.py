@@ -33,7 +33,7 @@ class SerialEmbedder:
         self.dimensions = inner.dimensions
         self.similarity = inner.similarity
         self.max_tokens = inner.max_tokens
-        self.media_kinds: tuple[str, ...] = tuple(getattr(inner, "media_kinds", ()))
+        self.media_kinds: tuple[str, ...] = tuple(inner.media_kinds)
         self._lock = threading.Lock()
 
     def count_tokens(self, text: str) -> int:
@@ -46,7 +46,7 @@ class SerialEmbedder:
 
     def embed_images(self, images: Sequence[bytes], normalize: Any) -> np.ndarray:
         with self._lock:
-            return self.inner.embed_images(images, normalize)  # type: ignore[attr-defined]
+            return self.inner.embed_images(images, normalize)
 
     def close(self) -> None:
         with self._lock:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from indexer import ports
 from indexer.core.normalization import Normalization, cache_tag
 from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
@@ -39,7 +40,7 @@ from indexer.index.batching import BATCH_SECONDS, Batch, Deferred, embed_steps
 from indexer.index.context import HeadingContext
 from indexer.index.reads import ReadAhead
 from indexer.names import encodable, printable
-from indexer.ports import Chunker, Embedder, FolderScan, Progress, Source, VectorStore, embeds_images
+from indexer.ports import Chunker, Embedder, Progress, Source, SourcePlugin, VectorStore, embeds_images
 from indexer.state.database import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
 from indexer.types import BAD_NAME, Chunk, Document, IndexReport, Point, ScanProblem, SourceRef
 
@@ -61,15 +62,8 @@ def point_id(path: str, chunk_index: int, content_hash: str, fingerprint: str = 
     return str(uuid.UUID(bytes=hashlib.sha1(POINT_NAMESPACE.bytes + name).digest()[:16], version=5))
 
 
-class _NoProgress:
-    def files_total(self, n: int) -> None:
-        pass
-
-    def file_done(self, path: str) -> None:
-        pass
-
-    def embedded(self, chunks: int, tokens: int) -> None:
-        pass
+class _NoProgress(Progress):
+    """Nobody listens (every member of :class:`Progress` is a no-op)."""
 
 
 @dataclass
@@ -111,6 +105,7 @@ class Pipeline:
         self.normalization = normalization
         self.batch_chunks = batch_chunks
         self.batch_seconds = batch_seconds
+        progress = ports.as_progress(progress)  # a listener of the Python API may define only some members
         self.progress: Progress = progress or _NoProgress()
         # Unchanged files are reported one by one only to a listener: at 100k files the calls alone cost ~0.1 s.
         self._listening = progress is not None
@@ -133,8 +128,9 @@ class Pipeline:
         return len(orphans)
 
     # -- sync ----------------------------------------------------------------------------------------------
-    def sync(self, source: Source, root: str, report: IndexReport | None = None) -> IndexReport:
+    def sync(self, source: Source | SourcePlugin, root: str, report: IndexReport | None = None) -> IndexReport:
         """Bring the files under ``root`` (as ``source`` sees them) into the index."""
+        source = ports.as_source(source)  # a plain-protocol source under the port's defaults (idempotent)
         report = report or IndexReport()
         started = time.perf_counter()
         self.recover()
@@ -175,13 +171,16 @@ class Pipeline:
         report.files_unchanged += unchanged
         return todo
 
-    def sync_paths(self, source: Source, root: str, paths: Sequence[str], report: IndexReport) -> IndexReport:
+    def sync_paths(
+        self, source: Source | SourcePlugin, root: str, paths: Sequence[str], report: IndexReport
+    ) -> IndexReport:
         """Bring exactly ``paths`` (absolute, resolved, under ``root``) in line with the disk: files are
         (re)indexed or removed, folders rescanned, and a missing path removes every file below it."""
         if not os.path.isdir(root):
             # An unmounted or vanished root is not "every file deleted" (same rule as a full sync).
             logger.warning("root %s is unavailable; its indexed files are kept", root)
             return report
+        source = ports.as_source(source)
         known: dict[str, FileRecord] = {}
         refs: dict[str, SourceRef] = {}
         seen_problems = len(source.problems)
@@ -254,7 +253,7 @@ class Pipeline:
         batch: Batch[_Prepared] = Batch(self.batch_chunks, self.batch_seconds)
         large: Deferred[_Prepared] = Deferred()
         reads = self.reads or ReadAhead(1)
-        width = max(1, min(reads.width, int(getattr(source, "parallel_reads", 1) or 1)))
+        width = max(1, min(reads.width, int(source.parallel_reads or 1)))
         queue = deque(sorted(todo, key=lambda r: r.size))  # small files first
         running: dict[Future[Document], SourceRef] = {}
         try:
@@ -350,9 +349,9 @@ class Pipeline:
     def _chunk(self, doc: Document) -> list[Chunk]:
         """The document's chunks; a progress that counts them (``chunked``, optional) hears of the first at once
         and then every quarter second, so a large file's progress moves while it is still being split."""
-        chunked = getattr(self.progress, "chunked", None)
-        if chunked is None:
+        if not self._listening:
             return list(self.chunker.chunk(doc))
+        chunked = self.progress.chunked
         chunks: list[Chunk] = []
         told, last = 0, time.monotonic()
         for chunk in self.chunker.chunk(doc):
@@ -467,9 +466,7 @@ class Pipeline:
             report.timed("write", time.perf_counter() - started)
             written += len(points)
             logger.info("%s: %d of %d chunks written", printable(ref.path), start + len(part), prepared.size)
-            file_part = getattr(self.progress, "file_part", None)  # a listener that shows a big file's progress
-            if file_part is not None:
-                file_part(ref.path, start + len(part), prepared.size)
+            self.progress.file_part(ref.path, start + len(part), prepared.size)  # a big file's progress
         new_ids = {r.point_id for r in records}
         stale = [pid for pid in old_ids if pid not in new_ids]
         self.state.add_pending(self.collection, [(pid, ref.path) for pid in stale])
@@ -497,7 +494,7 @@ class Pipeline:
             inputs = [c.embed_text for c in texts]  # the text, with its context in front (indexer.index.context)
             embedded = list(self.embedder.embed_batch(inputs, self.normalization)) if texts else []
             if pictures:  # only chunks _media_chunks made: the embedder embeds images
-                images = self.embedder.embed_images([c.media.data for c in pictures if c.media is not None],  # type: ignore[attr-defined]
+                images = self.embedder.embed_images([c.media.data for c in pictures if c.media is not None],
                                                     self.normalization)
                 embedded += list(images)
             step = texts + pictures
@@ -515,8 +512,9 @@ class Pipeline:
 
 def _refs_below(source: Source, folder: str) -> list[SourceRef]:
     """What a scan would yield below ``folder`` (a folder inside a root), by the source's own rules."""
-    if isinstance(source, FolderScan):
-        return list(source.scan_below(folder))
+    below = source.scan_below(folder)
+    if below is not None:
+        return list(below)
     return [ref for ref in source.scan() if within(ref.path, folder)]
 
 

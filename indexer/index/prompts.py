@@ -79,7 +79,7 @@ class PromptedEmbedder:
         self.similarity = inner.similarity
         self.max_tokens = inner.max_tokens
         self.model_id = prompted_model_id(inner.model_id, prefix)
-        self.media_kinds: tuple[str, ...] = tuple(getattr(inner, "media_kinds", ()))
+        self.media_kinds: tuple[str, ...] = tuple(inner.media_kinds)
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(self.prefix + text)
@@ -89,7 +89,7 @@ class PromptedEmbedder:
 
     def embed_images(self, images: Sequence[bytes], normalize: Normalization) -> np.ndarray:
         """Images as they are: a text prompt is for text."""
-        return self.inner.embed_images(images, normalize)  # type: ignore[attr-defined]
+        return self.inner.embed_images(images, normalize)
 
 
 def prompted_model_id(model_id: str, prefix: str) -> str:

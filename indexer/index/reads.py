@@ -84,9 +84,8 @@ class ReadAhead:
         return source.read(ref)
 
     def _lane(self, source: Source, ref: SourceRef) -> ThreadPoolExecutor:
-        heavy = getattr(source, "heavy_read", None)
         try:
-            return self._heavy if heavy is None or heavy(ref) else self._light
+            return self._heavy if source.heavy_read(ref) else self._light
         except Exception:  # only a scheduling hint
             return self._heavy
 
@@ -160,8 +159,6 @@ class ReadAhead:
             self._reads.clear()
         for read in reads:
             if not read.future.done() and not read.future.cancel():
-                abort = getattr(read.source, "abort_reads", None)
-                if abort is not None:
-                    abort()
+                read.source.abort_reads()
         for lane in (self._heavy, self._light):
             lane.shutdown(wait=False, cancel_futures=True)

@@ -16,7 +16,8 @@ point (docs/plugins.md). Everything it may rely on is named here, and nothing el
   (the one file-lock helper), :func:`copy_sqlite` / :func:`copy_folder` / :func:`restore_folder` /
   :func:`count_rows` for the optional snapshot capabilities (:class:`StoreSnapshots`: backup and restore);
 - the one collection-name rule: :func:`valid_collection_name`, :data:`COLLECTION_NAME_RULE` (its wording);
-- for a source: :func:`load_readers` (every registered reader), the optional :class:`FolderScan`;
+- for a source: :func:`load_readers` (every registered reader), :class:`Source` (the port, every optional
+  ability with its default: inherit it) and :class:`SourcePlugin` (the least a source must have);
 - for a reader: :class:`Document` with its :class:`Section` values (slide, sheet rows, message, cell: where a
   chunk lies) and :class:`OutlineNode` values (source code's syntax units, kept whole by the chunker);
 - for the normalization a metric needs: :class:`Normalization`, :func:`choose_normalization`,
@@ -49,7 +50,6 @@ from indexer.plugin_api.vocabulary import (
     Document,
     Embedder,
     Filter,
-    FolderScan,
     Hit,
     ImageError,
     IndexerError,
@@ -72,6 +72,7 @@ from indexer.plugin_api.vocabulary import (
     Source,
     SourceError,
     SourceFactory,
+    SourcePlugin,
     SourceRef,
     StoreError,
     StoreFactory,
@@ -147,7 +148,6 @@ __all__ = [
     "Document",
     "Embedder",
     "Filter",
-    "FolderScan",
     "Hit",
     "IndexReport",
     "IndexerError",
@@ -173,6 +173,7 @@ __all__ = [
     "Source",
     "SourceError",
     "SourceFactory",
+    "SourcePlugin",
     "SourceRef",
     "StoreError",
     "StoreFactory",

@@ -316,7 +316,7 @@ def run_search(
 def fit_query(query: str, embedder: Embedder) -> str:
     """``query`` cut to the model's token limit for the dense side (a pasted paragraph is searched, not refused;
     the lexical side keeps every word): the longest prefix that fits, found by bisection on exact counts."""
-    limit = int(getattr(embedder, "max_tokens", 0) or 0)
+    limit = int(embedder.max_tokens or 0)
     if limit <= 0 or embedder.count_tokens(query) <= limit:
         return query
     lo, hi = 0, len(query)
@@ -341,7 +341,7 @@ def _image_vector(data: bytes, embedder: Embedder, normalization: Normalization)
         image = prepare_image(data)
     except ImageError as exc:
         raise InputError(f"the query image: {exc.reason}") from None
-    vector: np.ndarray = embedder.embed_images([image.data], normalization)[0]  # type: ignore[attr-defined]
+    vector: np.ndarray = embedder.embed_images([image.data], normalization)[0]
     return vector
 
 

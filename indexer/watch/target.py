@@ -4,10 +4,10 @@ which errors leave a batch queued for a retry."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from indexer.errors import IndexerError, LockedError, StoreUnavailableError
 from indexer.ports import Progress, Source
@@ -69,6 +69,14 @@ class WatchTarget(Protocol):
     def warm_up(self) -> None: ...
 
     def source_for(self, root: str) -> Source: ...
+
+    def follow_reads(self, listener: Callable[[str], None] | None) -> None:
+        """Leave a slow read running in the background; ``listener(path)`` hears when it ends (None: stop)."""
+        ...
+
+    def reading(self) -> list[dict[str, Any]]:
+        """Files being read in the background (path, seconds so far), for the watcher's status."""
+        ...
 
 
 def options_from_settings(settings: Settings) -> WatchOptions:

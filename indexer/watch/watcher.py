@@ -23,7 +23,6 @@ background thread); :func:`run_watch` is ``indexer watch`` in the foreground. Ho
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 import threading
@@ -37,7 +36,7 @@ from indexer.core.locks import LifetimeLock
 from indexer.core.paths import within
 from indexer.errors import IndexerError, InputError
 from indexer.names import printable, printable_data
-from indexer.ports import Source, source_claims
+from indexer.ports import Progress, Source
 from indexer.state.watch_files import (
     ERRORS_KEPT,
     STATUS_PATHS_SHOWN,
@@ -65,7 +64,7 @@ class _Stopping(Exception):
     """Raised from the progress callback to end a reconciliation scan early when the watcher stops."""
 
 
-class _StopCheck:
+class _StopCheck(Progress):
     """Pipeline progress that only checks whether the watcher is stopping."""
 
     def __init__(
@@ -179,9 +178,7 @@ class Watcher:
             self._stop_observers()
             self._release_lock()
             raise
-        follow = getattr(self.collection, "follow_reads", None)
-        if follow is not None:  # a slow read goes on in the background; its end queues the path again
-            follow(self._read_ended)
+        self.collection.follow_reads(self._read_ended)  # a slow read goes on in the background; its end queues it
         self._status_file.write()
         OVERFLOW.watchers.add(self)
         self._thread = threading.Thread(target=self._run, name=f"indexer-watch-{self.name}", daemon=True)
@@ -278,8 +275,7 @@ class Watcher:
         }
 
     def _reading(self) -> list[dict[str, Any]]:
-        reading = getattr(self.collection, "reading", None)
-        return list(reading()) if reading is not None else []
+        return list(self.collection.reading())
 
     def _running_batch(self) -> dict[str, Any] | None:
         """The batch in flight (paths, start, seconds so far, estimated seconds), or None; under ``_cond``."""
@@ -438,11 +434,11 @@ class Watcher:
 
     def _wanted(self, path: str) -> bool:
         """Cheap pre-filter: inside a watched root, outside the data dir, and claimed by the root's source (which
-        says what is its own: :func:`indexer.ports.source_claims`)."""
+        says what is its own: :meth:`indexer.ports.Source.claims`)."""
         root = next((r for r in self.roots if within(path, r)), None)
         if root is None or within(path, str(self.data_dir)):
             return False
-        return source_claims(self._source(root), path)
+        return self._source(root).claims(path)
 
     def _source(self, root: str) -> Source:
         """The source of ``root`` (opened once per root; observer threads share it: ``claims`` reads only names)."""
@@ -497,9 +493,7 @@ class Watcher:
             self._in_flight = None
             self._batch_started = None
             background = sorted(self._background)
-        follow = getattr(self.collection, "follow_reads", None)
-        if follow is not None:
-            follow(None)
+        self.collection.follow_reads(None)
         save_queue(self.data_dir, self.name, [*leftover.paths, *in_flight, *background])
         self._state = "stopped"
         self._stopped.set()
@@ -597,13 +591,8 @@ class Watcher:
         self._finish_batch(batch, report)
 
     def _sync(self, paths: list[str]) -> IndexReport:
-        sync_paths = self.collection.sync_paths
-        if "progress" in inspect.signature(sync_paths).parameters:  # stop() interrupts between file batches
-            progress = _StopCheck(self._stopping, self._status_file.tick, self._file_part)
-            report: IndexReport = sync_paths(paths, progress=progress)
-        else:
-            report = sync_paths(paths)
-        return report
+        progress = _StopCheck(self._stopping, self._status_file.tick, self._file_part)  # stop() interrupts it
+        return self.collection.sync_paths(paths, progress=progress)
 
     def _file_part(self, path: str, done: int, total: int) -> None:
         self._writing = {"path": path, "chunks_written": done, "chunks_total": total}

@@ -31,6 +31,7 @@ from indexer.plugin_api import (
     Document,
     Reader,
     ScanProblem,
+    Source,
     SourceError,
     SourceRef,
     encodable,
@@ -111,7 +112,7 @@ def _is_relative_to(path: str, root: str) -> bool:
     return Path(path).is_relative_to(root)
 
 
-class FilesystemSource:
+class FilesystemSource(Source):
     """Indexable files under ``roots``.
 
     ``include``/``exclude`` are Git wildmatch globs relative to each root (``*.md``, ``docs/**``, ``build/``);

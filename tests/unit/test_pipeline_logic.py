@@ -23,6 +23,7 @@ class HashEmbedder:
     dimensions = 8
     similarity = "cosine"
     max_tokens = 100
+    media_kinds = ()  # text only
 
     def __init__(self) -> None:
         self.embedded: list[str] = []

@@ -39,7 +39,7 @@ PROBE = '''
 import json, sys
 from pathlib import Path
 from indexer.core import registry
-from indexer.ports import source_claims
+from indexer.ports import Source
 from indexer.settings import Settings
 
 root = Path(sys.argv[1])
@@ -48,11 +48,12 @@ source = registry.open_source(settings, [root / "tree"])
 refs = sorted(Path(r.path).name for r in source.scan())
 readers = {type(r).__module__ + "." + type(r).__name__ for r in registry.load_readers()}
 print(json.dumps({
-    "source": type(source).__module__ + "." + type(source).__name__,
+    "source": type(source.inner).__module__ + "." + type(source.inner).__name__,  # under the port's defaults
+    "port": isinstance(source, Source),
     "refs": refs,
     "available": source.available(),
     "reader": "docs_example_plugin.DocxReader" in readers,
-    "claims_default": source_claims(source, str(root / "tree" / ".hidden" / "x.md")),
+    "claims_default": source.claims(str(root / "tree" / ".hidden" / "x.md")),
 }))
 '''
 
@@ -89,7 +90,7 @@ def test_a_plugin_written_from_the_docs_is_loaded_and_used(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert seen["source"] == "docs_example_plugin.GitSource"
+    assert seen["source"] == "docs_example_plugin.GitSource" and seen["port"]  # a plain class, given the defaults
     assert seen["refs"] == ["a.md", "b.txt"] and seen["available"] is True
     assert seen["reader"] is True
     assert seen["claims_default"] is True  # no claims(): every path inside a root is the source's

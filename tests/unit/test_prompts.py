@@ -15,6 +15,7 @@ class _Echo:
     dimensions = 2
     similarity = "cosine"
     max_tokens = 8
+    media_kinds = ()  # text only
 
     def __init__(self) -> None:
         self.seen: list[str] = []

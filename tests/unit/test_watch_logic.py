@@ -61,7 +61,13 @@ class FakeCollection:
         self.reconciles += 1
         return IndexReport()
 
-    def sync_paths(self, paths: list[str]) -> IndexReport:
+    def follow_reads(self, listener: Any) -> None:
+        pass
+
+    def reading(self) -> list[dict[str, Any]]:
+        return []
+
+    def sync_paths(self, paths: list[str], progress: Any = None) -> IndexReport:
         if self.down:
             raise StoreUnavailableError("cannot reach the store (test)")
         if any(p in self.bad for p in paths):
@@ -284,7 +290,7 @@ class SlowTarget(FakeCollection):
     def clock(self) -> float:
         return time.monotonic() + self.offset
 
-    def sync_paths(self, paths: list[str]) -> IndexReport:
+    def sync_paths(self, paths: list[str], progress: Any = None) -> IndexReport:
         seconds = sum(self.costly.get(p, self.per_path) for p in paths)
         self.offset += seconds
         with self.lock:
@@ -348,7 +354,7 @@ def test_status_shows_the_running_batch_and_the_queue_while_it_runs(fake):
     release, entered = threading.Event(), threading.Event()
     real = fake.sync_paths
 
-    def slow_sync(paths: list[str]) -> IndexReport:
+    def slow_sync(paths: list[str], progress: Any = None) -> IndexReport:
         entered.set()
         assert release.wait(30)
         return real(paths)
@@ -444,7 +450,7 @@ def test_a_collection_locked_by_another_writer_is_retried_not_skipped(fake):
     attempts: list[int] = []
     real = fake.sync_paths
 
-    def busy_then_free(paths: list[str]) -> IndexReport:
+    def busy_then_free(paths: list[str], progress: Any = None) -> IndexReport:
         if len(attempts) < 4:  # more failures than a bad path is allowed
             attempts.append(1)
             raise LockedError(f"collection {fake.name!r} is being written by another indexer process; wait for it")
