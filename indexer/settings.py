@@ -195,6 +195,12 @@ def _registered(group: str, what: str, value: str) -> str:
     return value
 
 
+def default(name: str) -> Any:
+    """The default of setting ``name``, written once here: the CLI's help, the HTTP schemas and the query code
+    read it instead of restating it."""
+    return Settings.model_fields[name].default
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Settings with ``overrides`` (None values ignored, so unset CLI flags fall through)."""
     given = {k: v for k, v in overrides.items() if v is not None}

@@ -304,6 +304,8 @@ class SearchHit:
 
 # -- what the facade takes and gives back (every front end uses these) ----------------------------------------
 MAX_QUERY_CHARS = 4096  # a longer query is refused (InputError); the HTTP schema states the same cap
+MAX_CLAUSES = 32  # filter clauses in one request (search/filters.py checks it; the HTTP schema states it)
+MAX_FACETS = 8  # facets asked for in one request (search/query.py checks it; the HTTP schema states it)
 
 @dataclass
 class IndexReport:

@@ -25,7 +25,7 @@ from indexer.collection.facade import Collection, list_collections, open_collect
 from indexer.core import registry
 from indexer.errors import IndexerError, InputError, NotFoundError
 from indexer.names import printable, printable_data
-from indexer.settings import load_settings
+from indexer.settings import default, load_settings
 from indexer.types import IndexReport, SearchRequest, SearchResult
 
 app = typer.Typer(help="Index local folders with llama.cpp embeddings and search them.", no_args_is_help=True)
@@ -104,7 +104,7 @@ def index(
     ),
     collection: str | None = CollectionOpt,
     store: str | None = typer.Option(
-        None, metavar="NAME", help="Store plugin for a new collection: faiss (default), qdrant, ..."
+        None, metavar="NAME", help=f"Store plugin for a new collection: {default('store')} (default), qdrant, ..."
     ),
     qdrant_url: str | None = typer.Option(None, metavar="URL", help="Qdrant server URL (else embedded storage)."),
     metric: str | None = typer.Option(None, metavar="NAME", help="cosine (default), dot, euclid or manhattan."),
@@ -177,9 +177,9 @@ def search(
     image: Path | None = typer.Option(
         None, "--image", metavar="FILE", help="Pictures like this image file (a collection with a multimodal model)."
     ),
-    k: int | None = typer.Option(None, "-k", metavar="N", help="Results to return (default 10)."),
+    k: int | None = typer.Option(None, "-k", metavar="N", help=f"Results to return (default {default('top_k')})."),
     candidates: int | None = typer.Option(
-        None, metavar="N", help="Candidates fetched before reranking (default 50)."
+        None, metavar="N", help=f"Candidates fetched before reranking (default {default('candidates')})."
     ),
     path: str | None = typer.Option(
         None, "--path", metavar="GLOB", help="Glob on the file path, e.g. '*.md' or 'docs/*'."
@@ -199,7 +199,7 @@ def search(
         False, "--local", help="Search in-process even when a server serves this data directory."
     ),
     mode: str | None = typer.Option(
-        None, "--mode", metavar="MODE", help="dense, lexical or hybrid (default: hybrid)."
+        None, "--mode", metavar="MODE", help=f"dense, lexical or hybrid (default: {default('search_mode')})."
     ),
     meta: list[str] = typer.Option(
         [], "--meta", metavar="NAME=VALUE",
@@ -394,7 +394,8 @@ def watch(
         None, "--polling/--no-polling", help="Poll instead of OS events (network filesystems)."
     ),
     rescan: float | None = typer.Option(
-        None, "--rescan", metavar="SECONDS", help="Seconds between full rescans (default 600)."
+        None, "--rescan", metavar="SECONDS",
+        help=f"Seconds between full rescans (default {default('watch_rescan_seconds'):g}).",
     ),
     verbose: bool = VerboseOpt,
 ) -> None:

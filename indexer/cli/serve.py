@@ -6,12 +6,12 @@ from __future__ import annotations
 import typer
 
 from indexer.errors import IndexerError
-from indexer.settings import load_settings
+from indexer.settings import default, load_settings
 
 
 def serve_command(
     host: str = typer.Option(None, "--host", help="address to bind (default 127.0.0.1: this machine only)"),
-    port: int = typer.Option(None, "--port", help="port (default 8480; 0 picks a free one)"),
+    port: int = typer.Option(None, "--port", help=f"port (default {default('server_port')}; 0 picks a free one)"),
     watch: bool = typer.Option(True, "--watch/--no-watch", help="keep the collections' roots in sync (live)"),
     public: bool = typer.Option(False, "--public", help="allow a non-loopback address without API keys"),
     rerank_model: str | None = typer.Option(None, help="reranker model (.gguf path or name)"),

@@ -53,9 +53,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from indexer.errors import InputError
-from indexer.types import FILTER_OPS, Clause
+from indexer.types import FILTER_OPS, MAX_CLAUSES, Clause
 
-MAX_CLAUSES = 32
 MAX_VALUES = 256  # items of one `in` list
 MAX_CLAUSE_CHARS = 2048
 MAX_FIELD_CHARS = 200
@@ -104,6 +103,13 @@ class PathValue(NamedTuple):
     rel: bool
 
 
+def check_clause_count(n: int) -> None:
+    """The one check of a filter's size, whichever front end it came from (:data:`MAX_CLAUSES`)."""
+    if n > MAX_CLAUSES:
+        raise InputError(f"the filter has {n} clauses; the limit is {MAX_CLAUSES}: combine them (`in` lists) or "
+                         "narrow it")
+
+
 def show(text: Any, limit: int = 120) -> str:
     """A value quoted for a message: printable, cut at ``limit`` characters (no Python repr)."""
     s = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, default=str)
@@ -128,8 +134,7 @@ def parse(items: Iterable[Any]) -> tuple[Clause, ...]:
             raise InputError(
                 f"filter clause {show(item)} is neither text nor an object {{field, op, value, not}}; {_SYNTAX}"
             )
-        if len(out) > MAX_CLAUSES:
-            raise InputError(f"the filter has more than {MAX_CLAUSES} clauses; combine them (`in` lists) or narrow it")
+        check_clause_count(len(out))
     return tuple(out)
 
 

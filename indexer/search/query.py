@@ -20,7 +20,8 @@ from indexer.search.fusion import MODES, FusionConfig, retrieve
 from indexer.search.rerank import RerankBudget, rerank_stage
 from indexer.search.rows import matched_rows
 from indexer.search.snippets import matched_lines, snippet, without_shown_headings
-from indexer.types import MAX_QUERY_CHARS, Filter, Hit, SearchHit, SearchRequest, SearchResult
+from indexer.settings import default as settings_default
+from indexer.types import MAX_FACETS, MAX_QUERY_CHARS, Filter, Hit, SearchHit, SearchRequest, SearchResult
 
 if TYPE_CHECKING:
     from indexer.settings import Settings
@@ -33,7 +34,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-MAX_FACETS = 8
 
 
 @dataclass(frozen=True)
@@ -58,12 +58,12 @@ Selector = Callable[[SearchRequest], Selection]
 class QueryLimits:
     """The configured defaults and caps a request is prepared against (from Settings)."""
 
-    top_k: int = 10
-    candidates: int = 50
-    max_top_k: int = 100
-    max_candidates: int = 200
-    mode: str = "dense"
-    rerank_candidates: int | None = None
+    top_k: int = settings_default("top_k")
+    candidates: int = settings_default("candidates")
+    max_top_k: int = settings_default("max_top_k")
+    max_candidates: int = settings_default("max_candidates")
+    mode: str = settings_default("search_mode")
+    rerank_candidates: int | None = settings_default("rerank_candidates")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> QueryLimits:
@@ -105,8 +105,7 @@ def prepare(req: SearchRequest, limits: QueryLimits) -> SearchRequest:
         fixed = _int_in_range("rerank_candidates", fixed, limits.max_candidates, "max_candidates")
     glob = req.path_glob.strip() if req.path_glob else None
     where = _where(req.where) + filters.legacy_clauses(glob, _metadata_filter(req.metadata))
-    if len(where) > filters.MAX_CLAUSES:
-        raise InputError(f"the filter has {len(where)} clauses; the limit is {filters.MAX_CLAUSES}")
+    filters.check_clause_count(len(where))
     return SearchRequest(
         query=query,
         k=k,

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from indexer.codec import MAX_IMAGE_BYTES
 from indexer.core.location import COLLECTION_PATTERN
-from indexer.types import MAX_QUERY_CHARS
+from indexer.types import MAX_CLAUSES, MAX_FACETS, MAX_QUERY_CHARS
 
 MAX_IMAGE_URI_CHARS = MAX_IMAGE_BYTES * 4 // 3 + 128  # an image as a base64 data URI
 
@@ -45,7 +45,7 @@ _CLAUSE_SCHEMA = {
         "value": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "array"}]}, "not": {"type": "boolean"},
     },
 }
-_WHERE_SCHEMA: dict[str, Any] = {"anyOf": [{"type": "string"}, {"type": "array", "maxItems": 32, "items": {
+_WHERE_SCHEMA: dict[str, Any] = {"anyOf": [{"type": "string"}, {"type": "array", "maxItems": MAX_CLAUSES, "items": {
     "anyOf": [{"type": "string"}, _CLAUSE_SCHEMA]}}]}
 
 
@@ -75,7 +75,7 @@ class SearchBody(_Strict):
     )
     where: Any = Field(default_factory=list, description=WHERE_DESCRIPTION, json_schema_extra=_WHERE_SCHEMA)
     facets: list[str] = Field(
-        default_factory=list, max_length=8,
+        default_factory=list, max_length=MAX_FACETS,
         description="fields whose values to count among the filter's matches, e.g. ['type', 'folder', 'sender']",
     )
 
