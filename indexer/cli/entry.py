@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from indexer.cli.results import print_result
 from indexer.codec import request_body
 from indexer.core.location import data_dir_and_collection
+from indexer.core.paths import user_path
 
 _NOT_HANDLED = None
 
@@ -89,7 +89,7 @@ def fast_search(args: list[str]) -> int | None:
             k=opts.k,
             candidates=opts.candidates,
             path_glob=opts.path,
-            path_prefix=str(Path(opts.under).expanduser().resolve()) if opts.under else None,
+            path_prefix=str(user_path(opts.under)) if opts.under else None,
             file_types=[t.lower().lstrip(".") for t in opts.type],
             rerank=opts.rerank,
             mode=opts.mode,

@@ -23,6 +23,7 @@ from indexer.cli.progress import BarProgress, progress_bars
 from indexer.codec import decode_result, request_json, result_json
 from indexer.collection.facade import Collection, list_collections, open_collection
 from indexer.core import registry
+from indexer.core.paths import user_path
 from indexer.errors import IndexerError, InputError, NotFoundError
 from indexer.names import printable, printable_data
 from indexer.settings import default, load_settings
@@ -220,7 +221,7 @@ def search(
     if not query and image is None:  # QUERY is optional only beside --image: a usage error, before any lookup
         _report_error("UsageError", "Missing argument 'QUERY' (or --image FILE) (see `indexer search --help`)")
         raise typer.Exit(EXIT_USAGE)
-    prefix = str(under.expanduser().resolve()) if under else None  # resolved here: the server's cwd is not ours
+    prefix = str(user_path(under)) if under else None  # resolved here: the server's cwd is not ours
     try:
         request = SearchRequest(
             query,

@@ -18,7 +18,7 @@ from typing import Any
 
 from indexer.collection import leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
-from indexer.core.paths import within
+from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
 from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
@@ -162,7 +162,7 @@ class CollectionWriter(PartsView):
     def forget(self, path: str | Path) -> IndexReport:
         """Remove a root and every point of its files."""
         parts = self.parts
-        root = str(Path(path).expanduser().resolve())
+        root = str(user_path(path))
         if parts.record is None or root not in parts.state.roots(self.name):
             known = parts.state.roots(self.name)
             outer = next((r for r in known if within(root, r)), None)

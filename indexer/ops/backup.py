@@ -37,6 +37,7 @@ from typing import Any
 
 from indexer.core import registry
 from indexer.core.locks import collection_lock_path, lock_for
+from indexer.core.paths import user_path
 from indexer.core.snapshots import copy_sqlite
 from indexer.errors import ConfigError, InputError, NotFoundError, StateError
 from indexer.ports import StoreSnapshots
@@ -98,7 +99,7 @@ def backup(settings: Settings, dest: str | Path) -> BackupReport:
     """Write a snapshot of collection ``settings.collection`` into the new or empty folder ``dest``."""
     started = time.perf_counter()
     name = settings.collection
-    dest = Path(dest).expanduser().resolve()
+    dest = user_path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise InputError(f"{dest} exists and is not an empty folder; pass a new folder for the backup")
     state_file = _state_file(settings)
@@ -164,7 +165,7 @@ def _collection_lock(settings: Settings, name: str) -> Iterator[None]:
 def restore(settings: Settings, source: str | Path) -> BackupReport:
     """Bring the collection in backup ``source`` back into ``settings.data_dir`` (it must not exist there)."""
     started = time.perf_counter()
-    src = Path(source).expanduser().resolve()
+    src = user_path(source)
     try:
         manifest = json.loads((src / MANIFEST).read_text())
     except (OSError, ValueError) as exc:

@@ -96,6 +96,7 @@ from indexer.plugin_api.vocabulary import (
     prepare_vector,
     printable,
     restore_folder,
+    user_path,
     valid_collection_name,
 )
 
@@ -208,5 +209,6 @@ __all__ = [
     "rerank_stage",
     "resolve_model",
     "restore_folder",
+    "user_path",
     "valid_collection_name",
 ]

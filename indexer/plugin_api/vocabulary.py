@@ -6,6 +6,7 @@ from indexer.core.images import ImageError, PreparedImage, prepare_image
 from indexer.core.location import COLLECTION_NAME_RULE, valid_collection_name
 from indexer.core.locks import lock_for
 from indexer.core.normalization import Normalization, choose_normalization, normalization_name
+from indexer.core.paths import user_path
 from indexer.core.registry import load_readers
 from indexer.core.snapshots import copy_folder, copy_sqlite, count_rows, restore_folder
 from indexer.core.sqlite_errors import database_error
@@ -103,6 +104,7 @@ __all__ = [
     "load_settings",
     "lock_for",
     "normalization_name",
+    "user_path",
     "prepare_image",
     "prepare_vector",
     "printable",

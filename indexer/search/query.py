@@ -6,13 +6,13 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from indexer.core.images import MAX_IMAGE_BYTES, ImageError, prepare_image
 from indexer.core.normalization import Normalization
+from indexer.core.paths import user_path
 from indexer.errors import InputError
 from indexer.ports import Embedder, Reranker, VectorStore, embeds_images
 from indexer.search import filters
@@ -213,7 +213,7 @@ def _int_in_range(name: str, value: object, maximum: int, setting: str) -> int:
 def _resolve_prefix(prefix: str | None) -> str | None:
     if prefix is None or not str(prefix).strip():
         return None
-    return str(Path(str(prefix)).expanduser().resolve())
+    return str(user_path(str(prefix)))
 
 
 def _file_types(types: Sequence[str] | str) -> tuple[str, ...]:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from indexer.core.locks import LifetimeLock
-from indexer.core.paths import within
+from indexer.core.paths import user_path, within
 from indexer.errors import IndexerError, InputError
 from indexer.names import printable, printable_data
 from indexer.ports import Progress, Source
@@ -119,7 +119,7 @@ class Watcher:
         self.options = options or options_from_settings(collection.settings)
         self.data_dir = Path(collection.settings.data_dir)
         self.name: str = collection.name
-        self._add_paths = [str(Path(p).expanduser().resolve()) for p in paths or ()]
+        self._add_paths = [str(user_path(p)) for p in paths or ()]
         self._clock = clock
         self._observer_factory = observer_factory
         self._polling_factory = polling_factory

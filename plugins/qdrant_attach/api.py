@@ -42,6 +42,7 @@ from indexer.plugin_api import (
     StoreError,
     load_settings,
     normalization_name,
+    user_path,
 )
 from indexer.plugin_api.collections import (
     CollectionRecord,
@@ -148,7 +149,7 @@ def attach(
         if url is None:
             raise ConfigError("pass url= (a Qdrant server) or path= (an embedded Qdrant folder), or set qdrant_url")
     api_key = api_key if api_key is not None else settings.qdrant_api_key
-    where = url if url is not None else str(Path(str(path)).expanduser().resolve())
+    where = url if url is not None else str(user_path(str(path)))
     borrowed = client is not None
     if client is None:
         client = open_client(url, where if path is not None else None, api_key)

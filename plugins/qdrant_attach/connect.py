@@ -13,7 +13,7 @@ import httpx
 from qdrant_client import QdrantClient
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from indexer.plugin_api import ConfigError, StoreError, StoreUnavailableError
+from indexer.plugin_api import ConfigError, StoreError, StoreUnavailableError, user_path
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def open_client(url: str | None, path: str | Path | None, api_key: str | None, t
     """A client on exactly one of ``url`` (server) or ``path`` (embedded folder, which must already exist).
     An embedded folder's client is shared by every user in this process; give it back with :func:`close_client`."""
     if path is not None and url is None:
-        key = str(Path(path).expanduser().resolve())
+        key = str(user_path(path))
         with _SHARED_LOCK:
             entry = _SHARED.get(key)
             if entry is None:

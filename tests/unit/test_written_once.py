@@ -38,3 +38,19 @@ def test_the_cli_help_prints_the_settings_defaults():
     assert f"(default: {default('search_mode')})" in search
     index = shown("index")
     assert f"{default('store')} (default)" in index
+
+
+def test_one_helper_resolves_a_users_path():
+    """``~``, the working directory, links and ``..``: resolved by core/paths.py's user_path alone."""
+    import re
+    from pathlib import Path
+
+    from indexer.core.paths import user_path
+
+    root = Path(__file__).resolve().parents[2]
+    found = [f"{p.relative_to(root)}:{n}" for package in ("indexer", "plugins") for p in (root / package).rglob("*.py")
+             if p.name != "paths.py"
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"expanduser\(\)\s*\.\s*resolve\(", line)]
+    assert not found, f"use indexer.core.paths.user_path: {found}"
+    assert user_path("~") == Path.home().resolve() and user_path("a/../b") == (Path.cwd() / "b").resolve()
