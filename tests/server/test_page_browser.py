@@ -541,16 +541,17 @@ def test_the_empty_page_of_a_server_without_collections_says_how_to_make_one(
 
 
 # -- the where box (issue 42): the filter language typed as a person does, on a folder with front matter ---------
-@pytest.fixture(scope="module")
-def front_matter_served(isolated_env, embed_model_path):
+@pytest.fixture(scope="module", params=["faiss", "qdrant"])
+def front_matter_served(request, isolated_env, embed_model_path):
     """A server over the filter examples' folder (Markdown notes with YAML and TOML front matter, mails from
-    "Name <addr>" and bare senders, CSVs), indexed for real; no reranker."""
+    "Name <addr>" and bare senders, CSVs), indexed for real into FAISS or embedded Qdrant; no reranker."""
     from indexer.collection.facade import open_collection
     from tests.integration.test_filter_examples import ALL, write_folder
     from tests.server.conftest import make_settings, start_server
 
-    root = write_folder(isolated_env / "front-matter").resolve()
-    settings = make_settings(isolated_env / "front-matter-data", embed_model_path, None)
+    root = write_folder(isolated_env / f"front-matter-{request.param}").resolve()
+    settings = make_settings(isolated_env / f"front-matter-data-{request.param}", embed_model_path, None,
+                             store=request.param)
     with open_collection("default", settings=settings) as col:
         report = col.index([root])
     assert report.failed == [] and report.files_indexed == len(ALL), report.to_dict()
@@ -674,5 +675,40 @@ def test_the_where_box_reads_not_in_and_quoted_values_and_refuses_hostile_ones(f
         # and the page still searches afterwards
         search("not type=md")
         wait.until(lambda d: shown() == MAILS | {"data/small.csv", "data/big.csv"})
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_every_text_example_of_the_docs_through_the_where_box(front_matter_served, browser) -> None:
+    """search.md's and formats.md's filter examples (tests/integration/test_filter_examples.py), each typed into the
+    where box as one text (several clauses joined by "; "): the same files, or the same refusal, as every other
+    front end gives."""
+    from pathlib import Path
+
+    from selenium.webdriver.common.by import By
+
+    from tests.integration.test_filter_examples import TEXT_EXAMPLES
+
+    served = front_matter_served
+    _viewport(browser, 1280, 900)
+    try:
+        wait = _load(browser, served.url + "/?q=budget+notes+tomatoes+setup&k=30&mode=dense&rerank=0")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
+        for where, want in TEXT_EXAMPLES:
+            text = "; ".join(where)
+            browser.execute_script("document.getElementById('hits').replaceChildren();"
+                                   "document.getElementById('error').textContent = '';"
+                                   "document.getElementById('meta').value = arguments[0];", text)
+            browser.find_element(By.ID, "go").click()
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#hits > *") or d.find_element(By.ID, "error").text)
+            error = browser.find_element(By.ID, "error").text
+            paths = {str(Path(e.text).relative_to(served.root))
+                     for e in browser.find_elements(By.CSS_SELECTOR, ".hit a.path")}
+            if isinstance(want, set):
+                assert not error and paths == want, (text[:60], error, paths)
+            elif want.startswith("no chunk matches"):
+                assert not error and not paths and want in browser.find_element(By.ID, "hits").text, text[:60]
+            else:
+                assert not paths and want in error, (text[:60], error)
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
