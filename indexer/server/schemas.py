@@ -113,7 +113,8 @@ class SearchOut(BaseModel):
     warning: str | None = Field(
         None, description="set when the hits may be incomplete (the store and the state disagree; being repaired)"
     )
-    matched: int | None = Field(None, description="chunks the filter clauses matched (null: no such clause)")
+    matched: int | None = Field(
+        None, description="chunks the filter clauses matched (null: no such clause, or a broad filter: not counted)")
     facets: dict[str, list[tuple[str, int]]] = Field(
         default_factory=dict, description="for each facet asked for: [value, matching chunks], commonest first"
     )

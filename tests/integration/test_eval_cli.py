@@ -4,6 +4,7 @@ the hand-checkable figures of an easy query set, --json, a saved report compared
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +58,28 @@ def test_eval_scores_a_collection_and_compares_runs(tmp_path) -> None:
     assert "Errno" not in missing.stderr
     fuzzy = run("eval", str(qrels), "--mode", "fuzzy")
     assert fuzzy.returncode == 2 and "--mode fuzzy: use dense, lexical, hybrid" in fuzzy.stderr
+
+
+def test_a_relevant_document_ranked_4th_is_found_not_never_found(tmp_path) -> None:
+    """The document ranked 4th by the collection itself (found by `indexer search`), judged relevant: `indexer eval`
+    counts it found (recall 1.0) and never lists it as "never found" (it once kept only each query's top 3 files)."""
+    corpus = write_corpus(tmp_path / "corpus")
+    assert run("index", str(corpus)).returncode == 0
+    query = "which planet has rings"
+    found = run("search", query, "--mode", "dense", "--no-rerank", "-k", "10", "--json")
+    assert found.returncode == 0, found.stderr
+    files = list(dict.fromkeys(h["path"] for h in json.loads(found.stdout)["hits"]))
+    assert len(files) >= 4
+    fourth = str(Path(files[3]).relative_to(corpus.resolve()))
+    qrels = tmp_path / "queries.jsonl"
+    qrels.write_text(json.dumps({"id": "q", "query": query, "relevant": {fourth: 1}}) + "\n", encoding="utf-8")
+
+    out = run("eval", str(qrels), "--mode", "dense", "--json", "--recall-k", "10")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["never_found"] == [] and report["never_found_why"] == {}
+    (saved,) = report["runs"][0]["queries"]
+    assert saved["found"] == [fourth] and saved["recall"] == 1.0 and saved["first_relevant"] == 4
+    assert report["summary"][0]["mrr"] == 0.25
+    text = run("eval", str(qrels), "--mode", "dense", "--recall-k", "10")
+    assert text.returncode == 0 and "never found" not in text.stdout, text.stdout

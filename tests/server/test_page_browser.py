@@ -538,3 +538,177 @@ def test_the_empty_page_of_a_server_without_collections_says_how_to_make_one(
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         handle.stop()
+
+
+# -- the where box (issue 42): the filter language typed as a person does, on a folder with front matter ---------
+@pytest.fixture(scope="module", params=["faiss", "qdrant"])
+def front_matter_served(request, isolated_env, embed_model_path):
+    """A server over the filter examples' folder (Markdown notes with YAML and TOML front matter, mails from
+    "Name <addr>" and bare senders, CSVs), indexed for real into FAISS or embedded Qdrant; no reranker."""
+    from indexer.collection.facade import open_collection
+    from tests.integration.test_filter_examples import ALL, write_folder
+    from tests.server.conftest import make_settings, start_server
+
+    root = write_folder(isolated_env / f"front-matter-{request.param}").resolve()
+    settings = make_settings(isolated_env / f"front-matter-data-{request.param}", embed_model_path, None,
+                             store=request.param)
+    with open_collection("default", settings=settings) as col:
+        report = col.index([root])
+    assert report.failed == [] and report.files_indexed == len(ALL), report.to_dict()
+    handle = start_server(settings, root, watch=False)
+    yield handle
+    handle.stop()
+
+
+def test_the_where_box_reads_not_in_and_quoted_values_and_refuses_hostile_ones(front_matter_served, browser) -> None:
+    from pathlib import Path
+
+    from selenium.webdriver.common.by import By
+
+    from tests.integration.test_filter_examples import ALL, MAILS
+
+    served = front_matter_served
+    _viewport(browser, 1280, 900)
+    try:
+        # every chunk of the folder fits in k=30 (dense: min(k, matches) hits), so the files shown are the matches
+        wait = _load(browser, served.url + "/?q=budget+notes+tomatoes+setup&k=30&mode=dense&rerank=0")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
+        unfiltered = {str(Path(e.text).relative_to(served.root))
+                      for e in browser.find_elements(By.CSS_SELECTOR, ".hit a.path")}
+        assert unfiltered == ALL
+        box = browser.find_element(By.ID, "meta")
+
+        def search(where: str, *, typed: bool = True) -> None:
+            """Type ``where`` into the box (or set it, for what a keyboard cannot type) and press Search; waits
+            for the answer (the hits or the error are cleared first, so a previous answer never passes)."""
+            browser.execute_script("document.getElementById('hits').replaceChildren();"
+                                   "document.getElementById('error').textContent = '';")
+            if typed:
+                box.clear()
+                box.send_keys(where)
+            else:
+                browser.execute_script("document.getElementById('meta').value = arguments[0]", where)
+            assert box.get_attribute("value") == where
+            browser.find_element(By.ID, "go").click()
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#hits > *")
+                       or d.find_element(By.ID, "error").text)
+
+        def shown() -> set[str]:
+            assert not browser.find_element(By.ID, "error").text
+            return {str(Path(e.text).relative_to(served.root))
+                    for e in browser.find_elements(By.CSS_SELECTOR, ".hit a.path")}
+
+        def chips() -> list[str]:  # the clauses as the server read them (the answer's `where`)
+            return [c.text.removesuffix(" ×") for c in browser.find_elements(By.CSS_SELECTOR, "#active .chip")]
+
+        cases = [
+            # `not`: one clause, not two chips and an error
+            ("not type=md", MAILS | {"data/small.csv", "data/big.csv"}, ["not type=md"]),
+            # `in` with a parenthesised list, and the comma-separated one: "contains any" on front matter tags
+            ("tags in (garden, roses)", {"notes/garden.md"}, ["tags in (garden, roses)"]),
+            ("sender in ada,linus", {"mail/ada.eml", "mail/linus.eml"}, ["sender in ada,linus"]),
+            # a value with a space, quoted (spaces around the operator allowed); front matter's author
+            ('author = "Ada Lovelace"', {"notes/garden.md"}, ['author = "Ada Lovelace"']),
+            # a quoted value holding a comma inside an `in` list
+            ('sender in "Lovelace, Ada",eve', {"mail/eve.eml"}, ['sender in "Lovelace, Ada",eve']),
+            # several clauses in one text: split where a word opens a clause, a value's words kept together
+            ('type=md not author="Ada Lovelace"', {"notes/weekly.md", "docs/setup.md"},
+             ["type=md", 'not author="Ada Lovelace"']),
+            ("title==Weekly notes not type=eml", {"notes/weekly.md"}, ["title==Weekly notes", "not type=eml"]),
+            ("sender in ada,linus not type=csv date>=2025-01", {"mail/ada.eml", "mail/linus.eml"},
+             ["sender in ada,linus", "not type=csv", "date>=2025-01"]),
+            ("not author==ada lovelace; type=md", {"notes/weekly.md", "docs/setup.md"},
+             ["not author==ada lovelace", "type=md"]),
+        ]
+        for where, files, read in cases:
+            search(where)
+            assert shown() == files, where
+            assert chips() == read, where
+            assert f"{len(browser.find_elements(By.CSS_SELECTOR, '.hit'))} results" in browser.find_element(
+                By.ID, "note").text
+            assert "where=" in browser.current_url  # shareable: reloading the address runs the same filter
+
+        # a shared address with the filter fills the box and runs it again
+        _load(browser, browser.current_url)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
+        box = browser.find_element(By.ID, "meta")
+        assert box.get_attribute("value") == "not author==ada lovelace; type=md"
+        assert shown() == {"notes/weekly.md", "docs/setup.md"}
+
+        # a chip removes its clause only: the others still filter
+        next(c for c in browser.find_elements(By.CSS_SELECTOR, "#active .chip") if c.text.startswith("type=md")).click()
+        wait.until(lambda d: chips() == ["not author==ada lovelace"])
+        wait.until(lambda d: shown() == ALL - {"notes/garden.md"})
+
+        # an empty result names the clause that emptied it
+        search("not type=pdf sender in ada,linus title==Weekly notes")
+        assert browser.find_elements(By.CSS_SELECTOR, ".hit") == []
+        assert chips() == ["not type=pdf", "sender in ada,linus", "title==Weekly notes"]
+        assert browser.find_element(By.ID, "hits").text == (
+            "No results. No indexed chunk matches the filter: no chunk matches 'title==Weekly notes' together "
+            "with the clauses before it; `indexer fields` lists the fields and their commonest values")
+
+        # hostile values: a clear message in the page's error box, no hits, never a server error or a blank page
+        hostile = [
+            ("size<99999999999999999999999G", True, "the size is out of range"),
+            ("sendr=ada", True, "did you mean sender"),
+            ("title>5", True, "title is a text field"),
+            ("date=03", True, "date is a date field"),
+            ("sender=a\x00b", False, "holds a control character"),
+            ("sender=" + "x" * 20_000, False, "a filter clause has 20,007 characters"),
+            ("sender=' OR 1=1 --", True, None),  # injection-shaped: read as a value, matches nothing
+            ("<script>alert(1)</script>", True, "cannot read the filter clause"),
+        ]
+        for where, typed, message in hostile:
+            search(where, typed=typed)
+            error = browser.find_element(By.ID, "error")
+            if message is None:
+                assert not error.text and browser.find_elements(By.CSS_SELECTOR, ".hit") == []
+                assert browser.find_element(By.ID, "hits").text.startswith("No results. No indexed chunk matches")
+                continue
+            assert error.is_displayed() and message in error.text, (where[:40], error.text)
+            assert "500" not in error.text and "Internal" not in error.text and "pydantic" not in error.text
+            assert browser.find_elements(By.CSS_SELECTOR, ".hit") == []
+        assert "<script" not in browser.find_element(By.ID, "error").get_attribute("innerHTML")
+        assert browser.execute_script("return document.querySelectorAll('script:not([src])').length") == 1
+
+        # and the page still searches afterwards
+        search("not type=md")
+        wait.until(lambda d: shown() == MAILS | {"data/small.csv", "data/big.csv"})
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_every_text_example_of_the_docs_through_the_where_box(front_matter_served, browser) -> None:
+    """search.md's and formats.md's filter examples (tests/integration/test_filter_examples.py), each typed into the
+    where box as one text (several clauses joined by "; "): the same files, or the same refusal, as every other
+    front end gives."""
+    from pathlib import Path
+
+    from selenium.webdriver.common.by import By
+
+    from tests.integration.test_filter_examples import TEXT_EXAMPLES
+
+    served = front_matter_served
+    _viewport(browser, 1280, 900)
+    try:
+        wait = _load(browser, served.url + "/?q=budget+notes+tomatoes+setup&k=30&mode=dense&rerank=0")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
+        for where, want in TEXT_EXAMPLES:
+            text = "; ".join(where)
+            browser.execute_script("document.getElementById('hits').replaceChildren();"
+                                   "document.getElementById('error').textContent = '';"
+                                   "document.getElementById('meta').value = arguments[0];", text)
+            browser.find_element(By.ID, "go").click()
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#hits > *") or d.find_element(By.ID, "error").text)
+            error = browser.find_element(By.ID, "error").text
+            paths = {str(Path(e.text).relative_to(served.root))
+                     for e in browser.find_elements(By.CSS_SELECTOR, ".hit a.path")}
+            if isinstance(want, set):
+                assert not error and paths == want, (text[:60], error, paths)
+            elif want.startswith("no chunk matches"):
+                assert not error and not paths and want in browser.find_element(By.ID, "hits").text, text[:60]
+            else:
+                assert not paths and want in error, (text[:60], error)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
