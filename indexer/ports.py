@@ -101,6 +101,30 @@ class VectorStore(Protocol):
 
 
 @runtime_checkable
+class LexicalSearch(Protocol):
+    """What a store offers when it keeps a lexical index beside its vectors (in the same writes): the lexical port.
+    A store has it or not (:func:`lexical_index`); the terms it indexes are :mod:`indexer.search.lexical`'s (the
+    same for every store; the Lexical terms issue gives them a member here).
+
+    ``upsert`` and ``delete`` keep the lexical index in step with the points (same transaction or same point);
+    ``ensure_lexical`` builds it for a collection made before the store had one (from the payload texts, no
+    re-embedding) and is a no-op afterwards; ``search_lexical`` ranks by BM25, higher is better."""
+
+    def ensure_lexical(self, collection: str) -> bool:
+        """Build the lexical index if missing or outdated; True when it built one."""
+        ...
+
+    def has_lexical(self, collection: str) -> bool: ...
+
+    def search_lexical(self, collection: str, query: str, limit: int, where: Filter | None = None) -> list[Hit]: ...
+
+
+def lexical_index(store: VectorStore) -> LexicalSearch | None:
+    """The store's lexical index, or None when it keeps none: the one place that asks."""
+    return store if isinstance(store, LexicalSearch) else None
+
+
+@runtime_checkable
 class PayloadScan(Protocol):
     """A store that can list every point's payload: how a collection made before metadata filters gets its
     filterable fields (indexer.state.fields) without re-embedding."""

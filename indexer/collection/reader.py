@@ -24,8 +24,8 @@ from indexer.engine.loader import embeds_images
 from indexer.errors import StoreError
 from indexer.index.prompts import with_prompt
 from indexer.models import native
+from indexer.ports import lexical_index
 from indexer.search.fusion import FusionConfig
-from indexer.search.lexical import LexicalSearch
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult, Selection, prepare, run_search
 from indexer.search.rerank import RerankBudget
 from indexer.settings import Settings
@@ -170,7 +170,7 @@ class CollectionReader(PartsView):
     def lexical_hint(self) -> str:
         """Why this collection has no lexical index, and whether anything builds one."""
         rec = self.parts.require_record()
-        if not isinstance(self.parts.store, LexicalSearch):
+        if lexical_index(self.parts.store) is None:
             return (
                 f"its {rec.store} store keeps no lexical index (the default search mode needs one), and indexing "
                 "does not add one; ask for mode 'dense', or set search_mode = \"dense\""
@@ -178,11 +178,11 @@ class CollectionReader(PartsView):
         return f"it has no lexical index yet (made by an older version); `indexer index -c {self.name}` builds it"
 
     def lexical_ready(self) -> bool:
-        store = self.parts.store
-        if not isinstance(store, LexicalSearch):
+        lexical = lexical_index(self.parts.store)
+        if lexical is None:
             return False
         try:
-            return store.has_lexical(self.name)
+            return lexical.has_lexical(self.name)
         except StoreError:  # the store's collection is missing: status reports that through health
             return False
 

@@ -25,8 +25,7 @@ from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.prompts import prompted_model_id
 from indexer.index.reads import DETACH_SECONDS, ReadAhead
 from indexer.names import encodable, printable
-from indexer.ports import Chunker, PayloadScan, Source
-from indexer.search.lexical import LexicalSearch
+from indexer.ports import Chunker, PayloadScan, Source, lexical_index
 from indexer.state.database import CollectionRecord
 from indexer.types import Chunk, Document
 
@@ -258,8 +257,8 @@ class CollectionWriter(PartsView):
 
     def _ensure_lexical(self) -> None:
         """Give a collection made before lexical search its lexical index (from the stored texts, no re-embedding)."""
-        store = self.parts.store
-        if isinstance(store, LexicalSearch) and store.ensure_lexical(self.name):
+        lexical = lexical_index(self.parts.store)
+        if lexical is not None and lexical.ensure_lexical(self.name):
             logger.info("built the lexical index of collection %r", self.name)
 
     def _ensure_fields(self) -> None:

@@ -24,6 +24,7 @@ from indexer.errors import (
 from indexer.names import encodable, printable
 from indexer.ports import (
     Embedder,
+    LexicalSearch,
     Progress,
     Reader,
     Reranker,
@@ -67,6 +68,7 @@ __all__ = [
     "IndexerError",
     "InputError",
     "ImageError",
+    "LexicalSearch",
     "LockedError",
     "MediaPart",
     "Metric",

@@ -1,7 +1,7 @@
 """Retrieval for the three search modes and the fusion of the dense and lexical rankings.
 
 - ``dense``: the store's vector search;
-- ``lexical``: the store's BM25 search (:class:`indexer.search.lexical.LexicalSearch`);
+- ``lexical``: the store's BM25 search (:class:`indexer.ports.LexicalSearch`);
 - ``hybrid``: both, each ``depth`` deep, fused into one ranking.
 
 Fusion methods (measured on SciFact in docs/benchmarks.md):
@@ -30,8 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from indexer.errors import InputError
-from indexer.ports import VectorStore
-from indexer.search.lexical import LexicalSearch
+from indexer.ports import LexicalSearch, VectorStore, lexical_index
 from indexer.types import Filter, Hit
 
 MODES = ("dense", "lexical", "hybrid")
@@ -58,19 +57,20 @@ class FusionConfig:
                    else dense_weight)
 
 
-def lexical_store(store: object, collection: str, mode: str) -> LexicalSearch:
-    """The store as a LexicalSearch with a built index, or an InputError saying how to get one."""
-    if not isinstance(store, LexicalSearch):
+def lexical_store(store: VectorStore, collection: str, mode: str) -> LexicalSearch:
+    """The store's lexical index, built, or an InputError saying how to get one."""
+    lexical = lexical_index(store)
+    if lexical is None:
         raise InputError(
-            f"search mode {mode!r} needs a lexical index, which the {getattr(store, 'name', '?')} store does not "
+            f"search mode {mode!r} needs a lexical index, which the {store.name} store does not "
             "keep; use mode 'dense'"
         )
-    if not store.has_lexical(collection):
+    if not lexical.has_lexical(collection):
         raise InputError(
             f"collection {collection!r} has no lexical index yet (it was made by an older version); run "
             f"`indexer index -c {collection}` once to build it (nothing is re-embedded), or use mode 'dense'"
         )
-    return store
+    return lexical
 
 
 def fuse(dense: Sequence[Hit], lexical: Sequence[Hit], config: FusionConfig) -> list[Hit]:

@@ -22,10 +22,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import PurePath
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from indexer.errors import ConfigError
-from indexer.types import Filter, Hit
 
 # The stopword list of the BM25 reference run (a common English list); short, function words only.
 STOPWORDS = frozenset(
@@ -146,18 +145,3 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-@runtime_checkable
-class LexicalSearch(Protocol):
-    """What a store offers when it keeps a lexical index beside its vectors (in the same writes).
-
-    ``upsert`` and ``delete`` keep the lexical index in step with the points (same transaction or same point);
-    ``ensure_lexical`` builds it for a collection made before the store had one (from the payload texts, no
-    re-embedding) and is a no-op afterwards; ``search_lexical`` ranks by BM25, higher is better."""
-
-    def ensure_lexical(self, collection: str) -> bool:
-        """Build the lexical index if missing or outdated; True when it built one."""
-        ...
-
-    def has_lexical(self, collection: str) -> bool: ...
-
-    def search_lexical(self, collection: str, query: str, limit: int, where: Filter | None = None) -> list[Hit]: ...

@@ -470,7 +470,7 @@ class FaissStore:
         finally:
             faiss.omp_set_num_threads(previous)
 
-    # --- the lexical index (indexer.search.lexical.LexicalSearch) -------------------------------------------
+    # --- the lexical index (indexer.ports.LexicalSearch) -------------------------------------------
     def has_lexical(self, collection: str) -> bool:
         with self._lock:
             coll = self._require(collection)

@@ -406,7 +406,7 @@ class QdrantStore:
             for p in response.points
         ]
 
-    # --- the lexical index (indexer.search.lexical.LexicalSearch) ---------------------------------------------
+    # --- the lexical index (indexer.ports.LexicalSearch) ---------------------------------------------
     def has_lexical(self, collection: str) -> bool:
         """Whether the collection has the lexical vector. Only a yes is cached: another process (a server's
         indexer) may add it to an older collection while this one keeps running."""

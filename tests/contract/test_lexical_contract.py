@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 import pytest
 
-from indexer.search.lexical import LexicalSearch
+from indexer.ports import LexicalSearch
 from indexer.types import Filter, Metric, Point
 
 from .conftest import StoreFactory

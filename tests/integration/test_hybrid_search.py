@@ -13,7 +13,7 @@ import pytest
 
 import indexer
 from indexer.errors import InputError
-from indexer.search.lexical import LexicalSearch
+from indexer.ports import LexicalSearch
 from tests.integration.corpus import DOCS, write_corpus, write_many
 
 pytestmark = pytest.mark.slow

@@ -94,7 +94,7 @@ def test_a_listener_with_some_members_gets_no_ops_for_the_others():
 
 def test_the_core_never_probes_a_source_or_a_listener_for_an_ability_by_name():
     probe = re.compile(r"getattr\(\s*(source|read\.source|self\.source|self\.progress|progress)\b|source_claims|"
-                       r"isinstance\([^)]*FolderScan")
+                       r"isinstance\([^)]*(FolderScan|LexicalSearch)")
     found = []
     for path in (ROOT / "indexer").rglob("*.py"):
         if path.name == "ports.py":  # the defaults themselves (as_source, as_progress)
