@@ -108,6 +108,7 @@ if TYPE_CHECKING:
         RerankBudget,
         Reranked,
         add_record,
+        fit_query,
         forget_path,
         get_record,
         index_paths,
@@ -122,7 +123,8 @@ if TYPE_CHECKING:
 
 _DOOR = frozenset(
     {
-        "CollectionRecord", "QueryLimits", "RerankBudget", "Reranked", "add_record", "forget_path", "get_record",
+        "CollectionRecord", "QueryLimits", "RerankBudget", "Reranked", "add_record", "fit_query", "forget_path",
+        "get_record",
         "index_paths", "list_collections", "load_embedder", "load_reranker", "prepare", "remove_record",
         "rerank_stage", "resolve_model",
     }
@@ -192,6 +194,7 @@ __all__ = [
     "count_rows",
     "database_error",
     "encodable",
+    "fit_query",
     "forget_path",
     "get_record",
     "index_paths",

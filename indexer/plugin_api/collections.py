@@ -15,7 +15,7 @@ from indexer.collection.facade import forget_path, index_paths
 from indexer.collection.records import add_record, get_record, list_collections, remove_record
 from indexer.engine.loader import load_embedder, load_reranker
 from indexer.engine.loader import resolve as resolve_model
-from indexer.search.query import QueryLimits, prepare
+from indexer.search.query import QueryLimits, fit_query, prepare
 from indexer.search.rerank import RerankBudget, Reranked, rerank_stage
 from indexer.state.database import CollectionRecord
 
@@ -25,6 +25,7 @@ __all__ = [
     "RerankBudget",
     "Reranked",
     "add_record",
+    "fit_query",
     "forget_path",
     "get_record",
     "index_paths",

@@ -49,6 +49,7 @@ from indexer.plugin_api.collections import (
     QueryLimits,
     RerankBudget,
     add_record,
+    fit_query,
     forget_path,
     get_record,
     index_paths,
@@ -345,9 +346,8 @@ class AttachedCollection:
         emb = self.embedder
 
         t0 = time.perf_counter()
-        if emb.count_tokens(query) > emb.max_tokens:
-            raise InputError(f"the query is longer than the model's {emb.max_tokens} tokens; shorten it")
-        vector = emb.embed_batch([query], choice.normalization)[0]
+        # a query longer than the model's limit is searched, not refused: the prefix that fits (the main path's rule)
+        vector = emb.embed_batch([fit_query(query, emb)], choice.normalization)[0]
         t1 = time.perf_counter()
         response = call(
             self.where,

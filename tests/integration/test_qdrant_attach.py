@@ -24,6 +24,7 @@ from qdrant_client import models as qm
 import indexer
 from indexer.core.normalization import Normalization
 from indexer.errors import CollectionMismatchError, ConfigError, StoreError
+from indexer.search.query import fit_query
 from plugins.qdrant_attach import attach
 from tests.integration.corpus import write_corpus
 
@@ -449,6 +450,14 @@ def test_search_reranks_and_passes_filters(loc, cname, embedder, reranker_model_
             col.search("x", filter={"must": [{"key": "topic", "match": {"bogus": 1}}]})
         with pytest.raises(indexer.InputError, match="k=0"):
             col.search("x", k=0)
+        # a query longer than the model's limit is searched with the prefix that fits, as on the main path
+        # (it was refused here); the words past the limit change nothing on the dense side
+        long = "ice flowing downhill carves valleys " + "and more words after the limit " * 120
+        assert embedder.count_tokens(long) > embedder.max_tokens
+        cut = col.search(long, k=3, rerank=False)
+        assert [h.source for h in cut.hits] == [h.source for h in
+                                                col.search(fit_query(long, embedder), k=3, rerank=False).hits]
+        assert cut.hits[0].source == "/theirs/ice.md"
 
 
 def test_dimension_mismatch_is_refused_before_anything(loc, cname, tmp_path, embedder):
