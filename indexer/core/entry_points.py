@@ -18,6 +18,27 @@ STORES = "indexer.stores"
 SOURCES = "indexer.sources"
 READERS = "indexer.readers"
 GROUPS = (STORES, SOURCES, READERS)
+
+#: the plugin API's version (``indexer.plugin_api.PLUGIN_API_VERSION``). A plugin may declare the version it was
+#: written for as ``INDEXER_PLUGIN_API = N`` on the object its entry point names; one written for a newer API than
+#: this indexer's is refused at load with the fix, never half-run. Raised when a port changes incompatibly.
+PLUGIN_API_VERSION = 1
+API_ATTRIBUTE = "INDEXER_PLUGIN_API"
+
+
+def check_api(obj: Any, group: str, name: str) -> Any:
+    """``obj`` when the plugin API it declares (if any) is one this indexer has; else ConfigError naming both."""
+    wanted = getattr(obj, API_ATTRIBUTE, None)  # the one declaration read by name: a plain int, optional
+    if wanted is None:
+        return obj
+    if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
+        raise ConfigError(f"plugin {name!r} ({group}) declares {API_ATTRIBUTE} = {wanted!r}; it must be a whole "
+                          f"number (this indexer's plugin API is {PLUGIN_API_VERSION}); fix the plugin")
+    if wanted > PLUGIN_API_VERSION:
+        raise ConfigError(f"plugin {name!r} ({group}) was written for plugin API {wanted}; this indexer has "
+                          f"{PLUGIN_API_VERSION}: upgrade indexer, or install a version of the plugin for API "
+                          f"{PLUGIN_API_VERSION}")
+    return obj
 OUR_DISTRIBUTION = "llama-indexer"
 
 
@@ -45,9 +66,10 @@ def load(group: str, name: str) -> Any:
             f"no plugin named {name!r} in {group} (registered: {known}); install the package that provides it"
         )
     try:
-        return eps[name].load()
+        obj = eps[name].load()
     except Exception as exc:  # ImportError, or any error raised while importing third-party code
         raise ConfigError(f"plugin {name!r} ({group}) failed to import: {exc}; reinstall it") from exc
+    return check_api(obj, group, name)
 
 
 def load_all(group: str) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from indexer.plugin_api.vocabulary import (
     BAD_NAME,
     COLLECTION_NAME_RULE,
+    PLUGIN_API_VERSION,
     ROOT_UNAVAILABLE,
     CollectionMismatchError,
     ConfigError,
@@ -143,6 +144,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "PLUGIN_API_VERSION",
     "BAD_NAME",
     "COLLECTION_NAME_RULE",
     "ROOT_UNAVAILABLE",

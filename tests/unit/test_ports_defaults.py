@@ -103,3 +103,33 @@ def test_the_core_never_probes_a_source_or_a_listener_for_an_ability_by_name():
             if probe.search(line):
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "declare the ability on indexer/ports.py's port instead:\n" + "\n".join(found)
+
+
+def test_a_plugin_written_for_a_newer_api_is_refused_at_load_with_the_fix():
+    import pytest
+
+    from indexer.core.entry_points import PLUGIN_API_VERSION, check_api
+    from indexer.errors import ConfigError
+    from indexer.plugin_api import PLUGIN_API_VERSION as exported
+
+    assert exported == PLUGIN_API_VERSION
+
+    class Current:
+        INDEXER_PLUGIN_API = PLUGIN_API_VERSION
+
+    class Newer:
+        INDEXER_PLUGIN_API = PLUGIN_API_VERSION + 1
+
+    class Silent:
+        pass
+
+    class Bad:
+        INDEXER_PLUGIN_API = "one"
+
+    assert check_api(Current, "indexer.stores", "cur") is Current
+    assert check_api(Silent, "indexer.stores", "old") is Silent  # declares nothing: loads as before
+    with pytest.raises(ConfigError, match=rf"written for plugin API {PLUGIN_API_VERSION + 1}; this indexer has "
+                                          rf"{PLUGIN_API_VERSION}: upgrade indexer"):
+        check_api(Newer, "indexer.stores", "new")
+    with pytest.raises(ConfigError, match="must be a whole number"):
+        check_api(Bad, "indexer.readers", "bad")
