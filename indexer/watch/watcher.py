@@ -22,7 +22,6 @@ background thread); :func:`run_watch` is ``indexer watch`` in the foreground. Ho
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -49,7 +48,8 @@ from indexer.state.watch_files import (
 )
 from indexer.types import IndexReport
 from indexer.watch.batch import Batch, ChangeBatcher, What
-from indexer.watch.observers import INOTIFY_LIMITS, OVERFLOW, event_filter, make_handler, new_observer, watch_alive
+from indexer.watch.observers import OVERFLOW
+from indexer.watch.root_watches import RootWatches
 from indexer.watch.status_file import StatusFile
 from indexer.watch.target import WatchError, WatchOptions, WatchTarget, is_retryable, options_from_settings
 
@@ -121,23 +121,18 @@ class Watcher:
         self.name: str = collection.name
         self._add_paths = [str(user_path(p)) for p in paths or ()]
         self._clock = clock
-        self._observer_factory = observer_factory
-        self._polling_factory = polling_factory
         self._cond = threading.Condition()
         self._batcher = ChangeBatcher(self.options.timing)
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._idle = threading.Event()
         self._thread: threading.Thread | None = None
-        self._observers: list[Any] = []
-        self._native: Any = None
-        self._polling: Any = None
-        self._handler: Any = None
-        self._watches: dict[str, tuple[Any, Any]] = {}  # root -> (observer, its watch)
+        # the roots' observers (inotify, or polling where asked or where inotify is refused): watch/root_watches.py
+        self.watches = RootWatches(self.options, lambda path, what: self.on_event(path, what), observer_factory,
+                                   polling_factory)
         self._sources: dict[str, Source] = {}  # root -> its source (asked which paths are its own)
         self._lock: LifetimeLock | None = None
         self.roots: list[str] = []
-        self.polled_roots: list[str] = []
         self._in_flight: Batch | None = None
         self._state = "starting"
         self._backoff = 0.0
@@ -201,6 +196,11 @@ class Watcher:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    @property
+    def polled_roots(self) -> list[str]:
+        """The roots polled instead of watched by inotify (the option, or a kernel limit)."""
+        return self.watches.polled_roots
 
     @property
     def running(self) -> bool:
@@ -330,85 +330,17 @@ class Watcher:
         return present
 
     def _start_observers(self) -> None:
-        self._handler = make_handler(lambda path, what: self.on_event(path, what))  # looked up per event
-        for root in self._watchable(self.roots):
-            self._watch_root(root)
-
-    def _watch_root(self, root: str) -> None:
-        """Watch ``root`` with inotify, or poll it (``polling`` option, or inotify refused by a kernel limit)."""
-        if not self.options.polling:
-            try:
-                if self._native is None:
-                    self._native = self._new_observer()
-                    self._native.start()
-                    self._observers.append(self._native)
-                watch = self._native.schedule(self._handler, root, recursive=True, event_filter=event_filter())
-                self._watches[root] = (self._native, watch)
-                return
-            except OSError as exc:
-                sysctl = INOTIFY_LIMITS.get(exc.errno or 0)
-                if sysctl is None:
-                    raise WatchError(f"cannot watch {root}: {exc}") from exc
-                logger.warning(
-                    "cannot watch %s with inotify (%s): polling it every %.1fs instead; raise the limit with "
-                    "`sudo sysctl %s=<higher>` (and in /etc/sysctl.d/) to get instant updates",
-                    root,
-                    exc.strerror or exc,
-                    self.options.poll_seconds,
-                    sysctl,
-                )
-        if self._polling is None:
-            self._polling = self._new_polling_observer()
-            self._polling.start()
-            self._observers.append(self._polling)
-        self._watches[root] = (self._polling, self._polling.schedule(self._handler, root, recursive=True))
-        if root not in self.polled_roots:
-            self.polled_roots.append(root)
+        self.watches.start(self._watchable(self.roots))
 
     def _refresh_watches(self) -> None:
         """After a rescan: watch roots added to the collection since the start (no PATH given) and roots that
         came back after being deleted or unmounted (their watch ended with them)."""
         if not self._add_paths:
             self.roots = list(self.collection.state.roots(self.name))
-        for root in self.roots:
-            held = self._watches.get(root)
-            if held is not None and watch_alive(*held):
-                continue
-            if not os.path.isdir(root):
-                continue
-            if held is not None:
-                with contextlib.suppress(Exception):
-                    held[0].unschedule(held[1])
-            try:
-                self._watch_root(root)
-                logger.info("watching %s again", root)
-            except (WatchError, OSError) as exc:
-                logger.warning("cannot watch %s: %s (the periodic rescan covers it)", root, exc)
-
-    def _new_observer(self) -> Any:
-        if self._observer_factory is not None:
-            return self._observer_factory()
-        return new_observer()  # inotify without watches on hidden folders
-
-    def _new_polling_observer(self) -> Any:
-        if self._polling_factory is not None:
-            return self._polling_factory()
-        from watchdog.observers.polling import PollingObserver
-
-        return PollingObserver(timeout=self.options.poll_seconds)
+        self.watches.refresh(self.roots)
 
     def _stop_observers(self) -> None:
-        observers, self._observers = self._observers, []
-        self._native = self._polling = None
-        self._watches = {}
-        for observer in observers:
-            try:
-                observer.stop()
-            except Exception:  # pragma: no cover - shutting down anyway
-                logger.debug("observer stop failed", exc_info=True)
-        for observer in observers:
-            if observer.is_alive():
-                observer.join(5.0)
+        self.watches.stop()
 
     def _read_ended(self, path: str) -> None:
         """A read left running in the background ended (a reader thread): sync the path again, which takes the

@@ -22,8 +22,8 @@ ALLOWED_LONG = {
         "+5 for the tokenizer switch, whose logic lives in indexer/engine/tokenization.py)"
     ),
     "indexer/watch/watcher.py": (
-        730, "one watcher's lifecycle: observers per root, the worker loop, retries and back-off, its status file "
-        "(one state shared by them all, guarded by one condition)"
+        655, "one watcher's lifecycle: the worker loop, retries and back-off, its status (one state shared by them "
+        "all, guarded by one condition); its roots' observers are watch/root_watches.py (issue 43: 730 -> 655)"
     ),
     "indexer/index/chunking.py": (
         690, "token-aware chunking: blocks, exact counts, packing and overlap (one algorithm, one pass per document)"

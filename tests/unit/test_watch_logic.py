@@ -428,12 +428,12 @@ def test_rescans_watch_new_roots_and_roots_that_came_back(fake, tmp_path):
         other = tmp_path / "other"
         other.mkdir()
         fake.state.root_list.append(str(other))  # `indexer index other` while the watcher runs
-        until(lambda: str(other) in watcher._watches)
+        until(lambda: str(other) in watcher.watches._watches)
         (other / "o.md").write_text("in the new root")
         until(lambda: str(other / "o.md") in fake.all_synced())
 
         def root_watched() -> bool:
-            held = watcher._watches.get(str(fake.root))
+            held = watcher.watches._watches.get(str(fake.root))
             return held is not None and _watch_alive(*held)
 
         shutil.rmtree(fake.root)  # the root goes away (unmounted, deleted) and comes back
@@ -469,7 +469,7 @@ def test_an_inotify_queue_overflow_triggers_a_rescan(fake):
     limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
     with Watcher(fake, options=FAST) as watcher:  # periodic rescans off
         assert watcher.wait_idle(20) and fake.reconciles == 1
-        inotify = watcher._native._inotify_fd  # watchdog's reader of the inotify instance
+        inotify = watcher.watches._native._inotify_fd  # watchdog's reader of the inotify instance
         target = fake.root / "churn.md"
         with inotify._lock:  # the reader cannot read meanwhile: the kernel's queue fills and overflows for real
             for i in range(limit // 2 + 100):  # two events a write (modify, close)
@@ -479,7 +479,7 @@ def test_an_inotify_queue_overflow_triggers_a_rescan(fake):
 
 
 def _inotify_watches(watcher: Watcher) -> int:
-    fd = watcher._native._inotify_fd._inotify_fd  # the observer's inotify instance
+    fd = watcher.watches._native._inotify_fd._inotify_fd  # the observer's inotify instance
     with open(f"/proc/self/fdinfo/{fd}") as fh:
         return sum(1 for line in fh if line.startswith("inotify wd:"))
 
