@@ -39,7 +39,6 @@ import contextlib
 import ctypes
 import functools
 import logging
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -51,8 +50,19 @@ import numpy.typing as npt
 from llama_cpp import _internals as internals
 
 from indexer.engine import tokenization
+from indexer.engine.arguments import (
+    LLAMA_POOLING_TYPE_CLS,
+    LLAMA_POOLING_TYPE_LAST,
+    LLAMA_POOLING_TYPE_MEAN,
+    LLAMA_POOLING_TYPE_NONE,
+    LLAMA_POOLING_TYPE_RANK,
+    LLAMA_POOLING_TYPE_UNSPECIFIED,
+    available_cpus,
+    check_arguments,
+    pooling_name,
+)
 from indexer.engine.multimodal import MTMDEmbeddingHandler
-from indexer.engine.multimodal_model import MultimodalMixin, check_handler
+from indexer.engine.multimodal_model import MultimodalMixin
 from indexer.engine.plan import (
     DEFAULT_PACK_TOKENS,
     NORM_MODE_EUCLIDEAN,
@@ -80,6 +90,7 @@ from indexer.engine.plan import (
     resolve_norm_mode,
     validate_token_ids,
 )
+from indexer.engine.token_batch import TokenBatch
 from indexer.models import native
 
 logger = logging.getLogger(__name__)
@@ -112,22 +123,6 @@ __all__ = [
     "validate_token_ids",
 ]
 
-LLAMA_POOLING_TYPE_UNSPECIFIED: int = llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED
-LLAMA_POOLING_TYPE_NONE: int = llama_cpp.LLAMA_POOLING_TYPE_NONE
-LLAMA_POOLING_TYPE_MEAN: int = llama_cpp.LLAMA_POOLING_TYPE_MEAN
-LLAMA_POOLING_TYPE_CLS: int = llama_cpp.LLAMA_POOLING_TYPE_CLS
-LLAMA_POOLING_TYPE_LAST: int = llama_cpp.LLAMA_POOLING_TYPE_LAST
-LLAMA_POOLING_TYPE_RANK: int = llama_cpp.LLAMA_POOLING_TYPE_RANK
-
-_POOLING_NAMES = {
-    LLAMA_POOLING_TYPE_UNSPECIFIED: "UNSPECIFIED",
-    LLAMA_POOLING_TYPE_NONE: "NONE",
-    LLAMA_POOLING_TYPE_MEAN: "MEAN",
-    LLAMA_POOLING_TYPE_CLS: "CLS",
-    LLAMA_POOLING_TYPE_LAST: "LAST",
-    LLAMA_POOLING_TYPE_RANK: "RANK",
-}
-
 # n_batch / n_ubatch a context starts with when the caller sets neither (a non-causal model's main context
 # grows from there to its longest input: see LlamaEmbedding).
 DEFAULT_BATCH_TOKENS = 512
@@ -139,159 +134,8 @@ Input = str | Sequence[str] | Sequence[Sequence[int]]
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Batch helper
-# ---------------------------------------------------------------------------------------------------------
-
-
-class TokenBatch:
-    """A ``llama_batch`` backed by numpy arrays (one sequence id per token), filled with slice assignments.
-
-    Owns its memory (never passed to ``llama_batch_free``). Validates before anything reaches llama.cpp.
-    """
-
-    def __init__(self, n_tokens_max: int, n_seq_max: int) -> None:
-        if n_tokens_max < 1 or n_seq_max < 1:
-            raise ValueError(f"TokenBatch needs n_tokens_max >= 1 and n_seq_max >= 1 ({n_tokens_max}, {n_seq_max})")
-        self.capacity = n_tokens_max
-        self.n_seq_max = n_seq_max
-        self._token = np.zeros(n_tokens_max, dtype=np.int32)
-        self._pos = np.zeros(n_tokens_max, dtype=np.int32)
-        self._n_seq_id = np.ones(n_tokens_max, dtype=np.int32)
-        self._seq = np.zeros(n_tokens_max, dtype=np.int32)
-        self._logits = np.ones(n_tokens_max, dtype=np.int8)
-        int_p = ctypes.POINTER(ctypes.c_int32)
-        base = self._seq.ctypes.data
-        self._seq_ptrs = (int_p * n_tokens_max)(*(ctypes.cast(base + 4 * i, int_p) for i in range(n_tokens_max)))
-        self.batch = llama_cpp.llama_batch(
-            n_tokens=0,
-            token=self._token.ctypes.data_as(int_p),
-            embd=None,
-            pos=self._pos.ctypes.data_as(int_p),
-            n_seq_id=self._n_seq_id.ctypes.data_as(int_p),
-            seq_id=ctypes.cast(self._seq_ptrs, ctypes.POINTER(int_p)),
-            logits=self._logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8)),
-        )
-        self.n_tokens = 0
-
-    def reset(self) -> None:
-        self.n_tokens = 0
-        self.batch.n_tokens = 0
-
-    def _check_seq_id(self, seq_id: object) -> int:
-        if isinstance(seq_id, bool) or not isinstance(seq_id, (int, np.integer)):
-            raise ValueError(f"LlamaBatch.add_sequence: seq_id must be an int, got {type(seq_id).__name__}")
-        sid = int(seq_id)
-        if sid < 0:
-            raise ValueError(f"LlamaBatch.add_sequence: seq_id={sid} is negative; sequence ids start at 0")
-        if sid >= self.n_seq_max:
-            n = self.n_seq_max
-            raise ValueError(
-                f"LlamaBatch.add_sequence: seq_id={sid} exceeds the configured sequence capacity "
-                f"(n_seq_max={n}; valid IDs are 0 through {n - 1}). For parallel batching, initialize "
-                f"Llama or LlamaEmbedding with n_seq_max>={sid + 1}; for a single sequence use seq_id=0."
-            )
-        return sid
-
-    def _check_room(self, n: int) -> None:
-        if self.n_tokens + n > self.capacity:
-            raise ValueError(
-                f"LlamaBatch.add_sequence: adding {n} tokens to {self.n_tokens} overflows the batch capacity "
-                f"of {self.capacity} tokens; flush the batch first or raise n_batch"
-            )
-
-    def add_sequence(self, tokens: Sequence[int], seq_id: int, logits_all: bool = True) -> None:
-        """Append one sequence with positions ``0..n-1``; every token is an output unless ``logits_all`` is
-        False (then only the last)."""
-        sid = self._check_seq_id(seq_id)
-        n = len(tokens)
-        if n == 0:
-            raise ValueError("LlamaBatch.add_sequence: empty token list (an empty input needs no decode)")
-        self._check_room(n)
-        a, b = self.n_tokens, self.n_tokens + n
-        self._token[a:b] = tokens
-        self._pos[a:b] = np.arange(n, dtype=np.int32)
-        self._seq[a:b] = sid
-        self._n_seq_id[a:b] = 1
-        self._logits[a:b] = 1 if logits_all else 0
-        self._logits[b - 1] = 1
-        self.n_tokens = b
-        self.batch.n_tokens = b
-
-    def add(
-        self, tokens: Sequence[int], positions: Sequence[int], seq_ids: Sequence[int], logits: Sequence[bool]
-    ) -> None:
-        """Append tokens with explicit per-token positions, sequence ids and output flags."""
-        n = len(tokens)
-        if n == 0 or len(seq_ids) == 0:
-            raise ValueError("LlamaBatch.add: empty tokens or seq_ids")
-        if not len(positions) == len(seq_ids) == len(logits) == n:
-            raise ValueError(
-                f"LlamaBatch.add: array lengths differ (tokens={n}, positions={len(positions)}, "
-                f"seq_ids={len(seq_ids)}, logits={len(logits)})"
-            )
-        sids = [self._check_seq_id(s) for s in seq_ids]
-        self._check_room(n)
-        a, b = self.n_tokens, self.n_tokens + n
-        self._token[a:b] = tokens
-        self._pos[a:b] = positions
-        self._seq[a:b] = sids
-        self._n_seq_id[a:b] = 1
-        self._logits[a:b] = [1 if x else 0 for x in logits]
-        self.n_tokens = b
-        self.batch.n_tokens = b
-
-
-# ---------------------------------------------------------------------------------------------------------
 # The engine
 # ---------------------------------------------------------------------------------------------------------
-
-
-def _available_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def _pooling_name(p: int) -> str:
-    return _POOLING_NAMES.get(p, str(p))
-
-
-def _int_at_least(value: object, low: int) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int) and value >= low
-
-
-def _check_arguments(
-    *,
-    mmproj_path: str | None,
-    embedding_handler: object | None,
-    pooling_type: int,
-    n_seq_max: int | None,
-    max_seq: int,
-    n_batch: int,
-    n_ubatch: int,
-    n_ctx: int,
-    pack_tokens: int | None,
-    parallel_contexts: int | None,
-) -> None:
-    """Refuse what llama.cpp would abort the process on, before any native call (ValueError/TypeError)."""
-    check_handler(mmproj_path, embedding_handler)
-    if pooling_type not in _POOLING_NAMES or isinstance(pooling_type, bool):
-        raise ValueError(
-            f"pooling_type={pooling_type!r} is not a llama.cpp pooling type; use one of "
-            + ", ".join(f"{v} ({k})" for k, v in _POOLING_NAMES.items())
-        )
-    if n_seq_max is not None and not (_int_at_least(n_seq_max, 1) and n_seq_max <= max_seq):
-        raise ValueError(f"n_seq_max must be an int with 1 <= n_seq_max <= {max_seq}, got {n_seq_max!r}")
-    for name, value in (("n_batch", n_batch), ("n_ubatch", n_ubatch)):
-        if not _int_at_least(value, 1):
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if not _int_at_least(n_ctx, 0):
-        raise ValueError(f"n_ctx must be an int >= 0 (0 = the model's training context), got {n_ctx!r}")
-    if pack_tokens is not None and (not isinstance(pack_tokens, int) or pack_tokens < 1):
-        raise ValueError(f"pack_tokens must be an int >= 1 or None, got {pack_tokens!r}")
-    if parallel_contexts is not None and not _int_at_least(parallel_contexts, 1):
-        raise ValueError(f"parallel_contexts must be an int >= 1 or None, got {parallel_contexts!r}")
 
 
 class LlamaEmbedding(MultimodalMixin, llama_cpp.Llama):
@@ -352,7 +196,7 @@ class LlamaEmbedding(MultimodalMixin, llama_cpp.Llama):
         self._grows = n_batch is None and n_ubatch is None
         n_batch = DEFAULT_BATCH_TOKENS if n_batch is None else n_batch
         n_ubatch = DEFAULT_BATCH_TOKENS if n_ubatch is None else n_ubatch
-        _check_arguments(
+        check_arguments(
             mmproj_path=mmproj_path, embedding_handler=embedding_handler, pooling_type=pooling_type,
             n_seq_max=n_seq_max, max_seq=max_seq, n_batch=n_batch, n_ubatch=n_ubatch, n_ctx=n_ctx,
             pack_tokens=pack_tokens, parallel_contexts=parallel_contexts,
@@ -367,7 +211,7 @@ class LlamaEmbedding(MultimodalMixin, llama_cpp.Llama):
 
         self._closed = False  # Llama.__init__ calls our guarded methods
         try:
-            cpus = _available_cpus()
+            cpus = available_cpus()
             super().__init__(
                 model_path,
                 # n_ctx=0: not the training context here (a causal model's KV cache for it, 3.7 GB for
@@ -398,7 +242,7 @@ class LlamaEmbedding(MultimodalMixin, llama_cpp.Llama):
             raise
         if self.verbose:
             print(
-                f"LlamaEmbedding: pooling={_pooling_name(self.pooling)} causal={self.causal} "
+                f"LlamaEmbedding: pooling={pooling_name(self.pooling)} causal={self.causal} "
                 f"n_seq_max={self.n_seq_max} n_batch={self.n_batch_eff} n_ubatch={self.n_ubatch_eff} "
                 f"limit={self.max_tokens} batch_tokens={self.batch_tokens} pack_tokens={self.pack_tokens}",
                 flush=True,
@@ -902,7 +746,7 @@ class LlamaEmbedding(MultimodalMixin, llama_cpp.Llama):
         if self.pooling != LLAMA_POOLING_TYPE_RANK:
             raise ValueError(
                 f"rank() needs a reranker with pooling type RANK; this model's pooling type is "
-                f"{_pooling_name(self.pooling)}. Create LlamaEmbedding(..., pooling_type=LLAMA_POOLING_TYPE_RANK)"
+                f"{pooling_name(self.pooling)}. Create LlamaEmbedding(..., pooling_type=LLAMA_POOLING_TYPE_RANK)"
             )
         if isinstance(documents, str):
             raise TypeError("documents must be a list of strings, not a single string")
