@@ -310,22 +310,6 @@ class Chunker(Protocol):
     def chunk(self, doc: Document) -> Iterator[Chunk]: ...
 
 
-class _PluginProgress:
-    """A progress listener object that does not inherit :class:`Progress`: each member it lacks is a no-op."""
-
-    def __init__(self, inner: object) -> None:
-        for name in ("files_total", "file_done", "embedded", "chunked", "file_part"):
-            own = getattr(inner, name, None)  # the one place a listener's members are asked by name
-            setattr(self, name, own if callable(own) else (lambda *args, **kwargs: None))
-
-
-def as_progress(listener: object | None) -> Progress | None:
-    """``listener`` as a :class:`Progress` (itself when it inherits it; else its members over no-op defaults)."""
-    if listener is None or isinstance(listener, Progress):
-        return listener
-    return _PluginProgress(listener)  # type: ignore[return-value]
-
-
 class Progress:
     """What the pipeline reports while it works (the CLI draws bars from it); every member a no-op by default,
     so a listener overrides only what it shows."""
@@ -344,3 +328,19 @@ class Progress:
 
     def file_part(self, path: str, done: int, total: int) -> None:
         """A large file is written in parts: ``done`` of its ``total`` chunks are searchable."""
+
+
+class _PluginProgress(Progress):
+    """A progress listener object that does not inherit :class:`Progress`: each member it lacks is a no-op."""
+
+    def __init__(self, inner: object) -> None:
+        for name in ("files_total", "file_done", "embedded", "chunked", "file_part"):
+            own = getattr(inner, name, None)  # the one place a listener's members are asked by name
+            setattr(self, name, own if callable(own) else (lambda *args, **kwargs: None))
+
+
+def as_progress(listener: object | None) -> Progress | None:
+    """``listener`` as a :class:`Progress` (itself when it inherits it; else its members over no-op defaults)."""
+    if listener is None or isinstance(listener, Progress):
+        return listener
+    return _PluginProgress(listener)

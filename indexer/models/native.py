@@ -393,8 +393,8 @@ def _verdict(quant: str, got: dict[str, object], old: TypeVerdict | None, lazy: 
     if got.get("vectors") is None:
         return TypeVerdict(quant, UNKNOWN, "the probe's child never decoded it", tries=tries, lazy=lazy)
     tps = got.get("tokens_per_s")
-    return TypeVerdict(quant, RUNS, "", float(tps) if tps else None,  # type: ignore[arg-type]
-                       cosine, tries=tries, lazy=lazy)
+    speed = float(tps) if isinstance(tps, (int, float)) and tps else None
+    return TypeVerdict(quant, RUNS, "", speed, cosine, tries=tries, lazy=lazy)
 
 
 def _decode_all(models: dict[str, str], *, timed: bool) -> dict[str, dict[str, object]]:

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 KILL_ENV = "INDEXER_NATIVE_PROBE_KILL"  # tests: "q8_0" (SIGILL at its decode), "q4_K=SIGKILL", "f16=hang", ...
 ROUNDS = 3
@@ -76,7 +77,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def quantize(request: dict[str, object]) -> int:
+def quantize(request: dict[str, Any]) -> int:
     """Each job: ``llama_model_quantize(src, dst)`` at ``ftype``; ``pure`` writes every matrix at that type;
     ``imatrix`` passes an importance matrix of ones (the probe's files of types llama.cpp will not write
     without one). ``dst`` is written beside itself and renamed, so a half-written file never stands."""
@@ -86,7 +87,7 @@ def quantize(request: dict[str, object]) -> int:
     import llama_cpp
 
     llama_cpp.llama_backend_init()
-    for job in request["jobs"]:  # type: ignore[attr-defined]
+    for job in request["jobs"]:
         dst = str(job["dst"])
         tmp = f"{dst}.{os.getpid()}.part"
         params = llama_cpp.llama_model_quantize_default_params()
