@@ -87,7 +87,9 @@ def build(
             typer.echo(f"converting {from_folder} ...", err=True)
             built = build_from_folder(from_folder, as_name, quant)
             if projector_path(built).is_file():
-                typer.echo(f"projector: {projector_path(built)} (pass it as mmproj_path)", err=True)
+                typer.echo(f"projector: {projector_path(built)} (found beside the model: `indexer index --model "
+                           f"{built.stem.rsplit('-', 1)[0]}` embeds pictures with it; pass it as mmproj_path only to "
+                           "LlamaEmbedding directly)", err=True)
             typer.echo(str(built))
         except IndexerError as exc:
             typer.echo(f"error: {exc}", err=True)

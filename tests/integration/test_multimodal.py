@@ -380,6 +380,8 @@ def test_models_build_from_a_vision_folder_writes_both_files_and_list_shows_the_
     projector = models_dir() / "tiny-vl-cli-f16.mmproj.gguf"
     assert model == models_dir() / "tiny-vl-cli-f16.gguf" and model.is_file() and projector.is_file()
     assert f"projector: {projector}" in built.stderr
+    # the advice matches what the product does: `index --model NAME` finds the projector beside the model itself
+    assert "found beside the model: `indexer index --model tiny-vl-cli` embeds pictures" in built.stderr
     lines = runner.invoke(app, ["list"]).stdout.splitlines()
     row = next(i for i, line in enumerate(lines) if "tiny-vl-cli" in line and "local" in line)
     assert "projector" in lines[row + 1] and str(projector) in lines[row + 1]  # beside its model
