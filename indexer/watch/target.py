@@ -81,7 +81,7 @@ class WatchTarget(Protocol):
 
 def options_from_settings(settings: Settings) -> WatchOptions:
     return WatchOptions(
-        polling=bool(getattr(settings, "watch_polling", False)),
-        poll_seconds=float(getattr(settings, "watch_poll_seconds", 1.0)),
-        rescan_seconds=float(getattr(settings, "watch_rescan_seconds", 600.0)),
+        polling=bool(settings.watch_polling),
+        poll_seconds=float(settings.watch_poll_seconds),
+        rescan_seconds=float(settings.watch_rescan_seconds),
     )
