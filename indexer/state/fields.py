@@ -501,13 +501,22 @@ class FieldIndex:
         out: dict[str, list[tuple[str, int]]] = {}
         base = f"FROM chunks c JOIN files f ON f.collection = c.collection AND f.path = c.path WHERE {where.sql}"
         kinds = self.kinds(collection, [n for n in names if n not in FACETABLE_BUILTIN])
+        builtin = [n for n in names if n in FACETABLE_BUILTIN]
+        if builtin:  # each value is its file's: one pass counts the matches per file, the values come from those
+            with self._lock:
+                files = self._db.execute(
+                    f"SELECT c.path, f.kind, f.root, f.mtime_ns, COUNT(*) {base} GROUP BY c.path", where.args
+                ).fetchall()
+            for name in builtin:
+                of = {"type": lambda r: file_type(r[0], r[1]), "folder": lambda r: folder(r[0], r[2]),
+                      "modified": lambda r: month(r[3])}[name]
+                counts: dict[str, int] = {}
+                for row in files:
+                    v = of(row)
+                    counts[v] = counts.get(v, 0) + int(row[4])
+                out[name] = sorted(counts.items(), key=lambda vn: (-vn[1], vn[0]))[:FACET_VALUES]
         for name in names:
-            if name in FACETABLE_BUILTIN:
-                expr = {"type": "idx_type(c.path, f.kind)", "folder": "idx_folder(c.path, f.root)",
-                        "modified": "idx_month(f.mtime_ns)"}[name]
-                sql = f"SELECT {expr} AS v, COUNT(*) AS n {base} GROUP BY v ORDER BY n DESC, v LIMIT {FACET_VALUES}"
-                args: tuple[Any, ...] = where.args
-            else:
+            if name not in FACETABLE_BUILTIN:
                 by_month = kinds.get(name) == "date"
                 value = "strftime('%Y-%m', m.num, 'unixepoch')" if by_month else "MIN(m.value)"
                 group = "1" if by_month else "m.folded"
@@ -516,8 +525,9 @@ class FieldIndex:
                        f"{'AND m.num IS NOT NULL ' if by_month else ''}GROUP BY {'v' if by_month else group} "
                        f"ORDER BY n DESC, v LIMIT {FACET_VALUES}")
                 args = (collection, name, *where.args)
-            with self._lock:
-                out[name] = [(str(v), int(n)) for v, n in self._db.execute(sql, args)]
+                with self._lock:
+                    out[name] = [(str(v), int(n)) for v, n in self._db.execute(sql, args)]
+        out = {name: out[name] for name in names}  # in the order asked
         if unfiltered:
             if len(self._facet_cache) > 64:
                 self._facet_cache.clear()
