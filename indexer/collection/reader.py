@@ -125,13 +125,13 @@ class CollectionReader(PartsView):
         fields = self.parts.state.fields
         kinds = fields.check(self.name, req.where, req.facets)
         where = compile_where(self.name, req.where, req.path_prefix, req.file_types, kinds)
-        facets = fields.facets(self.name, where, req.facets) if req.facets else {}
         if not req.where:
-            return Selection(None, None, facets)
+            return Selection(None, None, fields.facets(self.name, where, req.facets) if req.facets else {})
         total, fraction, shares = fields.estimate_clauses(where)
         if shares:  # the most selective clause first: the matches are listed from it, the others checked on them
             clauses = tuple(req.where[i] for i in clause_order(shares))
             where = compile_where(self.name, clauses, req.path_prefix, req.file_types, kinds, selective_first=True)
+        facets = fields.facets(self.name, where, req.facets) if req.facets else {}
         if broad(total, fraction):
             # Many chunks match: listing them costs more than checking a search's candidates (docs/search.md).
             return Selection(None, None, facets, keep=lambda ids: fields.among(where, ids), share=fraction)
