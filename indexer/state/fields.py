@@ -15,19 +15,17 @@ None of these fields is part of a point's id or payload fingerprint: a ``touch``
 from __future__ import annotations
 
 import difflib
-import fnmatch
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from pathlib import Path
 from typing import Any
 
 from indexer.errors import InputError, StateError
+from indexer.state.sql_functions import file_type, folder, month
 from indexer.types import Clause
 
 MAX_VALUE_CHARS = 512  # longer metadata values are kept (and matched) up to this many characters
@@ -300,47 +298,6 @@ def _metadata(c: Clause, args: list[Any], kind: str, collection: str, probe: boo
     if c.op == "!=":  # has the field, with another value (`not F==V` also keeps chunks without it)
         return head + f"NOT ({sql}))"
     return head + f"({sql}))"
-
-
-# -- the functions the SQL calls -----------------------------------------------------------------------------------
-def file_type(path: str, kind: str | None) -> str:
-    """A chunk's ``type``: its file's extension, else its reader kind (as in the store's payload)."""
-    return Path(path).suffix.lower().lstrip(".") or (kind or "")
-
-
-def _rel(path: str, root: str) -> str | None:
-    """A file's path relative to its root, folded (None outside it)."""
-    if not root or not path.startswith(root.rstrip("/") + "/"):
-        return None
-    return path[len(root.rstrip("/")) + 1:].lower()
-
-
-def _glob(path: str, root: str, pattern: str) -> bool:
-    """``path~PATTERN``: the folded absolute or root-relative path matches the (folded) glob."""
-    rel = _rel(path, root)
-    return fnmatch.fnmatchcase(path.lower(), pattern) or (rel is not None and fnmatch.fnmatchcase(rel, pattern))
-
-
-def folder(path: str, root: str) -> str:
-    """A chunk's ``folder`` facet: the root's name and the first folder below it (``notes/work``)."""
-    base = os.path.basename(root.rstrip("/")) or root
-    rel = os.path.relpath(os.path.dirname(path), root) if root and path.startswith(root) else ""
-    first = "" if rel in ("", ".") else rel.split(os.sep, 1)[0]
-    return f"{base}/{first}" if first else base
-
-
-def month(mtime_ns: int) -> str:
-    return datetime.fromtimestamp(mtime_ns / 1e9, tz=timezone.utc).strftime("%Y-%m")
-
-
-def register(db: sqlite3.Connection) -> None:
-    """The Python functions the filter SQL uses, on one connection."""
-    db.create_function("idx_type", 2, file_type, deterministic=True)
-    db.create_function("idx_glob", 3, _glob, deterministic=True)
-    db.create_function("idx_rel", 2, _rel, deterministic=True)
-    db.create_function("idx_fnmatch", 2, lambda v, p: fnmatch.fnmatchcase(v or "", p), deterministic=True)
-    db.create_function("idx_folder", 2, folder, deterministic=True)
-    db.create_function("idx_month", 1, month, deterministic=True)
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
