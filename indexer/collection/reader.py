@@ -29,7 +29,7 @@ from indexer.search.fusion import FusionConfig
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult, Selection, prepare, run_search
 from indexer.search.rerank import RerankBudget
 from indexer.settings import Settings
-from indexer.state.fields import compile_where
+from indexer.state.fields import clause_order, compile_where
 
 logger = logging.getLogger(__name__)
 
@@ -125,10 +125,13 @@ class CollectionReader(PartsView):
         fields = self.parts.state.fields
         kinds = fields.check(self.name, req.where, req.facets)
         where = compile_where(self.name, req.where, req.path_prefix, req.file_types, kinds)
-        facets = fields.facets(self.name, where, req.facets) if req.facets else {}
         if not req.where:
-            return Selection(None, None, facets)
-        total, fraction = fields.estimate(where)
+            return Selection(None, None, fields.facets(self.name, where, req.facets) if req.facets else {})
+        total, fraction, shares = fields.estimate_clauses(where)
+        if shares:  # the most selective clause first: the matches are listed from it, the others checked on them
+            clauses = tuple(req.where[i] for i in clause_order(shares))
+            where = compile_where(self.name, clauses, req.path_prefix, req.file_types, kinds, selective_first=True)
+        facets = fields.facets(self.name, where, req.facets) if req.facets else {}
         if broad(total, fraction):
             # Many chunks match: listing them costs more than checking a search's candidates (docs/search.md).
             return Selection(None, None, facets, keep=lambda ids: fields.among(where, ids), share=fraction)

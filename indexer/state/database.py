@@ -22,7 +22,8 @@ from indexer.core.normalization import Normalization, normalization_name
 from indexer.core.sqlite_errors import database_error, translating
 from indexer.errors import StateError
 from indexer.migrations import MIGRATIONS, NewerStateError, upgrade
-from indexer.state.fields import FieldIndex, field_rows, register
+from indexer.state.fields import FieldIndex, field_rows
+from indexer.state.sql_functions import register
 
 logger = logging.getLogger(__name__)
 

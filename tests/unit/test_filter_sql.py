@@ -208,3 +208,68 @@ def test_an_empty_answer_can_name_the_clause_that_emptied_it(state):
     kinds = state.fields.check("c", parsed)
     assert state.fields.any(compile_where("c", parsed[:1], kinds=kinds))
     assert not state.fields.any(compile_where("c", parsed[:2], kinds=kinds))
+
+
+def _traced(state) -> list[str]:
+    seen: list[str] = []
+    state._db.set_trace_callback(seen.append)
+    return seen
+
+
+def test_field_names_and_kinds_are_kept_until_the_state_changes(state, tmp_path):
+    parsed = filters.parse(["pages>2", "sender=ada"])
+    assert state.fields.check("c", parsed) == {"pages": "number", "sender": "text"}
+    seen = _traced(state)
+    assert state.fields.check("c", parsed) == {"pages": "number", "sender": "text"}
+    state._db.set_trace_callback(None)
+    assert not [s for s in seen if "chunk_fields" in s]  # no count per search
+    # this connection writes: the kinds are read again (pages now mostly text)
+    path = f"{ROOT}/more.txt"
+    recs = tuple(ChunkRecord(f"{path}#{i}", path, i, f"m{i}", 5, (("pages", "many"),)) for i in range(6))
+    state.commit_files("c", [FileUpdate(FileRecord(path, ROOT, 1, _ts(2025, 1, 1), "x", "indexed", None, "text"),
+                                        recs)])
+    assert state.fields.kinds("c", ["pages"]) == {"pages": "text"}
+    # another connection (another process) writes: a new field is known at once
+    other = StateStore(tmp_path / "state.sqlite")
+    try:
+        path = f"{ROOT}/new.txt"
+        rec = ChunkRecord(f"{path}#0", path, 0, "n0", 5, (("colour", "red"),))
+        other.commit_files("c", [FileUpdate(FileRecord(path, ROOT, 1, _ts(2025, 1, 1), "x", "indexed", None, "text"),
+                                            (rec,))])
+    finally:
+        other.close()
+    assert _select(state, "colour=red") == {"new.txt#0"}
+
+
+def test_the_listing_starts_from_the_most_selective_clause(tmp_path):
+    from indexer.state.fields import clause_order
+
+    st = StateStore(tmp_path / "state.sqlite")
+    try:
+        st.create_collection(CollectionRecord("c", "faiss", {}, "cosine", "m", "m", Normalization.L2, 4))
+        path = f"{ROOT}/gen.txt"
+        recs = tuple(ChunkRecord(f"{path}#{i}", path, i, f"g{i}", 5, (("team", "red" if i % 2 else "blue"),
+                                                                          ("n", i))) for i in range(6000))
+        st.commit_files("c", [FileUpdate(FileRecord(path, ROOT, 1, _ts(2025, 1, 1), "x", "indexed", None, "text"),
+                                         recs)])
+        parsed = filters.parse(["team=red", "n<300", "not team=green"])
+        kinds = st.fields.check("c", parsed)
+        where = compile_where("c", parsed, kinds=kinds)
+        total, fraction, shares = st.fields.estimate_clauses(where)
+        assert total > 5000 and abs(fraction - 0.025) < 0.03 and len(shares) == 3
+        assert abs(shares[0] - 0.5) < 0.1 and shares[1] < 0.15 and shares[2] == 1.0
+        order = clause_order(shares)
+        assert order == [1, 0, 2]
+        ordered = compile_where("c", [parsed[i] for i in order], kinds=kinds, selective_first=True)
+        assert set(st.fields.select(ordered)) == set(st.fields.select(where))
+        assert len(st.fields.select(ordered)) == 150
+        assert st.fields.estimate(where) == (total, fraction)
+        # the listing starts from the selective clause's index range (n<300), once; team is checked on each match
+        plan = [r[3] for r in st._db.execute(
+            f"EXPLAIN QUERY PLAN SELECT c.point_id FROM chunks c JOIN files f ON f.collection = c.collection AND "
+            f"f.path = c.path WHERE {ordered.sql}", ordered.args)]
+        assert sum(p.startswith("LIST SUBQUERY") for p in plan) == 1
+        assert any("chunk_fields_num (collection=? AND name=? AND num<?)" in p for p in plan)
+        assert sum(p.startswith("CORRELATED") for p in plan) == 2
+    finally:
+        st.close()
