@@ -6,7 +6,7 @@ left empty; the AMX path also takes q4_0, q4_1, q4_K, q5_K, q6_K and iq4_xs). No
 so every weight type is *proven* on this machine and build before its first real use:
 
 * **eagerly**, the candidates for the default type (:data:`EAGER_QUANTS`: q8_0, bf16, f16, f32 as reference) on
-  a tiny BERT of MiniLM's widths (:mod:`indexer.models.probe_model`): each decoded once in a child
+  a tiny BERT of MiniLM's widths (:mod:`indexer.models.tiny_bert`): each decoded once in a child
   (:mod:`indexer.models.native_child`), the survivors timed and compared with f32;
 * **lazily**, every other type (the k-quants, i-quants and legacy quants of :data:`LAZY_QUANTS`) the first time
   a file holding it is opened: a tiny model of widths that are multiples of 256 is written purely at that type
@@ -47,11 +47,11 @@ from typing import Any
 from indexer.core.location import models_dir
 from indexer.core.locks import lock_for
 from indexer.errors import ModelError
-from indexer.models import probe_model
+from indexer.models import tiny_bert
 from indexer.models.gguf_header import weight_types
 from indexer.models.machine import INTERESTING_FLAGS, build_id, cpuinfo, library_dir, machine_line  # noqa: F401
-from indexer.models.probe_model import TINY_HIDDEN, TINY_WORDS, probe_texts  # noqa: F401 - re-exported
 from indexer.models.quantize import TYPE_FTYPES
+from indexer.models.tiny_bert import TINY_HIDDEN, TINY_WORDS, probe_texts  # noqa: F401 - re-exported
 
 logger = logging.getLogger(__name__)
 
@@ -343,7 +343,7 @@ def run_probe(key: dict[str, str] | None = None, folder: Path | None = None) -> 
     started = time.perf_counter()
     key = key or machine_key()
     folder = folder or probe_dir()
-    models = probe_model.tiny_models(folder, PROBE_VERSION)
+    models = tiny_bert.tiny_models(folder, PROBE_VERSION)
     results = _decode_all({q: str(models[q]) for q in EAGER_QUANTS}, timed=True)
     cosines = _cosines(results)
     verdicts = [_verdict(q, results.get(q, {}), None, False, cosines.get(q)) for q in EAGER_QUANTS]
@@ -358,14 +358,14 @@ def _prove_lazily(result: Probe, quants: list[str], folder: Path, fresh: bool = 
     out: list[TypeVerdict] = []
     eager = [q for q in quants if q in EAGER_QUANTS]
     if eager:
-        models = probe_model.tiny_models(folder, PROBE_VERSION)
+        models = tiny_bert.tiny_models(folder, PROBE_VERSION)
         runs = {q: str(models[q]) for q in dict.fromkeys([*eager, "f32"])}
         results = _decode_all(runs, timed=True)
         cosines = _cosines(results)
         out += [_verdict(q, results.get(q, {}), old[q], False, cosines.get(q)) for q in eager]
     lazy = [q for q in quants if q not in EAGER_QUANTS]
     if lazy:
-        reference, files = probe_model.quantized_models(folder, lazy, PROBE_VERSION)
+        reference, files = tiny_bert.quantized_models(folder, lazy, PROBE_VERSION)
         runs = {q: str(p) for q, p in files.items() if isinstance(p, Path)}
         results = _decode_all({**runs, "f32": str(reference)}, timed=False) if runs else {}
         cosines = _cosines(results)
@@ -519,8 +519,8 @@ def _events(out: str) -> list[dict[str, object]]:
 
 
 def tiny_models(folder: Path) -> dict[str, Path]:
-    """The probe's MiniLM-width files (see :mod:`indexer.models.probe_model`)."""
-    return probe_model.tiny_models(folder, PROBE_VERSION)
+    """The probe's MiniLM-width files (see :mod:`indexer.models.tiny_bert`)."""
+    return tiny_bert.tiny_models(folder, PROBE_VERSION)
 
 
 # -- the guard -----------------------------------------------------------------------------------------------

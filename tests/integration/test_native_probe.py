@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from indexer.errors import ModelError
-from indexer.models import native, probe_model
+from indexer.models import native, tiny_bert
 from indexer.models.native_child import KILL_ENV
 
 pytestmark = pytest.mark.slow
@@ -70,7 +70,7 @@ def test_the_lazy_proof_of_each_amx_type_agrees_with_an_unguarded_decode(fresh_m
     plain decode in a child does (on a stock native build on an AMX CPU the plain decode dies, and the probe must
     exclude it; elsewhere both run)."""
     result = native.prove(AMX_TYPES)
-    _, files = probe_model.quantized_models(native.probe_dir(), list(AMX_TYPES), native.PROBE_VERSION)
+    _, files = tiny_bert.quantized_models(native.probe_dir(), list(AMX_TYPES), native.PROBE_VERSION)
     for quant in AMX_TYPES:
         path = files[quant]
         assert isinstance(path, Path) and quant in native.weight_types(path), (quant, path)

@@ -21,7 +21,7 @@ import pytest
 from gguf import GGMLQuantizationType
 
 from indexer.errors import ModelError
-from indexer.models import native, probe_model
+from indexer.models import native, tiny_bert
 from indexer.models.gguf_header import read_header, weight_types
 from indexer.models.native_child import KILL_ENV
 from indexer.models.quantize import canonical
@@ -44,7 +44,7 @@ def qk_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A BERT checkpoint whose widths are multiples of 256 (hidden 256, FFN 1024): a k-quant file of it holds
     real k-quant tensors (MiniLM's 384 widths make llama.cpp fall back to q5_0/q8_0)."""
     root = tmp_path_factory.mktemp("qk") / "tiny-qk"
-    probe_model.write_tiny_checkpoint(root, probe_model.QK, seed=3)
+    tiny_bert.write_tiny_checkpoint(root, tiny_bert.QK, seed=3)
     return root
 
 
