@@ -134,7 +134,8 @@ class CollectionReader(PartsView):
         facets = fields.facets(self.name, where, req.facets) if req.facets else {}
         if broad(total, fraction):
             # Many chunks match: listing them costs more than checking a search's candidates (docs/search.md).
-            return Selection(None, None, facets, keep=lambda ids: fields.among(where, ids), share=fraction)
+            return Selection(None, None, facets, keep=lambda ids: fields.among(where, ids), share=fraction,
+                             listing=lambda: frozenset(fields.select(where)))
         ids = frozenset(fields.select(where))
         note = None
         if not ids:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -149,10 +149,12 @@ def kept(
     want: int,
     keep: Callable[[Sequence[str]], set[str]] | None,
     share: float = 1.0,
+    among: Callable[[int], list[Hit]] | None = None,
 ) -> list[Hit]:
     """``fetch(want)``, or with ``keep``: the first ``want`` hits it keeps, fetching 1.5x ``want / share`` (at
-    least 2x ``want``), then 4x deeper each round, until that many are kept or the store returns fewer than asked
-    (it has no more)."""
+    least 2x ``want``). When that first fetch holds too few (the filter's matches are far from the query):
+    ``among(want)``, the search among the filter's listed matches, if given; else 4x deeper each round, until that
+    many are kept or the store returns fewer than asked (it has no more)."""
     if keep is None:
         return fetch(want)
     n = max(want * 2, int(want * 1.5 / max(share, 0.01)))
@@ -162,6 +164,8 @@ def kept(
         hits = [h for h in found if h.id in ok]
         if len(hits) >= want or len(found) < n:
             return hits[:want]
+        if among is not None:
+            return among(want)
         n *= 4
 
 
@@ -180,6 +184,7 @@ def retrieve(
     config: FusionConfig,
     keep: Callable[[Sequence[str]], set[str]] | None = None,
     share: float = 1.0,
+    listing: Callable[[], frozenset[str]] | None = None,
 ) -> tuple[list[Hit], dict[str, float]]:
     """The ranked candidates of one query in ``mode`` (at most ``limit``), and the time of each side in ms.
 
@@ -193,16 +198,33 @@ def retrieve(
     dense_hits: list[Hit] = []
     lexical_hits: list[Hit] = []
     deep = depth(limit, config) if mode == "hybrid" else limit
+    listed: list[Filter] = []
+
+    def among(search: Callable[[int, Filter], list[Hit]]) -> Callable[[int], list[Hit]] | None:
+        """A search among the broad filter's matches, listed once for both sides (None: no listing)."""
+        if listing is None:
+            return None
+
+        def run(n: int) -> list[Hit]:
+            if not listed:
+                ids = listing()
+                listed.append(replace(where, ids=ids) if where is not None else Filter(ids=ids))
+            return search(n, listed[0]) if listed[0].ids else []
+
+        return run
+
     if mode != "lexical":
         t0 = time.perf_counter()
         query_vector = vector()
         t1 = time.perf_counter()
-        dense_hits = kept(lambda n: store.search(collection, query_vector, n, where), deep, keep, share)
+        dense_hits = kept(lambda n: store.search(collection, query_vector, n, where), deep, keep, share,
+                          among(lambda n, f: store.search(collection, query_vector, n, f)))
         timings["embed"] = (t1 - t0) * 1000
         timings["dense"] = (time.perf_counter() - t1) * 1000
     if lex is not None:
         t0 = time.perf_counter()
-        lexical_hits = kept(lambda n: lex.search_lexical(collection, query, n, where), deep, keep, share)
+        lexical_hits = kept(lambda n: lex.search_lexical(collection, query, n, where), deep, keep, share,
+                            among(lambda n, f: lex.search_lexical(collection, query, n, f)))
         timings["lexical"] = (time.perf_counter() - t0) * 1000
     if mode == "dense":
         return dense_hits[:limit], timings

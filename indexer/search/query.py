@@ -48,6 +48,9 @@ class Selection:
     # enough of them do (indexer.search.fusion.retrieve), instead of listing every matching id.
     keep: Callable[[Sequence[str]], set[str]] | None = None
     share: float = 1.0  # the estimated share of the chunks a broad filter keeps: sizes the first fetch
+    # a broad filter's exact matches, listed only when its first fetch holds too few of them (matches far from the
+    # query): the search then runs among them once instead of widening to most of the collection
+    listing: Callable[[], frozenset[str]] | None = None
     note: str | None = None  # when nothing matches: the clause that left no chunk
 
 
@@ -289,6 +292,7 @@ def run_search(
             fusion or FusionConfig(),
             keep=selection.keep,
             share=selection.share,
+            listing=selection.listing,
         )
         timings.update(found)
     if req.image is not None:

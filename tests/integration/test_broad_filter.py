@@ -1,14 +1,14 @@
 """The broad-filter path above its threshold, on FAISS and embedded Qdrant.
 
-A filter estimated to keep at least 5 % of the chunks (``broad`` in indexer/collection/reader.py) is not listed:
-the store searches without it, the state database checks the candidates (``FieldIndex.among``) and the search
-widens 4x per round until k of them match. The estimate samples 500 chunks and starts at 5,000 of them, so the
-collection here is a real indexed folder (Markdown with front matter, mails, CSVs) plus 6,000 generated chunks
-written the way the indexer writes them (their state rows with metadata fields, their points with the payload
-the pipeline builds; vectors near the real model's embeddings of six topics). Each broad filter's hits, through
-the public search, are the narrow path's (the same filter listed: ``broad`` forced off) and the exact filtered
-ranking (an unfiltered search of every chunk, kept by the filter's definition), in dense, lexical and hybrid
-mode; a filter whose matches are far from the query makes the search widen.
+A filter estimated to keep at least 5 % of the chunks (``broad`` in indexer/collection/reader.py) is not listed: the
+store searches without it and the state database checks the candidates (``FieldIndex.among``); when the first fetch
+holds too few matches, the search runs once among the listed matches. The estimate samples 500 chunks and starts at
+5,000 of them, so the collection here is a real indexed folder (Markdown with front matter, mails, CSVs) plus 6,000
+generated chunks written the way the indexer writes them (their state rows with metadata fields, their points with
+the payload the pipeline builds; vectors near the real model's embeddings of six topics). Each broad filter's hits,
+through the public search, are the narrow path's (the same filter listed: ``broad`` forced off) and the exact
+filtered ranking (an unfiltered search of every chunk, kept by the filter's definition), in dense, lexical and
+hybrid mode; a filter whose matches are far from the query makes the search list them (once, for both sides).
 """
 
 from __future__ import annotations
@@ -191,13 +191,21 @@ def test_the_filters_are_estimated_broad_and_narrow_as_the_threshold_says(big) -
 @pytest.mark.parametrize("mode", ["dense", "lexical", "hybrid"])
 def test_a_broad_filter_ranks_as_the_narrow_path_and_an_exact_filtered_search(big, mode, among_calls,
                                                                                monkeypatch) -> None:
+    from indexer.state.fields import FieldIndex
+
     col, meta = big
-    widened = False
+    listings: list[int] = []
+    real_select = FieldIndex.select
+    monkeypatch.setattr(FieldIndex, "select", lambda self, where: listings.append(1) or real_select(self, where))
+    listed_after_check = False
     for where, keep in BROAD:
         among_calls.clear()
+        listings.clear()
         got = _search(col, where, mode)
-        assert among_calls, f"{where}: not the broad path"  # candidates checked, not the ids listed
-        widened |= len(among_calls) > (2 if mode == "hybrid" else 1)
+        assert among_calls, f"{where}: not the broad path"  # candidates checked first, not the ids listed
+        assert len(among_calls) <= (2 if mode == "hybrid" else 1), (where, among_calls)  # never widened round on round
+        assert len(listings) <= 1, where  # listed at most once, for both sides
+        listed_after_check |= bool(listings)
         assert got.matched is None and got.where == where and got.filter_note is None
         assert all(keep(meta[h.chunk_id]) for h in got.hits), where
         if mode != "lexical":  # thousands match: k of them come back (lexically, only those with a query word)
@@ -208,8 +216,8 @@ def test_a_broad_filter_ranks_as_the_narrow_path_and_an_exact_filtered_search(bi
         _same(got.hits, listed.hits, f"{mode} {where}: broad vs narrow")
         if mode != "hybrid":  # fusion normalises per candidate list: only the paths are compared there
             _same(got.hits, _exact(col, mode, lambda pid, keep=keep: keep(meta[pid])), f"{mode} {where}: exact")
-    if mode != "lexical":  # far matches (topic=bread for a query on Saturn): the first fetch holds none of them
-        assert widened
+    if mode != "lexical":  # far matches (topic=bread for a query on Saturn): the first fetch holds none of them, so
+        assert listed_after_check  # the search runs once among the listed matches instead of widening
 
 
 def test_a_narrow_filter_lists_its_matches(big, among_calls) -> None:
