@@ -383,3 +383,29 @@ def test_200_images_and_200_text_files_index_without_a_failure_and_each_finds_it
         assert done.returncode == 0, done.stderr
         top = json.loads(done.stdout)["hits"][0]
         assert top["path"] == str(path) and top["score"] == pytest.approx(api[path], abs=1e-6)
+
+
+def test_an_image_points_hybrid_rank_is_never_above_its_dense_rank_unless_its_words_earn_it(indexed, folder):
+    """A text query in hybrid mode: an image point has no words, so the lexical side can find it only by its file
+    name. One the lexical side does not find never ranks above its dense rank in the fused list (fusion may only
+    push it down), and no fused score leaves the documented 0..1 range (issue: Filters as documented)."""
+    from indexer.collection.facade import open_collection
+
+    settings, _ = indexed
+    n = 4 * SMALL
+    queries = ["the meeting about topic 3 is on day 2", "colored blocks in a small picture", "note on day 5",
+               "image 002", "pictures more"]
+    checked = 0
+    with open_collection("pics", settings=settings) as col:
+        for query in queries:
+            dense = col.search(query, k=n, candidates=n, mode="dense", rerank=False).hits
+            hybrid = col.search(query, k=n, candidates=n, mode="hybrid", rerank=False).hits
+            lexical = {h.chunk_id for h in col.search(query, k=n, candidates=n, mode="lexical", rerank=False).hits}
+            assert all(0.0 <= h.score <= 1.0 + 1e-9 for h in hybrid), [(h.path, h.score) for h in hybrid]
+            dense_rank = {h.chunk_id: i for i, h in enumerate(dense)}
+            for i, hit in enumerate(hybrid):
+                if hit.media != "image" or hit.chunk_id in lexical or hit.chunk_id not in dense_rank:
+                    continue
+                assert i >= dense_rank[hit.chunk_id], (query, hit.path, i, dense_rank[hit.chunk_id])
+                checked += 1
+    assert checked >= SMALL  # the pictures were compared, not skipped
