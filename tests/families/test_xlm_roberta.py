@@ -281,13 +281,13 @@ def test_long_chunks_are_cut_by_the_model_tokenizer_and_embedded_whole(embed_ggu
     with open_collection("plain", settings=default) as col:
         col.index([root])
         assert col.chunk_tokens == 512  # the bge-m3 profile
-        assert col.embedder.inner.engine.batch_tokens == 512  # type: ignore[attr-defined]
+        assert col.embedder.engine.engine.batch_tokens == 512  # type: ignore[attr-defined]
 
     settings = make_settings(tmp_path / "data", embed_gguf, None, chunk_tokens=1500)
     with open_collection("long", settings=settings) as col:
         report = col.index([root])
         assert report.files_indexed == 2 and col.chunk_tokens == 1500
-        embedder = col.embedder.inner  # type: ignore[attr-defined]
+        embedder = col.embedder.engine
         hits = col.search("glaciers rivers valleys", k=10, mode="dense").hits
         counts = [embedder.count_tokens(h.text) for h in hits]
         assert max(counts) > 1024 and all(n <= 1500 for n in counts), counts
