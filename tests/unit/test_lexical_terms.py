@@ -8,8 +8,8 @@ import pytest
 
 from indexer.errors import InputError, StoreError
 from indexer.search import lexical
-from indexer.search.snippets import matches, passage_marks, snippet
 from indexer.search.fusion import FusionConfig, fuse
+from indexer.search.snippets import matches, passage_marks, snippet
 from indexer.types import Hit
 
 
