@@ -145,27 +145,47 @@ def analyzers(lang: str) -> dict[str, tuple[Terms, str]]:
 
 
 # -- ranking --------------------------------------------------------------------------------------------------
-def evaluate(rows: list[dict[str, str]], terms: Terms, tokenizer: str) -> dict[str, float]:
-    """nDCG@10 (one relevant page per query) of FTS5 BM25 over ``terms``, index and query times."""
+def evaluate(rows: list[dict[str, str]], terms: Terms, tokenizer: str,
+             queries: list[tuple[str, set[int]]] | None = None) -> dict[str, float]:
+    """nDCG@10 of FTS5 BM25 over ``terms`` (``queries``: (text, relevant row indexes); None: each row's own
+    query, answered by that row), and the time to analyze a document and to answer a query (terms + FTS5)."""
     db = sqlite3.connect(":memory:")
     db.execute(f'CREATE VIRTUAL TABLE lexical USING fts5(title, body, tokenize="{tokenizer}")')
     t0 = time.perf_counter()
     made = [(i, " ".join(terms(r["title"])), " ".join(terms(r["text"]))) for i, r in enumerate(rows)]
     analyze_s = time.perf_counter() - t0
     db.executemany("INSERT INTO lexical(rowid, title, body) VALUES (?, ?, ?)", made)
+    asked = queries if queries is not None else [(r["query"], {i}) for i, r in enumerate(rows)]
     gains, query_s = [], []
-    for i, r in enumerate(rows):
+    for text, relevant in asked:
         t1 = time.perf_counter()
-        words = list(dict.fromkeys(terms(r["query"])))
+        words = list(dict.fromkeys(terms(text)))
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         ranked = [rid for (rid,) in db.execute(
             "SELECT rowid FROM lexical WHERE lexical MATCH ? ORDER BY bm25(lexical, 2.0, 1.0) LIMIT 10", (match,))
         ] if words else []  # fmt: skip
         query_s.append(time.perf_counter() - t1)
-        gains.append(1 / math.log2(ranked.index(i) + 2) if i in ranked else 0.0)
+        dcg = sum(1 / math.log2(n + 2) for n, rid in enumerate(ranked) if rid in relevant)
+        gains.append(dcg / sum(1 / math.log2(n + 2) for n in range(min(10, len(relevant)))))
     query_s.sort()
     return {"ndcg@10": sum(gains) / len(gains), "analyze_ms_per_doc": 1000 * analyze_s / len(rows),
-            "query_ms_p50": 1000 * query_s[len(query_s) // 2]}
+            "query_ms_p50": 1000 * query_s[len(query_s) // 2], "queries": len(asked)}
+
+
+def beir(root: Path) -> tuple[list[dict[str, str]], list[tuple[str, set[int]]]]:
+    """A BEIR set (corpus.jsonl, queries.jsonl, qrels.tsv): its documents as rows and its judged queries."""
+    docs = [json.loads(ln) for ln in (root / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if ln]
+    index = {str(d["_id"]): i for i, d in enumerate(docs)}
+    rows = [{"id": str(d["_id"]), "title": str(d.get("title") or ""), "text": str(d.get("text") or "")}
+            for d in docs]
+    qrels: dict[str, set[int]] = {}
+    for line in (root / "qrels.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+        qid, did, grade = line.split("\t")[:3]
+        if int(grade) > 0 and did in index:
+            qrels.setdefault(qid, set()).add(index[did])
+    texts = {str(q["_id"]): str(q["text"]) for q in map(json.loads, (root / "queries.jsonl").read_text(
+        encoding="utf-8").splitlines()) if str(q["_id"]) in qrels}  # fmt: skip
+    return rows, [(texts[q], rel) for q, rel in sorted(qrels.items()) if q in texts]
 
 
 def main() -> None:
@@ -175,8 +195,17 @@ def main() -> None:
     ap.add_argument("--max-chars", type=int, default=2000)
     ap.add_argument("--cache", type=Path, default=Path("/tmp/indexer-multilingual-sets"))
     ap.add_argument("--handwritten", type=Path, action="append", default=[])
+    ap.add_argument("--beir", type=Path, help="a BEIR folder (SciFact train): v1 against v2 on it, English")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    if args.beir:
+        rows, queries = beir(args.beir)
+        found = {name: evaluate(rows, fn, tok, queries) for name, (fn, tok) in analyzers("en").items()
+                 if name in ("v1", "v2")}
+        print(json.dumps(found, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps({"beir": str(args.beir), "results": found}, indent=1), encoding="utf-8")
+        return
     sets: dict[str, list[dict[str, str]]] = {}
     for lang in args.langs.split(","):
         cached = args.cache / f"{lang}-{args.docs}-{args.max_chars}.json"
