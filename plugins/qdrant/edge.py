@@ -48,7 +48,7 @@ from indexer.plugin_api import (
     prepare_vector,
 )
 from plugins.qdrant import space
-from plugins.qdrant.edge_build import BUILD_SUFFIX, OLD_SUFFIX, BackgroundBuilder, build_now, recover
+from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, build_now, recover
 from plugins.qdrant.edge_copy import copy_points, local_pages
 
 logger = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 EDGE_DIR = "edge"
+RELEX_SUFFIX = ".relex"  # a lexical rebuild's new shard, beside the live one until swapped in
 LEXICAL = lexical.sparse_name()  # the named sparse vector of new shards (same name as on a Qdrant server)
 INDEXED_FIELDS = ("path", "dirs", "file_type", "root")
 BATCH = 256
@@ -361,15 +362,18 @@ class EdgeStore:
         """Rebuild the lexical side of a shard whose terms an older analyzer made: a new shard with the current
         sparse vector, filled with the stored vectors and payloads (no re-embedding; its HNSW built as a
         migration's), swapped in as a background build is. Writes wait; searches go on, on the old shard with
-        the old terms, until the swap. Killed anywhere, the old shard stays live and the copy
-        (``<name>.build``) is removed on the next open; the next ``indexer index`` starts the rebuild over."""
+        the old terms, until the swap. Killed anywhere, the old shard stays live; the next ``indexer index``
+        removes the part-filled copy (``<name>.relex``) and starts over."""
+        if self.lexical_version(collection) in (None, lexical.LEXICAL_VERSION):
+            return False
+        self.builder.cancel(collection)  # an index build copies the old shard (its last step holds writes back)
         with self._writes:
             version = self.lexical_version(collection)
             if version is None or version == lexical.LEXICAL_VERSION:
                 return False
-            self.builder.cancel(collection)  # its copy has the old sparse vector; later writes start another
+            self.builder.cancel(collection, wait=False)  # one a write started since: it stops at the gate
             dims, _ = self._shape(collection)
-            target = self._dir(collection).with_name(collection + BUILD_SUFFIX)
+            target = self._dir(collection).with_name(collection + RELEX_SUFFIX)
             shutil.rmtree(target, ignore_errors=True)
             space.check(self.path, 0, f"rebuild the lexical side of {collection!r}", space.CREATE_RESERVE)
             shard = self._create(collection, dims, {}, target)
@@ -440,7 +444,8 @@ class EdgeStore:
             if shard is not None:
                 self._call("close a shard", shard.close)
             shutil.rmtree(self._dir(collection), ignore_errors=True)
-            recover(self._dir(collection))  # and any build's copy
+            recover(self._dir(collection))  # and any build's copy, and a lexical rebuild's
+            shutil.rmtree(self._dir(collection).with_name(collection + RELEX_SUFFIX), ignore_errors=True)
             self._meta_file(collection).unlink(missing_ok=True)
             local = self.path / "collection" / collection
             if local.is_dir():  # a local-mode copy of it, kept since a migration

@@ -93,7 +93,7 @@ def test_a_rebuild_killed_mid_way_leaves_the_old_terms_and_the_next_run_finishes
     child = subprocess.Popen([sys.executable, "-c", _CHILD, str(folder)], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "copying"
-        assert (folder / "edge" / "notes.build" / "edge_config.json").exists()  # the copy, part-filled
+        assert (folder / "edge" / "notes.relex" / "edge_config.json").exists()  # the copy, part-filled
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
     finally:
@@ -104,13 +104,13 @@ def test_a_rebuild_killed_mid_way_leaves_the_old_terms_and_the_next_run_finishes
     store = EdgeStore(folder, Metric.COSINE)
     try:
         assert store.lexical_version("notes") == "1"  # the old shard is live and complete
-        assert not (folder / "edge" / "notes.build").exists()  # the killed copy is gone on open
         assert store.count("notes") == N
         assert _first(store, "budget") == "/notes/en.md"
         assert _first(store, "预算") != "/notes/zh.md"  # old terms: the Chinese sentence is one word
 
         assert store.ensure_lexical("notes") is True  # the next run finishes the rebuild
         assert store.lexical_version("notes") == lexical.LEXICAL_VERSION
+        assert sorted(p.name for p in (folder / "edge").iterdir()) == ["notes", "notes.meta.json"]  # no copy left
         assert _first(store, "预算") == "/notes/zh.md"
         assert _first(store, "데이터베이스") == "/notes/ko.md"
         assert _first(store, "budget") == "/notes/en.md"
