@@ -23,7 +23,6 @@ from indexer.settings import Settings
 from indexer.types import Metric, Point
 
 
-
 def _lines(path: Path) -> list[dict[str, str]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
