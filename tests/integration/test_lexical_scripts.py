@@ -1,6 +1,7 @@
 """Lexical search in every script through the product (real model, real files, FAISS and embedded Qdrant): five
 short notes per the report that opened the Lexical terms issue, and their peers in Thai, Hindi, Tamil, Arabic,
-Russian and English. Each word, written inside a sentence or a heading, is found first by lexical search and
+Russian and English. Each word, written inside a sentence or a heading, is found first by lexical search (and by
+hybrid search: the English default model no longer decides alone) and
 marked in the hit's snippet; an embedded-Qdrant collection made with version 1's terms is rebuilt by the next
 `index` without re-embedding, which says so, and status names the analyzer."""
 
@@ -70,6 +71,9 @@ def test_a_word_in_any_script_is_found_first_and_marked(tmp_path, embed_model_pa
             words = [hits[0].snippet[a:b] for a, b in hits[0].marks] if hits else []
             if first != path or words != marked:
                 wrong[query] = (first, words)
+            fused = col.search(query, k=3, mode="hybrid").hits  # the English model's dense side no longer decides
+            if not fused or os.path.relpath(fused[0].path, corpus) != path:
+                wrong[f"{query} (hybrid)"] = [os.path.relpath(h.path, corpus) for h in fused]
         assert not wrong, wrong
         assert col.status()["lexical_terms"] == lexical.ANALYZER.label
 
