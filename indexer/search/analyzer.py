@@ -110,11 +110,17 @@ class Analyzer:
         """Every term of ``text`` in order (repeats kept: they are term frequencies) with its [start, end)."""
         out: list[Term] = []
         words: list[str] = []  # the plain words (not whole identifiers, not bigrams), stemmed together below
+        stop = self.stopwords
         for run in (_ASCII_WORD if text.isascii() else _RUN).finditer(text):
             start, end = run.span()
             kind = run.lastgroup
-            if kind == "word":
-                self._word(run.group(), start, end, out, words)
+            if kind == "word":  # (inline: the hot loop) an identifier's whole form is not stemmed, unless the
+                for term, plain in _split_word(run.group()):  # same word also stands alone, as in version 1
+                    if plain:
+                        if term in stop:
+                            continue
+                        words.append(term)
+                    out.append((term, start, end))
             elif kind == "cjk":
                 out.extend(_bigrams(self._cjk_units(run.group(), start)))
             else:
@@ -127,16 +133,6 @@ class Analyzer:
         return [t for t, _, _ in self.terms(text)]
 
     # -- runs --------------------------------------------------------------------------------------------------
-    def _word(self, raw: str, start: int, end: int, out: list[Term], words: list[str]) -> None:
-        """A run of a spaced script: its terms appended to ``out``, its plain words (to be stemmed) to ``words``
-        (an identifier's whole form is not stemmed, unless the same word also stands alone: as in version 1)."""
-        for term, plain in _split_word(raw):
-            if plain:
-                if term in self.stopwords:
-                    continue
-                words.append(term)
-            out.append((term, start, end))
-
     def _stems(self, words: list[str]) -> dict[str, str]:
         if self.stemmer is None:
             return {}

