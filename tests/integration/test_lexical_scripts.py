@@ -12,6 +12,7 @@ import os
 import pytest
 
 import indexer
+from indexer.cli.status_view import lines as status_lines
 from indexer.search import lexical
 from tests.integration.corpus import write_corpus
 
@@ -75,7 +76,10 @@ def test_a_word_in_any_script_is_found_first_and_marked(tmp_path, embed_model_pa
             if not fused or os.path.relpath(fused[0].path, corpus) != path:
                 wrong[f"{query} (hybrid)"] = [os.path.relpath(h.path, corpus) for h in fused]
         assert not wrong, wrong
-        assert col.status()["lexical_terms"] == lexical.ANALYZER.label
+        status = col.status()
+        assert status["lexical_terms"] == lexical.ANALYZER.label
+        shown = dict(status_lines(status))  # what `indexer status` prints
+        assert f"lexical index ready (terms: {lexical.ANALYZER.label})" in shown["search"], shown
 
 
 def test_an_embedded_qdrant_collection_of_version_1_is_rebuilt_by_index(tmp_path, embed_model_path, monkeypatch):
