@@ -116,7 +116,7 @@ def main() -> None:
         shutil.rmtree(args.keep)  # from an empty collection
     os.environ["INDEXER_DATA_DIR"] = str(data_dir)
     with indexer.open_collection("bench", store=args.store) as col:  # the chunk size a new collection gets
-        chunk_tokens, overlap = col._new_chunk_tokens(), col.settings.chunk_overlap  # before it is created
+        chunk_tokens, overlap = col.parts._new_chunk_tokens(), col.settings.chunk_overlap  # before it is created
     chunker = chunker_for(embedder, chunk_tokens, overlap)  # so both sides embed the same chunks
     source = FilesystemSource([corpus])
     texts: list[str] = []

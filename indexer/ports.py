@@ -27,10 +27,16 @@ class TokenCounter(Protocol):
 
 @runtime_checkable
 class Embedder(TokenCounter, Protocol):
-    """Turns texts into vectors. ``similarity`` is what the model was trained for (cosine, dot, euclidean)."""
+    """Turns texts into vectors. ``similarity`` is what the model was trained for (cosine, dot, euclidean).
 
-    model_id: str
-    dimensions: int
+    ``model_id`` names the weights (it keys the vector cache); ``dimensions`` is the vectors' width. Plain
+    attributes satisfy these read-only members."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dimensions(self) -> int: ...
 
     @property
     def similarity(self) -> str: ...
@@ -154,17 +160,23 @@ class StoreFactory(Protocol):
 
 
 @runtime_checkable
-class StoreSnapshots(Protocol):
-    """Optional capabilities of a StoreFactory, asked by backup, restore and the server (never by store name).
-
-    A plugin without them still indexes and searches; ``indexer backup`` then refuses its collections, naming
-    the store. ``options`` are the recorded options with locations made absolute; ``collection`` is the store
-    collection holding the vectors (another name after ``indexer reindex``)."""
+class StoreProcesses(Protocol):
+    """Optional on a StoreFactory: whether its stores may be open in one process only (default: any number)."""
 
     def single_process(self, options: Mapping[str, Any]) -> bool:
         """True when only one process at a time may open the store with these options (embedded Qdrant): the
         server then runs its watcher in-process, and backup waits for the collection's writer lock."""
         ...
+
+
+@runtime_checkable
+class StoreSnapshots(StoreProcesses, Protocol):
+    """Optional capabilities of a StoreFactory, asked by backup, restore and the server (never by store name).
+
+    A plugin without them still indexes and searches; ``indexer backup`` then refuses its collections, naming
+    the store. ``options`` are the recorded options with locations made absolute; ``collection`` is the store
+    collection holding the vectors (another name after ``indexer reindex``); ``single_process`` is
+    :class:`StoreProcesses`'s."""
 
     def writer_guard(self, options: Mapping[str, Any], collection: str) -> AbstractContextManager[None]:
         """Held while the store and then the state are copied: no store write falls between the two copies."""

@@ -30,7 +30,7 @@ class AliasedStore:
 
     def __init__(self, store: VectorStore, name: str, target: str) -> None:
         self.inner = store
-        self.name = getattr(store, "name", "store")
+        self.name = store.name
         self._alias = {name: target}
 
     def _c(self, collection: str) -> str:
@@ -60,15 +60,8 @@ class AliasedStore:
     def drop(self, collection: str) -> None:
         self.inner.drop(self._c(collection))
 
-    def flush(self) -> None:
-        flush = getattr(self.inner, "flush", None)
-        if flush is not None:
-            flush()
-
     def close(self) -> None:
-        closer = getattr(self.inner, "close", None)
-        if closer is not None:
-            closer()
+        self.inner.close()
 
     def __getattr__(self, attr: str) -> Any:
         """Anything else the store offers (lexical search, path, client): methods get the collection mapped."""

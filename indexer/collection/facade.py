@@ -56,10 +56,6 @@ class Collection(PartsView):
         self.parts.close()
 
     # -- the parts -----------------------------------------------------------------------------------------
-
-
-
-
     @property
     def chunk_tokens(self) -> int:
         return self.parts.chunk_tokens

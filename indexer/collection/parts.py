@@ -19,27 +19,30 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from indexer.collection import job, tokenizer_record
 from indexer.collection.aliases import store_options, wrap_store
 from indexer.collection.identity import same_vectors
+from indexer.collection.model import ModelHandle, RerankerHandle
 from indexer.core import registry
 from indexer.core.locks import collection_lock_path, writer_lock
 from indexer.core.normalization import choose_normalization, normalization_name
-from indexer.core.threads import SerialEmbedder, SerialReranker
 from indexer.engine import loader
 from indexer.errors import CollectionMismatchError, ConfigError, NotFoundError, StoreError
 from indexer.index.chunking import META_CHUNK_TOKENS
 from indexer.index.context import META_CHUNK_CONTEXT
-from indexer.index.prompts import Prompts, with_prompt
+from indexer.index.prompts import Prompts
 from indexer.index.prompts import recorded as recorded_prompts
 from indexer.index.prompts import resolve as resolve_prompts
 from indexer.models.profiles import profile_for
-from indexer.ports import Embedder, Reranker, Source, VectorStore, embeds_images
+from indexer.ports import Source, VectorStore, embeds_images
 from indexer.settings import Settings
 from indexer.state.database import CollectionRecord, StateStore
 from indexer.types import Metric
+
+if TYPE_CHECKING:
+    from indexer.engine.adapters import LlamaEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +58,9 @@ class CollectionParts:
         self.state = state
         self.record = record
         self._store: VectorStore | None = None
-        self._embedder: Embedder | None = None
-        self._reranker: Reranker | None = None
+        # the collection's model: one handle (collection/model.py), loaded on first use and checked against the record
+        self.model = ModelHandle(self._load_model, recorded=lambda: self.record, media=loader.embeds_images)
+        self._reranker: RerankerHandle | None = None
         self._prompts: Prompts | None = None
         self._chunk_tokens: int | None = None
         self._chunk_context: str | None = None
@@ -65,53 +69,53 @@ class CollectionParts:
         self.agreement_seen: tuple[float, str | None] | None = None  # (when, problem) of the last agreement check
 
     def close(self) -> None:
-        for part in (self._store, self._embedder, self._reranker):
-            closer = getattr(part, "close", None)
-            if closer is not None:
-                closer()
-        self._store = self._embedder = self._reranker = None
+        for part in (self._store, self.model, self._reranker):
+            if part is not None:
+                part.close()
+        self._store = self._reranker = None
         self.state.close()
 
     # -- parts, built lazily ---------------------------------------------------------------------------
     @property
-    def embedder(self) -> Embedder:
-        with self._parts_lock:
-            if self._embedder is None:
-                path = self.record.model_path if self.record else str(loader.resolve(self.settings.embed_model))
-                if not Path(path).exists():
-                    raise ConfigError(
-                        f"the embedding model of collection {self.name!r} is missing: {path}; restore it or run "
-                        "`indexer models build`"
-                    )
-                embedder = loader.load_embedder(self.settings, path)
-                if self.record is not None:  # queries tokenized as the documents were
-                    meta = self.store.collection_meta(self.name)  # None: the store was lost; the record says
-                    meta = meta if meta is not None else tokenizer_record.from_model_id(self.record.model_id)
-                    tokenizer_record.apply(embedder, meta, self.name)
-                if self.record is not None and embedder.model_id != self.record.model_id:
-                    if same_vectors(self.record, self.state, self.store, embedder):  # same weights: keeps the vectors
-                        embedder.model_id = self.record.model_id
-                        self._embedder = SerialEmbedder(embedder)
-                        return self._embedder
-                    closer = getattr(embedder, "close", None)
-                    if closer is not None:
-                        closer()
-                    raise CollectionMismatchError(
-                        f"the model file {path} is now {embedder.model_id!r}, but collection {self.name!r} was "
-                        f"embedded with {self.record.model_id!r} (the file was rebuilt or replaced). Its vectors "
-                        "cannot be mixed with the new model's: restore the original file, re-embed without downtime "
-                        f"(`indexer reindex -c {self.name} --model {path}`), or drop and re-index "
-                        f"(`indexer drop {self.name} --yes`, then `indexer index`)."
-                    )
-                self._embedder = SerialEmbedder(embedder)
-            return self._embedder
+    def embedder(self) -> ModelHandle:
+        """The collection's model, loaded (a missing or replaced model file is an error here)."""
+        self.model.engine  # noqa: B018 - loads it
+        return self.model
+
+    def _load_model(self) -> LlamaEmbedder:
+        """The engine under :attr:`model`: the recorded file, tokenized as the documents were, its identity the
+        record's (a rebuilt file with the same weights keeps the vectors; other weights are a mismatch)."""
+        path = self.record.model_path if self.record else str(loader.resolve(self.settings.embed_model))
+        if not Path(path).exists():
+            raise ConfigError(
+                f"the embedding model of collection {self.name!r} is missing: {path}; restore it or run "
+                "`indexer models build`"
+            )
+        embedder = loader.load_embedder(self.settings, path)
+        if self.record is not None:  # queries tokenized as the documents were
+            meta = self.store.collection_meta(self.name)  # None: the store was lost; the record says
+            meta = meta if meta is not None else tokenizer_record.from_model_id(self.record.model_id)
+            tokenizer_record.apply(embedder, meta, self.name)
+        if self.record is not None and embedder.model_id != self.record.model_id:
+            if same_vectors(self.record, self.state, self.store, embedder):  # same weights: keeps the vectors
+                embedder.model_id = self.record.model_id
+                return embedder
+            embedder.close()
+            raise CollectionMismatchError(
+                f"the model file {path} is now {embedder.model_id!r}, but collection {self.name!r} was "
+                f"embedded with {self.record.model_id!r} (the file was rebuilt or replaced). Its vectors "
+                "cannot be mixed with the new model's: restore the original file, re-embed without downtime "
+                f"(`indexer reindex -c {self.name} --model {path}`), or drop and re-index "
+                f"(`indexer drop {self.name} --yes`, then `indexer index`)."
+            )
+        return embedder
 
     @property
-    def reranker(self) -> Reranker | None:
+    def reranker(self) -> RerankerHandle | None:
         with self._parts_lock:
             if self._reranker is None and self.settings.rerank_model:
                 reranker = loader.load_reranker(self.settings)
-                self._reranker = SerialReranker(reranker) if reranker is not None else None
+                self._reranker = RerankerHandle(reranker) if reranker is not None else None
             return self._reranker
 
     @property
@@ -165,10 +169,9 @@ class CollectionParts:
     @property
     def embeds_images(self) -> bool:
         """Whether the collection's model embeds images (its projector lies beside it), without loading it."""
-        with self._parts_lock:
-            if self._embedder is not None:
-                return embeds_images(self._embedder)
-        return self.record is not None and loader.embeds_images(self.record.model_path)
+        if not self.model.loaded and self.record is None:
+            return False  # a new collection's model is not asked before it loads
+        return embeds_images(self.model)  # a recorded model answers without loading (collection/model.py)
 
     # -- creation and checks ---------------------------------------------------------------------------
     def require_record(self) -> CollectionRecord:
@@ -188,7 +191,7 @@ class CollectionParts:
         except StoreError:  # unreadable: replaced below (_adoptable_meta)
             left = None
         if left is not None:  # adopting vectors an earlier state database left: tokenized as they were
-            tokenizer_record.apply(emb, left, self.name)
+            tokenizer_record.apply(emb.engine, left, self.name)
         normalization = choose_normalization(emb.similarity, self.settings.metric)
         rec = CollectionRecord(
             name=self.name,
@@ -207,7 +210,7 @@ class CollectionParts:
         else:
             prompts = self._new_prompts()
             meta = {**rec.identity_meta(), **prompts.meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens()),
-                    META_CHUNK_CONTEXT: self._new_chunk_context(), **tokenizer_record.meta_for(emb)}
+                    META_CHUNK_CONTEXT: self._new_chunk_context(), **tokenizer_record.meta_for(emb.engine)}
             self.store.ensure_collection(self.name, rec.dimensions, meta)
         self.state.create_collection(rec)
         self.record = rec
@@ -241,7 +244,8 @@ class CollectionParts:
                                self.name)
                 self.mark_repairing()
                 meta = {**rec.identity_meta(), META_CHUNK_TOKENS: str(self._new_chunk_tokens()),
-                        META_CHUNK_CONTEXT: self._new_chunk_context(), **tokenizer_record.meta_for(self.embedder)}
+                        META_CHUNK_CONTEXT: self._new_chunk_context(),
+                        **tokenizer_record.meta_for(self.embedder.engine)}
                 self.store.ensure_collection(self.name, rec.dimensions, meta)
                 return
             raise StoreError(
@@ -324,8 +328,7 @@ class CollectionParts:
         )
 
     def _model_metadata(self) -> dict[str, str]:
-        engine = getattr(getattr(self.embedder, "inner", self.embedder), "engine", None)
-        return dict(getattr(engine, "metadata", None) or {})
+        return dict(self.embedder.engine.engine.metadata or {})
 
     def _new_chunk_tokens(self) -> int:
         """Tokens per chunk for a new collection: the setting, else the model's catalogue value, else its limit."""
@@ -407,9 +410,15 @@ class CollectionParts:
         return self._prompts
 
     @property
-    def document_embedder(self) -> Embedder:
-        """The embedder with the collection's document prompt (what chunks are counted and embedded with)."""
-        return with_prompt(self.embedder, self.prompts.document)
+    def document_embedder(self) -> ModelHandle:
+        """The model with the collection's document prompt (what chunks are counted and embedded with); loaded on
+        its first call."""
+        return self.model.with_prompt(self.prompts.document)
+
+    @property
+    def query_embedder(self) -> ModelHandle:
+        """The model, loaded, with the collection's query prompt (what queries are embedded with)."""
+        return self.embedder.with_prompt(self.prompts.query)
 
     def forget_made(self) -> None:
         """The collection was dropped: no record, and nothing remembered of how it was made."""
@@ -424,7 +433,8 @@ class CollectionParts:
         with it (it is freed with its last reference). A search racing this fails with a StoreError and is
         retried on the new parts (:meth:`following`)."""
         with self._parts_lock:
-            old_store, self._store, self._embedder = self._store, None, None
+            old_store, self._store = self._store, None
+            self.model.unload()
             self.record = record
         return old_store
 
@@ -438,10 +448,9 @@ class CollectionParts:
             return False
         logger.info("collection %s changed under this process (reindex switch); reloading", self.name)
         old_store = self.reload(current)
-        closer = getattr(old_store, "close", None)
-        if closer is not None:
+        if old_store is not None:
             try:
-                closer()
+                old_store.close()
             except Exception as exc:  # a stale part must not fail the query that replaces it
                 logger.warning("closing the replaced store of %s: %s", self.name, exc)
         return True
@@ -484,9 +493,9 @@ class PartsView:
         return self.parts.store
 
     @property
-    def embedder(self) -> Embedder:
+    def embedder(self) -> ModelHandle:
         return self.parts.embedder
 
     @property
-    def reranker(self) -> Reranker | None:
+    def reranker(self) -> RerankerHandle | None:
         return self.parts.reranker

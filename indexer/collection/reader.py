@@ -22,7 +22,6 @@ from indexer.core.normalization import normalization_name
 from indexer.engine.adapters import model_name
 from indexer.engine.loader import embeds_images
 from indexer.errors import StoreError
-from indexer.index.prompts import with_prompt
 from indexer.models import native
 from indexer.ports import lexical_index
 from indexer.search.fusion import FusionConfig
@@ -104,7 +103,7 @@ class CollectionReader(PartsView):
             req,
             collection=self.name,
             store=parts.store,
-            embedder=with_prompt(parts.embedder, parts.prompts.query),
+            embedder=parts.query_embedder,
             normalization=rec.normalization,
             reranker=parts.reranker if rerank_wanted else None,
             reranker_configured=bool(parts.settings.rerank_model),

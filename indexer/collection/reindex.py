@@ -42,11 +42,13 @@ from indexer.collection.aliases import VECTORS, AliasedStore, raw_store, vectors
 from indexer.collection.identity import same_vectors
 from indexer.collection.job import Job, ReindexReport, job_dir, new_job, record_for, save_job
 from indexer.collection.job import load_job as _load_job
+from indexer.collection.model import ModelHandle
 from indexer.collection.parts import CollectionParts
 from indexer.core.locks import collection_lock_path, lock_for
 from indexer.core.normalization import Normalization
 from indexer.core.paths import within
 from indexer.engine import loader
+from indexer.engine.adapters import LlamaEmbedder
 from indexer.errors import InputError, NotFoundError, StoreError
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.ports import Embedder, VectorStore, embeds_images
@@ -84,7 +86,7 @@ def load_job(col: CollectionParts | _HasParts) -> Job | None:
     return _load_job(parts.settings.data_dir, parts.name)
 
 
-def _store_meta(col: CollectionParts, rec: CollectionRecord, embedder: Embedder) -> dict[str, str]:
+def _store_meta(col: CollectionParts, rec: CollectionRecord, embedder: LlamaEmbedder) -> dict[str, str]:
     """The new vectors' metadata: the new model's, with the collection's prompts and chunk size kept."""
     from indexer.index.chunking import META_CHUNK_TOKENS
     from indexer.index.context import META_CHUNK_CONTEXT
@@ -138,9 +140,10 @@ def run(
         try:
             if shadow.get_collection(col.name) is None:
                 shadow.create_collection(new_rec)
-            first = _sync_shadow(col, shadow, store, embedder, job, progress_cb)
+            model = ModelHandle.over(embedder).with_prompt(col.prompts.document)  # documents as recorded
+            first = _sync_shadow(col, shadow, store, model, job, progress_cb)
             with _wait_writer_lock(col, lock_wait_s):
-                catch_up = _sync_shadow(col, shadow, store, embedder, job, progress_cb)
+                catch_up = _sync_shadow(col, shadow, store, model, job, progress_cb)
                 _switch(col, job, new_rec, shadow)
         finally:
             shadow.close()

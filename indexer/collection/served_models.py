@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from indexer.collection.model import ModelHandle
 from indexer.core.images import ImageError, PreparedImage, prepare_image
 from indexer.engine import loader
 from indexer.errors import InputError, NotFoundError
@@ -19,7 +20,7 @@ from indexer.search.query import check_query_length, check_text
 from indexer.types import Normalization
 
 if TYPE_CHECKING:
-    from indexer.engine.adapters import LlamaEmbedder, LlamaReranker
+    from indexer.engine.adapters import LlamaReranker
     from indexer.settings import Settings
 
 EmbedInput = str | Sequence[int] | bytes | PreparedImage  # bytes: an encoded image (a /v1 image item)
@@ -28,13 +29,14 @@ EmbedInput = str | Sequence[int] | bytes | PreparedImage  # bytes: an encoded im
 class ServedModels:
     """The embedding model (the ``embed_model`` setting) and the reranker (``rerank_model``) served directly.
 
-    ``share(path)`` may return an already loaded embedder of that model file (a collection's), so one llama.cpp
-    context serves both. Not thread-safe: the HTTP service calls it from its model worker thread only."""
+    ``share(path)`` may return a collection's model handle of that model file (collection/model.py), so one
+    llama.cpp context serves both, under its one lock. Not thread-safe: the HTTP service calls it from its model
+    worker thread only."""
 
-    def __init__(self, settings: Settings, share: Callable[[str], Any] | None = None) -> None:
+    def __init__(self, settings: Settings, share: Callable[[str], ModelHandle | None] | None = None) -> None:
         self.settings = settings
         self._share = share
-        self._embedder: LlamaEmbedder | None = None
+        self._embedder: ModelHandle | None = None
         self._owns_embedder = False  # a shared embedder is closed by the collection that loaded it
         self._reranker: LlamaReranker | None = None
 
@@ -72,12 +74,14 @@ class ServedModels:
 
     # -- embeddings ----------------------------------------------------------------------------------------------
     @property
-    def embedder(self) -> LlamaEmbedder:
+    def embedder(self) -> ModelHandle:
         if self._embedder is None:
             path = str(Path(loader.resolve(self.settings.embed_model)).resolve())
             shared = self._share(path) if self._share is not None else None
             self._owns_embedder = shared is None
-            self._embedder = shared if shared is not None else loader.load_embedder(self.settings, path)
+            if shared is None:
+                shared = ModelHandle.over(loader.load_embedder(self.settings, path))
+            self._embedder = shared
         return self._embedder
 
     def check_embed(self, items: Sequence[EmbedInput], model: str | None, dimensions: int | None = None) -> int:
@@ -122,7 +126,7 @@ class ServedModels:
         return total
 
     @staticmethod
-    def _image(item: bytes | PreparedImage, i: int, emb: LlamaEmbedder) -> PreparedImage:
+    def _image(item: bytes | PreparedImage, i: int, emb: ModelHandle) -> PreparedImage:
         if not embeds_images(emb):
             raise InputError(f"input[{i}] is an image, but the served model {emb.model_path} embeds text only (no "
                              "MTMD projector beside it); serve a multimodal model to embed images")
@@ -135,18 +139,28 @@ class ServedModels:
 
     def embed(self, items: Sequence[EmbedInput]) -> np.ndarray:
         """Unit-length vectors of inputs that passed :meth:`check_embed` (several requests' at once)."""
-        pictures = [i for i, item in enumerate(items) if isinstance(item, PreparedImage)]
-        if not pictures:
-            return self.embedder.embed_inputs(items, Normalization.L2)  # type: ignore[arg-type]
+        words: list[str | Sequence[int]] = []
+        at_words: list[int] = []
+        images: list[bytes] = []
+        at_images: list[int] = []
+        for i, item in enumerate(items):
+            if isinstance(item, PreparedImage):
+                images.append(item.data)
+                at_images.append(i)
+            elif isinstance(item, bytes):  # check_embed prepares every image first
+                raise InputError(f"input[{i}] is an image that was not checked; call check_embed first")
+            else:
+                words.append(item)
+                at_words.append(i)
+        if not images:
+            return self.embedder.embed_inputs(words, Normalization.L2)
         out = np.zeros((len(items), self.embedder.dimensions), dtype=np.float32)
-        words = [i for i, item in enumerate(items) if not isinstance(item, PreparedImage)]
         if words:
-            out[words] = self.embedder.embed_inputs([items[i] for i in words], Normalization.L2)  # type: ignore[misc]
-        images = [items[i].data for i in pictures]  # type: ignore[union-attr]
-        out[pictures] = self.embedder.embed_images(images, Normalization.L2)
+            out[at_words] = self.embedder.embed_inputs(words, Normalization.L2)
+        out[at_images] = self.embedder.embed_images(images, Normalization.L2)
         return out
 
-    def _check_model(self, model: str | None, emb: LlamaEmbedder) -> None:
+    def _check_model(self, model: str | None, emb: ModelHandle) -> None:
         if not model:
             return
         spec = self.settings.embed_model

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from indexer.engine.tokenization import META_TOKENIZER, RUNTIME
+
+if TYPE_CHECKING:
+    from indexer.engine.adapters import LlamaEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -32,28 +35,14 @@ def describe(meta: Mapping[str, str] | None, collection: str) -> str:
             "--model MODEL` re-embeds with the model's own tokenizer when its file carries one)")
 
 
-def _tokenizing(embedder: Any) -> Any:
-    """The embedder that can switch tokenizers (under a prompt wrapper), or None."""
-    inner = getattr(embedder, "inner", embedder)
-    return inner if hasattr(inner, "use_tokenizer") else None
+def mode_of(engine: LlamaEmbedder) -> str:
+    """The behaviour ``engine`` tokenizes with now."""
+    return str(engine.tokenizer_mode)
 
 
-def mode_of(embedder: Any) -> str | None:
-    """The behaviour ``embedder`` tokenizes with now (None for an embedder that cannot say)."""
-    inner = _tokenizing(embedder)
-    return None if inner is None else str(inner.tokenizer_mode)
-
-
-def best_mode(embedder: Any) -> str | None:
-    """The behaviour a new collection (or a reindex) on this model file records."""
-    inner = _tokenizing(embedder)
-    return None if inner is None else str(inner.best_tokenizer)
-
-
-def meta_for(embedder: Any) -> dict[str, str]:
-    """What a new store collection records of the embedder's tokenizer."""
-    mode = mode_of(embedder)
-    return {META_TOKENIZER: mode} if mode else {}
+def meta_for(engine: LlamaEmbedder) -> dict[str, str]:
+    """What a new store collection records of the engine's tokenizer."""
+    return {META_TOKENIZER: mode_of(engine)}
 
 
 def from_model_id(model_id: str) -> dict[str, str]:
@@ -63,15 +52,10 @@ def from_model_id(model_id: str) -> dict[str, str]:
     return {META_TOKENIZER: mode} if sep else {}
 
 
-def apply(embedder: Any, meta: Mapping[str, str] | None, collection: str) -> None:
+def apply(engine: LlamaEmbedder, meta: Mapping[str, str] | None, collection: str) -> None:
     """Tokenize as the collection's documents were (an old collection: llama.cpp's tokenizer, until reindexed)."""
-    inner = _tokenizing(embedder)
-    if inner is None:
-        return
     want = recorded(meta)
-    if inner.tokenizer_mode != want:
-        inner.use_tokenizer(want)
-        if inner is not embedder:  # a wrapper (SerialEmbedder) copied the identity
-            embedder.model_id = inner.model_id
+    if engine.tokenizer_mode != want:
+        engine.use_tokenizer(want)
         logger.info("collection %s keeps the %s tokenizer its documents were embedded with (reindex for %s)",
-                    collection, want, inner.best_tokenizer)
+                    collection, want, engine.best_tokenizer)

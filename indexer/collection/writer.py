@@ -22,7 +22,6 @@ from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
 from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
-from indexer.index.prompts import prompted_model_id
 from indexer.index.reads import DETACH_SECONDS, ReadAhead
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, PayloadScan, Source, lexical_index
@@ -288,7 +287,7 @@ class CollectionWriter(PartsView):
             collection=self.name,
             state=parts.state,
             store=parts.store,
-            embedder=_LazyEmbedder(parts, rec),
+            embedder=parts.document_embedder,  # one model handle, loaded on the first chunk (collection/model.py)
             chunker=_LazyChunker(parts),
             normalization=rec.normalization,
             batch_chunks=parts.settings.embed_batch_chunks,
@@ -337,36 +336,6 @@ def _resolve_root(path: str | Path) -> str:
             "or add its parent folder (the name is then reported and skipped)"
         )
     return resolved
-
-
-class _LazyEmbedder:
-    """The collection's embedder, loaded on first use; identity and size come from the collection's record."""
-
-    def __init__(self, parts: CollectionParts, rec: CollectionRecord) -> None:
-        self._parts = parts
-        self.model_id = prompted_model_id(rec.model_id, parts.prompts.document)
-        self.dimensions = rec.dimensions
-
-    @property
-    def similarity(self) -> str:
-        return self._parts.embedder.similarity
-
-    @property
-    def max_tokens(self) -> int:
-        return self._parts.embedder.max_tokens
-
-    def count_tokens(self, text: str) -> int:
-        return self._parts.document_embedder.count_tokens(text)
-
-    def embed_batch(self, texts: Sequence[str], normalize: Any) -> Any:
-        return self._parts.document_embedder.embed_batch(texts, normalize)
-
-    @property
-    def media_kinds(self) -> tuple[str, ...]:
-        return ("image",) if self._parts.embeds_images else ()  # asked without loading the model
-
-    def embed_images(self, images: Sequence[bytes], normalize: Any) -> Any:
-        return self._parts.document_embedder.embed_images(images, normalize)
 
 
 class _LazyChunker:

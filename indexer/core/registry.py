@@ -45,6 +45,7 @@ from indexer.ports import (
     SourceFactory,
     SourcePlugin,
     StoreFactory,
+    StoreProcesses,
     StoreSnapshots,
     VectorStore,
     as_source,
@@ -111,8 +112,8 @@ def snapshots(name: str) -> StoreSnapshots | None:
 
 def single_process(name: str, options: Mapping[str, Any]) -> bool:
     """Whether only one process at a time may open store ``name`` with ``options`` (embedded Qdrant)."""
-    ask = getattr(store_factory(name), "single_process", None)
-    return bool(ask(options)) if callable(ask) else False
+    factory = store_factory(name)
+    return bool(factory.single_process(options)) if isinstance(factory, StoreProcesses) else False
 
 
 def open_store(name: str, options: Mapping[str, Any], metric: Metric, settings: Settings) -> VectorStore:

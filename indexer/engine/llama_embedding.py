@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import logging
 import threading
 import time
@@ -63,6 +62,7 @@ from indexer.engine.arguments import (
 )
 from indexer.engine.multimodal import MTMDEmbeddingHandler
 from indexer.engine.multimodal_model import MultimodalMixin
+from indexer.engine.outputs import Input, OutputsMixin
 from indexer.engine.plan import (
     DEFAULT_PACK_TOKENS,
     NORM_MODE_EUCLIDEAN,
@@ -79,17 +79,15 @@ from indexer.engine.plan import (
     balanced_pack_tokens,
     build_rank_pair,
     choose_n_seq_max,
-    cosine_matrix,
-    fair_split,
     normalize_array,
     parse_input,
     plan_batches,
-    rank_pair_within,
     rank_score,
     render_rerank_template,
     resolve_norm_mode,
     validate_token_ids,
 )
+from indexer.engine.ranking import RankingMixin
 from indexer.engine.token_batch import TokenBatch
 from indexer.models import native
 
@@ -130,15 +128,12 @@ DEFAULT_BATCH_TOKENS = 512
 # context holds its own compute buffers, so memory grows with their number).
 MAX_DEFAULT_CONTEXTS = 8
 
-Input = str | Sequence[str] | Sequence[Sequence[int]]
-
-
 # ---------------------------------------------------------------------------------------------------------
 # The engine
 # ---------------------------------------------------------------------------------------------------------
 
 
-class LlamaEmbedding(MultimodalMixin, llama_cpp.Llama):
+class LlamaEmbedding(OutputsMixin, RankingMixin, MultimodalMixin, llama_cpp.Llama):  # type: ignore[misc]  # embed()
     """Embedding and reranking on a llama.cpp model (see the module docstring).
 
     Args beyond ``llama_cpp.Llama``'s:
@@ -651,139 +646,4 @@ class LlamaEmbedding(MultimodalMixin, llama_cpp.Llama):
         ]
         return token_lists, batched
 
-    def embed_arrays(
-        self, input: Input, normalize: object = NORM_MODE_EUCLIDEAN, truncate: bool = True
-    ) -> tuple[list[npt.NDArray[np.float64] | float], int]:
-        """Like :meth:`embed` with a list input, but results are numpy arrays (float64) or floats (RANK)."""
-        self._check_open()
-        mode = resolve_norm_mode(normalize)
-        token_lists, _ = self._prepare(input, truncate, None)
-        raw = self.embed_tokens_raw(token_lists)
-        return self._finish(raw, mode), sum(len(t) for t in token_lists)
 
-    def _finish(
-        self, raw: Sequence[npt.NDArray[np.float32] | None], mode: int
-    ) -> list[npt.NDArray[np.float64] | float]:
-        out: list[npt.NDArray[np.float64] | float] = []
-        for r in raw:
-            if self.pooling == LLAMA_POOLING_TYPE_RANK:
-                if r is None:
-                    out.append(0.0)
-                elif self.n_cls_out == 1:
-                    out.append(float(r[0]))
-                else:
-                    out.append(r.astype(np.float64))
-            elif r is None:
-                out.append(np.zeros((0,), dtype=np.float64))
-            else:
-                out.append(normalize_array(r, mode))
-        return out
-
-    def embed(  # type: ignore[override]
-        self,
-        input: Input,
-        normalize: object = NORM_MODE_EUCLIDEAN,
-        truncate: bool = True,
-        separator: str | None = None,
-        return_count: bool = False,
-    ) -> Any:
-        """Embed text or token lists; see the module docstring for shapes. Results are plain Python data."""
-        self._check_open()
-        mode = resolve_norm_mode(normalize)
-        token_lists, batched = self._prepare(input, truncate, separator)
-        raw = self.embed_tokens_raw(token_lists)
-        finished = self._finish(raw, mode)
-        data: list[Any] = [r if isinstance(r, float) else r.tolist() for r in finished]
-        result: Any = data if batched else data[0]
-        if return_count:
-            return result, sum(len(t) for t in token_lists)
-        return result
-
-    # -- reranking -----------------------------------------------------------------------------------------
-
-    def rank_sequences(self, query: str, documents: Sequence[str], max_tokens: int | None = None) -> list[list[int]]:
-        """Token sequences :meth:`rank` decodes, each cut to the limit (the model's, or ``max_tokens`` if
-        smaller) in its document part."""
-        self._check_open()
-        limit = self.max_tokens if max_tokens is None else max(1, min(int(max_tokens), self.max_tokens))
-        template = self.rerank_template()
-        sequences: list[list[int]] = []
-        if template:
-            for doc in documents:
-                sequences.append(self._templated_pair(template, query, doc, limit))
-            return sequences
-        specials = self.vocab_specials()
-        q = self._tokens.encode(query, False, True)
-        for d in self._tokens.encode_batch(list(documents), False):
-            sequences.append(rank_pair_within(specials, q, d, limit))
-        return sequences
-
-    def _templated_pair(self, template: str, query: str, doc: str, limit: int) -> list[int]:
-        tok, detok = functools.partial(self._tokens.encode, add_special=False, parse_special=True), self._tokens.decode
-        toks = tok(render_rerank_template(template, query, doc))
-        if len(toks) <= limit:
-            return toks
-        q_toks, doc_toks = tok(query), tok(doc)
-        room = max(0, limit - len(tok(render_rerank_template(template, "", ""))))
-        n_q, n_d = fair_split(len(q_toks), len(doc_toks), room)
-        if n_q < len(q_toks):
-            query = detok(q_toks[:n_q])
-        doc_toks = doc_toks[:n_d]
-        toks = tok(render_rerank_template(template, query, detok(doc_toks)))
-        for _ in range(4):  # re-tokenizing a cut text can add a token or two: shorten the document further
-            excess = len(toks) - limit
-            if excess <= 0:
-                return toks
-            doc_toks = doc_toks[: max(0, len(doc_toks) - excess - 1)]
-            toks = tok(render_rerank_template(template, query, detok(doc_toks)))
-        return toks[:limit]
-
-    def rank(self, query: str, documents: Sequence[str], *, max_tokens: int | None = None) -> list[float]:
-        """One relevance score per document (higher is more relevant). Needs a RANK-pooling model.
-
-        Pairs longer than the model's limit (or ``max_tokens``) are cut in the document part."""
-        self._check_open()
-        if self.pooling != LLAMA_POOLING_TYPE_RANK:
-            raise ValueError(
-                f"rank() needs a reranker with pooling type RANK; this model's pooling type is "
-                f"{pooling_name(self.pooling)}. Create LlamaEmbedding(..., pooling_type=LLAMA_POOLING_TYPE_RANK)"
-            )
-        if isinstance(documents, str):
-            raise TypeError("documents must be a list of strings, not a single string")
-        if len(documents) == 0:
-            return []
-        sequences = self.rank_sequences(query, list(documents), max_tokens)
-        raw = self.embed_tokens_raw(sequences)
-        return [rank_score(r) for r in raw]
-
-    # -- OpenAI-style API ----------------------------------------------------------------------------------
-
-    def create_embedding(
-        self,
-        input: str | Sequence[str],
-        model: str | None = None,
-        normalize: object = NORM_MODE_EUCLIDEAN,
-        output_format: str = "json",
-    ) -> Any:
-        """OpenAI-style embeddings: ``output_format`` is ``"json"``, ``"json+"`` (plus ``cosineSimilarity``)
-        or ``"array"``."""
-        self._check_open()
-        if output_format not in ("json", "json+", "array"):
-            raise ValueError(f"output_format must be 'json', 'json+' or 'array', got {output_format!r}")
-        inputs = [input] if isinstance(input, str) else list(input)
-        data, n_tokens = self.embed(inputs, normalize=normalize, return_count=True)
-        if output_format == "array":
-            return data
-        response: dict[str, Any] = {
-            "object": "list",
-            "data": [{"object": "embedding", "embedding": e, "index": i} for i, e in enumerate(data)],
-            "model": model if model is not None else self.model_path,
-            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
-        }
-        if output_format == "json+":
-            sim = cosine_matrix(data)
-            if sim is not None:
-                response["cosineSimilarity"] = sim
-            elif self.verbose and len(data) >= 2:
-                logger.warning("cosineSimilarity omitted: the outputs are not flat vectors of equal length")
-        return response

@@ -14,13 +14,8 @@ documents were embedded. Asking for other prompts later is a mismatch, as asking
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-import numpy as np
-
-from indexer.core.normalization import Normalization
-from indexer.ports import Embedder
 
 META_QUERY = "indexer.query_prompt"  # store meta keys (what the collection was created with)
 META_DOCUMENT = "indexer.document_prompt"
@@ -66,38 +61,8 @@ def recorded(meta: Mapping[str, str]) -> Prompts:
     return Prompts(str(meta.get(META_QUERY, "")), str(meta.get(META_DOCUMENT, "")), "collection")
 
 
-class PromptedEmbedder:
-    """An Embedder that puts ``prefix`` before every text it counts or embeds (so chunks fit with the prompt).
-
-    Its ``model_id`` carries a digest of the prefix, so vectors cached for one prompt are never reused for another;
-    with no prefix it is the wrapped model's id."""
-
-    def __init__(self, inner: Embedder, prefix: str) -> None:
-        self.inner = inner
-        self.prefix = prefix
-        self.dimensions = inner.dimensions
-        self.similarity = inner.similarity
-        self.max_tokens = inner.max_tokens
-        self.model_id = prompted_model_id(inner.model_id, prefix)
-        self.media_kinds: tuple[str, ...] = tuple(inner.media_kinds)
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(self.prefix + text)
-
-    def embed_batch(self, texts: Sequence[str], normalize: Normalization) -> np.ndarray:
-        return self.inner.embed_batch([self.prefix + t for t in texts], normalize)
-
-    def embed_images(self, images: Sequence[bytes], normalize: Normalization) -> np.ndarray:
-        """Images as they are: a text prompt is for text."""
-        return self.inner.embed_images(images, normalize)
-
-
 def prompted_model_id(model_id: str, prefix: str) -> str:
     """The identity of a model used with ``prefix`` (keys the vector cache): the model's own id without one."""
     if not prefix:
         return model_id
     return f"{model_id}+prompt-{hashlib.sha256(prefix.encode('utf-8')).hexdigest()[:8]}"
-
-
-def with_prompt(embedder: Embedder, prefix: str) -> Embedder:
-    return PromptedEmbedder(embedder, prefix) if prefix else embedder

@@ -33,6 +33,7 @@ from indexer.ports import (
     SourceFactory,
     SourcePlugin,
     StoreFactory,
+    StoreProcesses,
     StoreSnapshots,
     VectorStore,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "SourceRef",
     "StoreError",
     "StoreFactory",
+    "StoreProcesses",
     "StoreSnapshots",
     "StoreUnavailableError",
     "VectorStore",

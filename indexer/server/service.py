@@ -325,7 +325,7 @@ class Service:
         """A collection's embedder of the model file ``path``, to share its llama.cpp context with /v1."""
         for col in self._readers.values():
             if col.record is not None and os.path.realpath(col.record.model_path) == path:
-                return getattr(col.embedder, "inner", col.embedder)  # unwrapped: calls here are on the worker
+                return col.embedder  # the collection's model handle: one context, one lock
         return None
 
     async def rerank(self, query: str, documents: list[str], model: str | None) -> tuple[list[float], int, str]:
@@ -397,20 +397,15 @@ def _resolve(r: _EmbedRequest, value: Any, error: BaseException | None) -> None:
         r.loop.call_soon_threadsafe(settle)
 
 
-def _close_all(cols: dict[str, CollectionReader] | dict[str, CollectionWriter], *models: Any) -> None:
+def _close_all(cols: dict[str, CollectionReader] | dict[str, CollectionWriter], *models: ServedModels) -> None:
     for col in cols.values():
         try:
             col.close()
         except IndexerError as exc:
             logger.warning("closing collection %s failed: %s", col.name, exc)
     cols.clear()
-    shared = set()
     for m in models:
-        if m is not None and id(m) not in shared:
-            shared.add(id(m))
-            closer = getattr(m, "close", None)
-            if closer is not None:
-                closer()
+        m.close()
 
 
 __all__ = ["Overloaded", "Service", "search_request"]

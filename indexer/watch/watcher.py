@@ -39,7 +39,6 @@ from indexer.ports import Progress, Source
 from indexer.state.watch_files import (
     ERRORS_KEPT,
     STATUS_PATHS_SHOWN,
-    Freshness,
     load_queue,
     lock_path,
     read_status,
@@ -48,17 +47,13 @@ from indexer.state.watch_files import (
 )
 from indexer.types import IndexReport
 from indexer.watch.batch import Batch, ChangeBatcher, What
+from indexer.watch.ledger import ATTEMPTS_PER_PATH, Backoff, Failure, Ledger
 from indexer.watch.observers import OVERFLOW
 from indexer.watch.root_watches import RootWatches
 from indexer.watch.status_file import StatusFile
-from indexer.watch.target import WatchError, WatchOptions, WatchTarget, is_retryable, options_from_settings
+from indexer.watch.target import WatchError, WatchOptions, WatchTarget, options_from_settings
 
 logger = logging.getLogger("indexer.watch")  # one logger name for live sync (docs/watch.md)
-
-BACKOFF_FIRST = 0.5
-BACKOFF_MAX = 30.0
-ATTEMPTS_PER_PATH = 3
-
 
 class _Stopping(Exception):
     """Raised from the progress callback to end a reconciliation scan early when the watcher stops."""
@@ -135,27 +130,16 @@ class Watcher:
         self.roots: list[str] = []
         self._in_flight: Batch | None = None
         self._state = "starting"
-        self._backoff = 0.0
-        self._retry_at = 0.0
-        self._failures_in_row = 0
-        self._narrow = False
+        self._backoff = Backoff()  # what a failed batch becomes (watch/ledger.py)
+        self.ledger = Ledger()  # counts, errors, freshness (watch/ledger.py)
+        self.errors = self.ledger.errors
+        self.totals = self.ledger.totals
+        self.freshness_stats = self.ledger.freshness
         self._batch_started: float | None = None  # wall time the batch in flight started (status)
         self._status_file = StatusFile(status_path(self.data_dir, self.name), self.status, self._cond, self._stopped)
         self._wake_at = float("-inf")  # while the worker sleeps: when it plans to wake (events due sooner notify)
         self._next_rescan = float("inf")
         self._reconciled = False
-        self.errors: dict[str, str] = {}
-        self.freshness_stats = Freshness()
-        self.batches = 0
-        self.totals = {
-            "files_indexed": 0,
-            "files_removed": 0,
-            "files_failed": 0,
-            "chunks_embedded": 0,
-            "chunks_reused": 0,
-        }
-        self.last_batch: dict[str, Any] | None = None
-        self.last_error: str | None = None
         self.started_at = time.time()
         self._writing: dict[str, Any] | None = None  # the large file being written: path, chunks done, total
         self._background: set[str] = set()  # paths still being read after their batch returned
@@ -201,6 +185,18 @@ class Watcher:
     def polled_roots(self) -> list[str]:
         """The roots polled instead of watched by inotify (the option, or a kernel limit)."""
         return self.watches.polled_roots
+
+    @property
+    def batches(self) -> int:
+        return self.ledger.batches
+
+    @property
+    def last_batch(self) -> dict[str, Any] | None:
+        return self.ledger.last_batch
+
+    @property
+    def last_error(self) -> str | None:
+        return self.ledger.last_error
 
     @property
     def running(self) -> bool:
@@ -384,16 +380,16 @@ class Watcher:
         try:
             while not self._stopping.is_set():
                 now = self._clock()
-                if now < self._retry_at:
-                    self._wait(self._retry_at - now)
+                if now < self._backoff.retry_at:
+                    self._wait(self._backoff.retry_at - now)
                     continue
                 if not self._reconciled or now >= self._next_rescan:
                     self._reconcile()
                     continue
                 with self._cond:
-                    if self._narrow and not len(self._batcher):
-                        self._narrow = False  # back to whole batches once the narrowed-down queue is drained
-                    batch = self._batcher.take(now, max_paths=1 if self._narrow else None)
+                    if self._backoff.narrow and not len(self._batcher):
+                        self._backoff.narrow = False  # back to whole batches once the narrowed-down queue is drained
+                    batch = self._batcher.take(now, max_paths=1 if self._backoff.narrow else None)
                     if batch is None:
                         due = self._batcher.next_due(now)
                         if due is None:
@@ -452,7 +448,7 @@ class Watcher:
                 logger.exception("reconciliation scan of %s failed", self.name)
             self._retry_later(f"reconciliation scan failed: {exc}")
             return
-        self._succeeded()
+        self._backoff.succeeded()
         with self._cond:
             self._writing = None
             self._background |= set(report.reading)
@@ -519,7 +515,7 @@ class Watcher:
                 batch = replace(batch, costs={p: c for p, c in batch.costs.items() if p not in reading})
                 elapsed = max(0.0, elapsed - report.stages.get("read", 0.0))
             self._batcher.learn(batch, elapsed, now)  # cost model and per-path rate limit
-        self._succeeded()
+        self._backoff.succeeded()
         self._finish_batch(batch, report)
 
     def _sync(self, paths: list[str]) -> IndexReport:
@@ -530,37 +526,24 @@ class Watcher:
         self._writing = {"path": path, "chunks_written": done, "chunks_total": total}
 
     def _failed(self, batch: Batch, exc: Exception) -> None:
-        """Retry what may pass later; narrow other failures down to the path that causes them, then skip it."""
-        if is_retryable(exc):
-            self._requeue(batch)
-            self._retry_later(str(exc))
-            return
-        if len(batch) > 1:
+        """What the batch becomes is the back-off's call (watch/ledger.py): retried, narrowed down, or skipped."""
+        outcome = self._backoff.failed(batch, exc)
+        if outcome is Failure.NARROW:
             logger.warning("a batch of %d paths failed (%s); retrying them one by one", len(batch), printable(str(exc)))
             self._requeue(batch)
-            self._narrow = True
             return
-        self._failures_in_row += 1
-        path = batch.paths[0]
         reason = f"{type(exc).__name__}: {exc}"
-        if self._failures_in_row < ATTEMPTS_PER_PATH:
+        if outcome is not Failure.SKIP:
             self._requeue(batch)
-            self._retry_later(f"syncing {path} failed ({reason})")
+            self._retry_later(str(exc) if outcome is Failure.RETRY else f"syncing {batch.paths[0]} failed ({reason})")
             return
-        shown = printable(path)
-        logger.error("skipping %s after %d failures: %s (the next rescan retries)", shown, ATTEMPTS_PER_PATH, reason)
+        path = batch.paths[0]
+        logger.error("skipping %s after %d failures: %s (the next rescan retries)", printable(path), ATTEMPTS_PER_PATH,
+                     reason)
         with self._cond:
-            self.errors.pop(path, None)
-            self.errors[path] = reason
-        self.last_error = f"{path}: {reason}"
-        self._failures_in_row = 0
+            self.ledger.failed(path, reason)
         self._persist_queue()
         self._status_file.write()
-
-    def _succeeded(self) -> None:
-        self._backoff = 0.0
-        self._retry_at = 0.0
-        self._failures_in_row = 0
 
     def _requeue(self, batch: Batch) -> None:
         with self._cond:
@@ -568,78 +551,24 @@ class Watcher:
         self._persist_queue()
 
     def _retry_later(self, reason: str) -> None:
-        self._backoff = min(BACKOFF_MAX, self._backoff * 2 if self._backoff else BACKOFF_FIRST)
-        self._retry_at = self._clock() + self._backoff
+        delay = self._backoff.later(self._clock())
         self._state = "waiting to retry"
-        self.last_error = reason
-        logger.warning("%s; retrying in %.1fs (changes stay queued)", printable(reason), self._backoff)
+        self.ledger.last_error = reason
+        logger.warning("%s; retrying in %.1fs (changes stay queued)", printable(reason), delay)
         self._persist_queue()
         self._status_file.write()
 
     def _finish_batch(self, batch: Batch, report: IndexReport) -> None:
-        now = self._clock()
-        # Freshness counts file changes (a folder pass mostly re-checks files already synced one by one).
-        ages = [now - batch.first_seen.get(p, now) for p in batch.paths if not os.path.isdir(p)]
-        for age in ages:
-            self.freshness_stats.add(age)
-        self._record_failures(report, batch.paths)
-        self.batches += 1
-        self.last_batch = {
-            "at": time.time(),
-            "paths": len(batch),
-            "indexed": report.files_indexed,
-            "removed": report.files_removed,
-            "failed": len(report.failed),
-            "chunks_embedded": report.chunks_embedded,
-            "chunks_reused": report.chunks_reused,
-            "seconds": round(report.seconds, 3),
-            "freshness_ms": round(max(ages) * 1000, 1) if ages else None,
-        }
         with self._cond:
+            ages = self.ledger.finished(batch, report, self._clock())
             queued = len(self._batcher)
-        fresh = self.freshness_stats.summary()
-        logger.info(
-            "batch %d: %d paths in %.2fs: %d indexed, %d removed, %d unchanged, %d failed; %d chunks embedded, "
-            "%d reused; change->searchable %.0f ms (p50 %s, p95 %s); %d queued",
-            self.batches,
-            len(batch),
-            report.seconds,
-            report.files_indexed,
-            report.files_removed,
-            report.files_unchanged + report.files_touched,
-            len(report.failed),
-            report.chunks_embedded,
-            report.chunks_reused,
-            max(ages) * 1000 if ages else 0.0,
-            fresh["p50_ms"],
-            fresh["p95_ms"],
-            queued,
-        )
+        self.ledger.log_batch(batch, report, ages, queued)
         self._persist_queue()
         self._status_file.write()
 
-    def _count(self, report: IndexReport) -> None:
-        self.totals["files_indexed"] += report.files_indexed
-        self.totals["files_removed"] += report.files_removed
-        self.totals["files_failed"] += len(report.failed)
-        self.totals["chunks_embedded"] += report.chunks_embedded
-        self.totals["chunks_reused"] += report.chunks_reused
-
     def _record_failures(self, report: IndexReport, scope: Sequence[str]) -> None:
         with self._cond:
-            self._record_failures_locked(report, scope)
-
-    def _record_failures_locked(self, report: IndexReport, scope: Sequence[str]) -> None:
-        self._count(report)
-        failed = dict(report.failed)
-        for path in [p for p in self.errors if any(within(p, s) for s in scope) and p not in failed]:
-            del self.errors[path]
-        for path, reason in failed.items():
-            self.errors.pop(path, None)
-            self.errors[path] = reason  # newest last
-            self.last_error = f"{path}: {reason}"
-        while len(self.errors) > ERRORS_KEPT:
-            del self.errors[next(iter(self.errors))]
+            self.ledger.record(report, scope)
 
     def _persist_queue(self) -> None:
         with self._cond:

@@ -8,8 +8,7 @@ all a store needs to be tested), each built the way the core builds it (``indexe
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +16,11 @@ import pytest
 
 from indexer.core import registry as plugins
 from indexer.errors import ConfigError
+from indexer.plugin_api.testing import fixtures
+from indexer.plugin_api.testing.fixtures import StoreFactory
 from indexer.ports import VectorStore
 from indexer.settings import Settings
 from indexer.types import Metric
-
-StoreFactory = Callable[..., VectorStore]
 
 # Variant id -> (registered store, settings that select the variant).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -115,10 +114,7 @@ def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-def collection() -> str:
-    """A fresh collection name per test (a shared server keeps collections between tests)."""
-    return f"contract_{uuid.uuid4().hex[:12]}"
+collection = fixtures.collection  # a fresh collection name per test (the suites' fixture)
 
 
 @pytest.fixture

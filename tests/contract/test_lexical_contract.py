@@ -1,96 +1,23 @@
-"""The lexical index contract: every store keeps BM25 search in step with its points (upsert, overwrite, delete,
-filters), and builds it for a collection made before it had one, without touching the vectors."""
+"""The lexical contract over every registered store: the suite plugin authors import too
+(indexer/plugin_api/testing/lexical_contract.py), collected here with the stores of tests/contract/conftest.py;
+and, for the built-in stores, the upgrade of a collection an earlier version made without a lexical index."""
 
 from __future__ import annotations
 
-import uuid
-
-import numpy as np
 import pytest
 
-from indexer.ports import LexicalSearch
-from indexer.types import Filter, Metric, Point
-
-from .conftest import StoreFactory
-
-DIM = 8
-
-TEXTS = {
-    "/r/a/animals.md": "The quick brown fox jumps over the lazy dog.",
-    "/r/a/error.md": "Quota checks raise ERR_QUOTA_7731 when the budget is exceeded.",
-    "/r/b/night.txt": "Foxes are quick animals; a fox hunts at night.",
-    "/r/b/garden.txt": "Tomatoes need sun, water and a warm garden.",
-    "/r/c/kitchen.md": "Bake the bread at a high temperature for forty minutes.",
-    "/r/c/config.py": "def parseHttpHeader(raw): return raw.split(':')",
-}
-
-
-def _point(path: str, text: str, seed: int) -> Point:
-    vec = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
-    vec /= np.linalg.norm(vec)
-    suffix = path.rsplit(".", 1)[-1]
-    return Point(str(uuid.uuid5(uuid.NAMESPACE_URL, path)), vec, {"path": path, "file_type": suffix, "text": text})
-
-
-def _lexical(store: object) -> LexicalSearch:
-    if not isinstance(store, LexicalSearch):
-        pytest.skip(f"{getattr(store, 'name', store)} keeps no lexical index (an optional port)")
-    return store
-
-
-def _filled(make_store: StoreFactory, collection: str) -> tuple[LexicalSearch, list[Point]]:
-    store = make_store(Metric.COSINE)
-    _lexical(store)
-    store.ensure_collection(collection, DIM, {"m": "1"})
-    points = [_point(p, t, i) for i, (p, t) in enumerate(TEXTS.items())]
-    store.upsert(collection, points)
-    assert isinstance(store, LexicalSearch)
-    assert store.has_lexical(collection)
-    return store, points
-
-
-def _paths(store: LexicalSearch, collection: str, query: str, where: Filter | None = None) -> list[str]:
-    return [str(h.payload["path"]) for h in store.search_lexical(collection, query, 10, where)]
-
-
-def test_lexical_search_ranks_matching_points(make_store: StoreFactory, collection: str) -> None:
-    store, _ = _filled(make_store, collection)
-    assert _paths(store, collection, "ERR_QUOTA_7731") == ["/r/a/error.md"]
-    assert _paths(store, collection, "what does parseHttpHeader do") == ["/r/c/config.py"]
-    foxes = _paths(store, collection, "fox")
-    assert set(foxes) == {"/r/a/animals.md", "/r/b/night.txt"}  # stemming: "Foxes" matches "fox"
-    assert foxes[0] == "/r/b/night.txt"  # two occurrences beat one
-    hits = store.search_lexical(collection, "fox", 10)
-    assert hits[0].score > hits[1].score > 0
-    assert hits[0].payload["text"] == TEXTS["/r/b/night.txt"]
-    assert _paths(store, collection, "submarine") == []
-    assert _paths(store, collection, "the of and") == []  # only stopwords: nothing to match
-
-
-def test_lexical_search_applies_filters(make_store: StoreFactory, collection: str) -> None:
-    store, _ = _filled(make_store, collection)
-    assert _paths(store, collection, "fox", Filter(path_prefix="/r/a")) == ["/r/a/animals.md"]
-    assert _paths(store, collection, "fox", Filter(file_types=("txt",))) == ["/r/b/night.txt"]
-    assert _paths(store, collection, "fox", Filter(path_prefix="/r/c")) == []
-
-
-def test_overwrite_and_delete_keep_the_lexical_index_in_step(make_store: StoreFactory, collection: str) -> None:
-    store, points = _filled(make_store, collection)
-    fox = next(p for p in points if p.payload["path"] == "/r/a/animals.md")
-    store.upsert(collection, [Point(fox.id, fox.vector, {**fox.payload, "text": "A submarine dives deep."})])
-    assert _paths(store, collection, "submarine") == ["/r/a/animals.md"]
-    assert _paths(store, collection, "fox") == ["/r/b/night.txt"]
-    store.delete(collection, [fox.id])
-    assert _paths(store, collection, "submarine") == []
-    store.delete(collection, [p.id for p in points])
-    assert _paths(store, collection, "fox") == []
-    assert store.count(collection) == 0  # type: ignore[attr-defined]
-
-
-def test_ensure_lexical_is_a_no_op_on_a_current_collection(make_store: StoreFactory, collection: str) -> None:
-    store, _ = _filled(make_store, collection)
-    assert store.ensure_lexical(collection) is False
-    assert _paths(store, collection, "ERR_QUOTA_7731") == ["/r/a/error.md"]
+from indexer.plugin_api.testing.fixtures import StoreFactory
+from indexer.plugin_api.testing.lexical_contract import *  # noqa: F403 - the contract's tests, collected here
+from indexer.plugin_api.testing.lexical_contract import (
+    DIM,
+    TEXTS,
+    LexicalSearch,
+    Metric,
+    Point,
+    _lexical,
+    _paths,
+    _point,
+)
 
 
 def test_a_collection_made_without_lexical_index_gets_one(

@@ -145,7 +145,7 @@ def test_collection_records_its_tokenizer_and_an_old_one_keeps_llama_cpp(
     with open_collection("new", settings=settings) as col:
         col.index([root])
         assert col.status()["tokenizer"] == tokenization.REFERENCE
-        assert col.parts.embedder.inner.tokenizer_mode == tokenization.REFERENCE  # type: ignore[attr-defined]
+        assert col.parts.embedder.engine.tokenizer_mode == tokenization.REFERENCE
         new_id = col.record.model_id
     assert new_id.endswith("+tok-reference")
 
@@ -159,13 +159,13 @@ def test_collection_records_its_tokenizer_and_an_old_one_keeps_llama_cpp(
     with open_collection("old", settings=settings) as col:
         status = col.status()["tokenizer"]
         assert status.startswith(tokenization.RUNTIME + " (made before")
-        embedder = col.parts.embedder.inner  # type: ignore[attr-defined]
+        embedder = col.parts.embedder.engine
         assert embedder.tokenizer_mode == tokenization.RUNTIME  # queries tokenized as its documents were
         assert not embedder.model_id.endswith("+tok-reference")
         assert col.search(KOREAN_DOC, k=1, mode="dense").hits[0].path.endswith("korean.md")
         top = col.search(KOREAN_DOC, k=1, mode="dense").hits[0].score
     with open_collection("new", settings=settings) as col:
-        assert col.parts.embedder.inner.tokenizer_mode == tokenization.REFERENCE  # type: ignore[attr-defined]
+        assert col.parts.embedder.engine.tokenizer_mode == tokenization.REFERENCE
         top_new = col.search(KOREAN_DOC, k=1, mode="dense").hits[0].score
     # each collection's query of the document's own text finds it at (almost) the same score: tokenization matched
     assert abs(top - top_new) < 0.05
@@ -176,5 +176,5 @@ def test_collection_records_its_tokenizer_and_an_old_one_keeps_llama_cpp(
         reindex.run(col, str(embed_model_f16_path))
     with open_collection("old", settings=settings) as col:
         assert col.status()["tokenizer"] == tokenization.REFERENCE
-        assert col.parts.embedder.inner.tokenizer_mode == tokenization.REFERENCE  # type: ignore[attr-defined]
+        assert col.parts.embedder.engine.tokenizer_mode == tokenization.REFERENCE
         assert col.search(KOREAN_DOC, k=1, mode="dense").hits[0].score == pytest.approx(top_new, abs=1e-4)

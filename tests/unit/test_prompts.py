@@ -1,31 +1,8 @@
-"""Prompt resolution order and the prompted embedder (fake inner embedder: our own logic only)."""
+"""Prompt resolution order (our own logic only; the model handle that applies them: test_model_handle.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
-
-from indexer.core.normalization import Normalization
-from indexer.index.prompts import GGUF_DOCUMENT, GGUF_QUERY, PromptedEmbedder, Prompts, recorded, resolve, with_prompt
-
-
-class _Echo:
-    model_id = "m-1"
-    dimensions = 2
-    similarity = "cosine"
-    max_tokens = 8
-    media_kinds = ()  # text only
-
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
-
-    def embed_batch(self, texts: Sequence[str], normalize: object) -> np.ndarray:
-        self.seen.extend(texts)
-        return np.zeros((len(texts), 2), dtype=np.float32)
+from indexer.index.prompts import GGUF_DOCUMENT, GGUF_QUERY, Prompts, recorded, resolve
 
 
 def test_settings_win_then_gguf_then_catalogue() -> None:
@@ -45,13 +22,3 @@ def test_settings_win_then_gguf_then_catalogue() -> None:
 def test_recorded_prompts_default_to_none_for_old_collections() -> None:
     assert recorded({}) == Prompts("", "", "collection")
     assert recorded(Prompts("query: ", "passage: ").meta()) == Prompts("query: ", "passage: ", "collection")
-
-
-def test_prompted_embedder_prefixes_counts_and_texts_and_keys_its_cache() -> None:
-    inner = _Echo()
-    emb = PromptedEmbedder(inner, "query: ")
-    assert emb.count_tokens("a b") == 3
-    emb.embed_batch(["a", "b"], Normalization.L2)
-    assert inner.seen == ["query: a", "query: b"]
-    assert emb.model_id.startswith("m-1+prompt-") and emb.model_id != PromptedEmbedder(inner, "passage: ").model_id
-    assert with_prompt(inner, "") is inner

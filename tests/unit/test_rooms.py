@@ -21,10 +21,6 @@ ALLOWED_LONG = {
         795, "the llama.cpp engine: contexts, batches, pooling (its TokenBatch in engine/token_batch.py, its argument "
         "checks in engine/arguments.py, tokenization in engine/tokenization.py; issue 43: 965 -> 795)"
     ),
-    "indexer/watch/watcher.py": (
-        655, "one watcher's lifecycle: the worker loop, retries and back-off, its status (one state shared by them "
-        "all, guarded by one condition); its roots' observers are watch/root_watches.py (issue 43: 730 -> 655)"
-    ),
     "indexer/index/chunking.py": (
         690, "token-aware chunking: blocks, exact counts, packing and overlap (one algorithm, one pass per document)"
     ),
