@@ -110,7 +110,7 @@ class VectorStore(Protocol):
 class LexicalSearch(Protocol):
     """What a store offers when it keeps a lexical index beside its vectors (in the same writes): the lexical port.
     A store has it or not (:func:`lexical_index`); the terms it indexes are :mod:`indexer.search.lexical`'s (the
-    same for every store; the Lexical terms issue gives them a member here).
+    same for every store), made by the analyzer whose version the collection records (``lexical_version``).
 
     ``upsert`` and ``delete`` keep the lexical index in step with the points (same transaction or same point);
     ``ensure_lexical`` builds it for a collection made before the store had one (from the payload texts, no
@@ -121,6 +121,11 @@ class LexicalSearch(Protocol):
         ...
 
     def has_lexical(self, collection: str) -> bool: ...
+
+    def lexical_version(self, collection: str) -> str | None:
+        """The version of the analyzer that made the collection's terms (:func:`indexer.search.lexical.analyzer`);
+        None without a lexical index. A query is cut by it until ``ensure_lexical`` rebuilds with the current."""
+        ...
 
     def search_lexical(self, collection: str, query: str, limit: int, where: Filter | None = None) -> list[Hit]: ...
 

@@ -78,7 +78,8 @@ def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
     )
     search = info.get("search_mode") or "hybrid"
     lexical = info.get("lexical_index")
-    search += ", lexical index ready" if lexical else f", no lexical index: {info.get('lexical_note')}"
+    terms = f" (terms: {info['lexical_terms']})" if info.get("lexical_terms") else ""
+    search += f", lexical index ready{terms}" if lexical else f", no lexical index: {info.get('lexical_note')}"
     search += f", rerank with {info['reranker']}" if info.get("reranker") else ", no rerank model"
     rows = [
         ("collection", info["collection"]),

@@ -25,6 +25,9 @@ from indexer.errors import StoreError
 from indexer.models import native
 from indexer.ports import lexical_index
 from indexer.search.fusion import FusionConfig
+from indexer.search.lexical import ANALYZER, LEXICAL_VERSION
+from indexer.search.lexical import analyzer as terms_analyzer
+from indexer.search.lexical import known as lexical_known
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult, Selection, prepare, run_search
 from indexer.search.rerank import RerankBudget
 from indexer.settings import Settings
@@ -180,6 +183,18 @@ class CollectionReader(PartsView):
             )
         return f"it has no lexical index yet (made by an older version); `indexer index -c {self.name}` builds it"
 
+    def lexical_terms(self) -> str | None:
+        """How the collection's lexical terms were made (the analyzer's name and version), or None."""
+        lexical = lexical_index(self.parts.store)
+        try:
+            version = lexical.lexical_version(self.name) if lexical is not None else None
+        except StoreError:
+            return None
+        if version is None:
+            return None
+        label = terms_analyzer(version).label if lexical_known(version) else f"analyzer version {version}"
+        return label if version == LEXICAL_VERSION else f"{label} (`indexer index` rebuilds it with {ANALYZER.label})"
+
     def lexical_ready(self) -> bool:
         lexical = lexical_index(self.parts.store)
         if lexical is None:
@@ -263,6 +278,7 @@ class CollectionReader(PartsView):
             "search_mode": parts.settings.search_mode,
             "lexical_index": lexical,
             "lexical_note": None if lexical else self.lexical_hint(),
+            "lexical_terms": self.lexical_terms(),
             "prompts": {"query": parts.prompts.query, "document": parts.prompts.document},
             "chunk_tokens": parts.recorded_chunk_tokens() or "the model's limit",
             "chunk_context": parts.chunk_context,

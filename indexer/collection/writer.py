@@ -25,6 +25,7 @@ from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.reads import DETACH_SECONDS, ReadAhead
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, PayloadScan, Source, lexical_index
+from indexer.search.lexical import ANALYZER
 from indexer.state.database import CollectionRecord
 from indexer.types import Chunk, Document
 
@@ -216,7 +217,7 @@ class CollectionWriter(PartsView):
         with parts.writer_lock():
             pipeline = self._pipeline(parts.ensure_created(), progress)
             pipeline.recover()
-            self._ensure_lexical()
+            self._ensure_lexical(report)
             self._ensure_fields()
             self._mark_lost_points()
             for root in roots():
@@ -254,11 +255,18 @@ class CollectionWriter(PartsView):
             parts.store.delete(name, sorted(orphans))
         return len(orphans)
 
-    def _ensure_lexical(self) -> None:
-        """Give a collection made before lexical search its lexical index (from the stored texts, no re-embedding)."""
+    def _ensure_lexical(self, report: IndexReport) -> None:
+        """Give a collection made before lexical search its lexical index, or rebuild one whose terms an older
+        analyzer made (from the stored texts, no re-embedding), and say so."""
         lexical = lexical_index(self.parts.store)
-        if lexical is not None and lexical.ensure_lexical(self.name):
-            logger.info("built the lexical index of collection %r", self.name)
+        if lexical is None:
+            return
+        before = lexical.lexical_version(self.name)
+        if lexical.ensure_lexical(self.name):
+            what = "built" if before is None else f"rebuilt (its terms were analyzer version {before}'s)"
+            report.notes.append(f"the lexical index of collection {self.name!r} was {what} with the terms of "
+                                f"{ANALYZER.label}, from the stored texts (no re-embedding)")
+            logger.info("%s", report.notes[-1])
 
     def _ensure_fields(self) -> None:
         """Record the filterable fields of a collection indexed before metadata filters, from its stored payloads

@@ -347,6 +347,7 @@ class FaissStore:
             for p in points:
                 latest[canonical_id(p.id)] = p  # the last occurrence of an id wins
             rows: list[Row] = []
+            terms = coll.sidecar.terms_version()  # the analyzer its lexical table was made with
             for uid, p in latest.items():
                 vec = self._prepare(coll, p.vector, f"point {uid}")
                 payload = dict(p.payload)
@@ -358,7 +359,6 @@ class FaissStore:
                 except (TypeError, ValueError) as exc:
                     raise InputError(f"payload of point {uid} is not JSON-serialisable: {exc}") from exc
                 file_type = payload.get("file_type")
-                title, body = lexical.fields(payload)
                 rows.append(
                     Row(
                         point_iid(uid),
@@ -367,8 +367,8 @@ class FaissStore:
                         file_type if isinstance(file_type, str) else None,
                         payload_json,
                         vec.astype("<f4").tobytes(),
-                        lexical.fts_text(title),
-                        lexical.fts_text(body),
+                        *lexical.fts_fields(payload, terms),
+                        terms,
                     )
                 )
             iids = np.asarray([r.iid for r in rows], dtype=np.int64)
@@ -471,14 +471,17 @@ class FaissStore:
             faiss.omp_set_num_threads(previous)
 
     # --- the lexical index (indexer.ports.LexicalSearch) -------------------------------------------
-    def has_lexical(self, collection: str) -> bool:
+    def lexical_version(self, collection: str) -> str | None:
         with self._lock:
             coll = self._require(collection)
             try:
                 with coll.sidecar.read():
-                    return coll.sidecar.lexical_version() == lexical.LEXICAL_VERSION
+                    return coll.sidecar.lexical_version()
             except sqlite3.Error as exc:
                 raise sidecar_error(exc, coll.sidecar.path, "reading meta") from exc
+
+    def has_lexical(self, collection: str) -> bool:
+        return lexical.known(self.lexical_version(collection))  # an older version's: searched with its terms
 
     def ensure_lexical(self, collection: str) -> bool:
         """Build the FTS5 table from the stored payloads when missing or outdated (one transaction)."""
@@ -490,14 +493,7 @@ class FaissStore:
                         if coll.sidecar.lexical_version() == lexical.LEXICAL_VERSION:
                             return False
                         coll.sidecar.create_lexical()
-                        batch: list[tuple[int, str, str]] = []
-                        for iid, payload_json in list(coll.sidecar.lexical_rows()):
-                            title, body = lexical.fields(json.loads(payload_json))
-                            batch.append((iid, lexical.fts_text(title), lexical.fts_text(body)))
-                            if len(batch) >= 1000:
-                                coll.sidecar.put_lexical(batch)
-                                batch = []
-                        coll.sidecar.put_lexical(batch)
+                        coll.sidecar.fill_lexical()  # from the stored payloads: no re-embedding
                         n = coll.sidecar.count()
                 except sqlite3.Error as exc:
                     raise sidecar_error(exc, coll.sidecar.path, "building the lexical index") from exc
@@ -505,19 +501,20 @@ class FaissStore:
             return True
 
     def search_lexical(self, collection: str, query: str, limit: int, where: Filter | None = None) -> list[Hit]:
-        """Points ranked by BM25 (FTS5) over their lexical terms; ``score`` is higher-is-better."""
-        match = lexical.fts_query(query)
-        if limit <= 0 or match is None:
+        """Points ranked by BM25 (FTS5) over their terms (the query cut as they were); higher is better."""
+        if limit <= 0:
             return []
         with self._lock:
             coll = self._require(collection)
             try:
                 with coll.sidecar.read():
-                    if coll.sidecar.lexical_version() != lexical.LEXICAL_VERSION:
+                    if (version := coll.sidecar.lexical_version()) is None:
                         raise StoreError(
                             f"FAISS collection {collection!r} has no lexical index yet; run `indexer index` once "
                             "to build it (no re-embedding)"
                         )
+                    if (match := lexical.fts_query(query, version)) is None:
+                        return []
                     rows = coll.sidecar.search_lexical(
                         match,
                         limit,

@@ -38,9 +38,12 @@ CREATE INDEX IF NOT EXISTS points_file_type ON points(file_type);
 CREATE TABLE IF NOT EXISTS ops (seq INTEGER PRIMARY KEY, iid INTEGER NOT NULL);
 """
 # The lexical index: one FTS5 row per point (rowid = iid) holding the point's lexical terms (indexer.search.lexical),
-# written in the same transactions as the points. '_' stays inside tokens so whole identifiers match.
+# written in the same transactions as the points. The terms are made by the analyzer, space-separated; the ``ascii``
+# tokenizer (every non-ASCII character a token character, '_' too) keeps each whole, so FTS5 never re-cuts them
+# (``unicode61``, version 1's tokenizer, split हिन्दी at its vowel signs). A version-1 table keeps its tokenizer
+# (SQLite records it) until `indexer index` rebuilds it.
 _LEXICAL = """
-CREATE VIRTUAL TABLE lexical USING fts5(title, body, tokenize="unicode61 remove_diacritics 0 tokenchars '_'")
+CREATE VIRTUAL TABLE lexical USING fts5(title, body, tokenize="ascii tokenchars '_'")
 """
 
 
@@ -54,6 +57,7 @@ class Row:
     vector: bytes  # float32 little-endian
     title: str = ""  # lexical terms (space-separated) of the title and body fields
     body: str = ""
+    terms: str = lexical.LEXICAL_VERSION  # the analyzer version that made title and body
 
 
 @dataclass(frozen=True)
@@ -167,15 +171,28 @@ class Sidecar:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'lexical'").fetchone()
         return str(row[0]) if row else None
 
+    def terms_version(self) -> str:
+        """The analyzer version new rows' terms are made with: the table's when this indexer knows it, else the
+        current one (a table of an unknown version is rebuilt by ensure_lexical before it is written)."""
+        version = self.lexical_version()
+        return version if version is not None and lexical.known(version) else lexical.LEXICAL_VERSION
+
     def create_lexical(self) -> None:
         """(Re)create the empty lexical table and record its version (inside a write transaction)."""
         self.conn.execute("DROP TABLE IF EXISTS lexical")
         self.conn.execute(_LEXICAL)
         self.set_meta("lexical", lexical.LEXICAL_VERSION)
 
-    def lexical_rows(self) -> Iterator[tuple[int, str]]:
-        """(iid, payload JSON) of every point, to fill a new lexical table."""
-        yield from self.conn.execute("SELECT iid, payload FROM points")
+    def fill_lexical(self) -> None:
+        """Fill the new (empty) lexical table with every point's terms, made from its stored payload by the
+        current analyzer, 1,000 rows at a time (inside the write transaction that created the table)."""
+        batch: list[tuple[int, str, str]] = []
+        for iid, payload_json in list(self.conn.execute("SELECT iid, payload FROM points")):
+            batch.append((iid, *lexical.fts_fields(json.loads(payload_json))))
+            if len(batch) >= 1000:
+                self.put_lexical(batch)
+                batch = []
+        self.put_lexical(batch)
 
     def put_lexical(self, rows: Sequence[tuple[int, str, str]]) -> None:
         """Replace the lexical rows (iid, title terms, body terms)."""
@@ -245,8 +262,10 @@ class Sidecar:
             "INSERT OR REPLACE INTO points(iid, uuid, path, file_type, payload, vector) VALUES (?,?,?,?,?,?)",
             [(r.iid, r.uuid, r.path, r.file_type, r.payload, r.vector) for r in rows],
         )
-        if self.lexical_version() == lexical.LEXICAL_VERSION:
-            self.put_lexical([(r.iid, r.title, r.body) for r in rows])
+        version = self.lexical_version()
+        if version is not None and lexical.known(version):  # terms as the table's analyzer makes them
+            self.put_lexical([(r.iid, r.title, r.body) if r.terms == version else
+                              (r.iid, *lexical.fts_fields(json.loads(r.payload), version)) for r in rows])
         return self._log([r.iid for r in rows], seq)
 
     def remove(self, iids: Sequence[int], seq: int) -> tuple[list[int], int]:
@@ -255,7 +274,7 @@ class Sidecar:
         for part in _chunks(present, 500):
             marks = ",".join("?" * len(part))
             self.conn.execute(f"DELETE FROM points WHERE iid IN ({marks})", part)
-        if self.lexical_version() == lexical.LEXICAL_VERSION:
+        if self.lexical_version() is not None:
             self._delete_lexical(present)
         return present, self._log(present, seq)
 

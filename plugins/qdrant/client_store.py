@@ -62,7 +62,7 @@ BATCH = 256
 LIST_PAGE = 1024
 META_SUFFIX = "__indexer_meta"
 MIGRATE_SUFFIX = "__indexer_lexical"  # a copy of a collection while it is re-created with the lexical vector
-LEXICAL = f"bm25_v{lexical.LEXICAL_VERSION}"  # the named sparse vector (BM25 term weights, IDF modifier)
+LEXICAL = lexical.sparse_name()  # the named sparse vector (BM25 term weights, IDF modifier) of new collections
 INDEXED_FIELDS = ("path", "dirs", "file_type", "root")
 _DISTANCE = {
     Metric.COSINE: qm.Distance.COSINE,
@@ -363,6 +363,7 @@ class QdrantStore:
         for p in points:
             latest[canonical_id(p.id)] = p
         structs = []
+        version = self.lexical_version(collection)  # its sparse vector, with the terms of its analyzer
         for uid, p in latest.items():
             vec, _ = self._prepare(collection, p.vector, f"point {uid}")
             payload = dict(p.payload)
@@ -370,9 +371,9 @@ class QdrantStore:
             if isinstance(path, str) and "dirs" not in payload:
                 payload["dirs"] = ancestor_dirs(path)
             vector: Any = vec
-            if self.has_lexical(collection):
-                indices, values = lexical.sparse_document(payload)
-                vector = {"": vec, LEXICAL: qm.SparseVector(indices=indices, values=values)}
+            if version is not None:
+                indices, values = lexical.sparse_document(payload, lexical.analyzer(version))
+                vector = {"": vec, lexical.sparse_name(version): qm.SparseVector(indices=indices, values=values)}
             structs.append(qm.PointStruct(id=uid, vector=vector, payload=payload))
         for start in range(0, len(structs), BATCH):
             batch = structs[start : start + BATCH]
@@ -407,31 +408,40 @@ class QdrantStore:
         ]
 
     # --- the lexical index (indexer.ports.LexicalSearch) ---------------------------------------------
-    def has_lexical(self, collection: str) -> bool:
-        """Whether the collection has the lexical vector. Only a yes is cached: another process (a server's
-        indexer) may add it to an older collection while this one keeps running."""
+    def lexical_version(self, collection: str) -> str | None:
+        """The analyzer version of the collection's lexical vector (``bm25_v<version>``; the newest this indexer
+        knows), or None. Only the current one is cached: another process (a server's indexer) may rebuild an older
+        collection while this one keeps running."""
         if self._lexical.get(collection):
-            return True
+            return lexical.LEXICAL_VERSION
         sparse = self._info(collection).config.params.sparse_vectors or {}
-        found = self._lexical[collection] = LEXICAL in sparse
-        return found
+        found = [v for v in lexical.versions() if lexical.sparse_name(v) in sparse]
+        self._lexical[collection] = lexical.LEXICAL_VERSION in found
+        return found[-1] if found else None
+
+    def has_lexical(self, collection: str) -> bool:
+        return self.lexical_version(collection) is not None  # an older analyzer's: searched with its terms
 
     def search_lexical(self, collection: str, query: str, limit: int, where: Filter | None = None) -> list[Hit]:
-        """Points ranked by BM25: the query's terms against the sparse vectors (Qdrant multiplies in the IDF)."""
-        indices, values = lexical.sparse_query(query)
-        if limit <= 0 or not indices:
+        """Points ranked by BM25: the query's terms against the sparse vectors (Qdrant multiplies in the IDF), the
+        query cut by the analyzer that made them."""
+        if limit <= 0:
             return []
-        if not self.has_lexical(collection):
+        version = self.lexical_version(collection)
+        if version is None:
             raise StoreError(
                 f"Qdrant collection {collection!r} has no lexical vector yet; run `indexer index` once to add it "
                 "(no re-embedding)"
             )
+        indices, values = lexical.sparse_query(query, lexical.analyzer(version))
+        if not indices:
+            return []
         response = self._call(
             "search",
             lambda: self.client.query_points(
                 collection,
                 query=qm.SparseVector(indices=indices, values=values),
-                using=LEXICAL,
+                using=lexical.sparse_name(version),
                 limit=limit,
                 query_filter=_filter(where),
                 with_payload=True,
@@ -440,7 +450,8 @@ class QdrantStore:
         return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in response.points]
 
     def ensure_lexical(self, collection: str) -> bool:
-        """Re-create a collection made without the lexical vector, keeping every point (vectors and payloads).
+        """Re-create a collection made without the lexical vector, or whose terms an older analyzer made, keeping
+        every point (vectors and payloads; the sparse vector made anew).
 
         Qdrant cannot add a vector to an existing collection, so the points are copied to ``<name>__indexer_lexical``,
         the collection is re-created with the sparse vector and the points copied back (with their sparse vectors).
@@ -449,7 +460,7 @@ class QdrantStore:
         self._dims.pop(collection, None)
         self._lexical.pop(collection, None)
         if self._exists(collection):
-            if self.has_lexical(collection):
+            if self.lexical_version(collection) == lexical.LEXICAL_VERSION:
                 if not self._exists(tmp):
                     return False
                 self._copy(tmp, collection)  # killed while copying back: finish it

@@ -49,13 +49,15 @@ from indexer.plugin_api import (
 )
 from plugins.qdrant import space
 from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, build_now, recover
+from plugins.qdrant.edge_copy import copy_points, local_pages
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 EDGE_DIR = "edge"
-LEXICAL = f"bm25_v{lexical.LEXICAL_VERSION}"  # the named sparse vector (same name as on a Qdrant server)
+RELEX_SUFFIX = ".relex"  # a lexical rebuild's new shard, beside the live one until swapped in
+LEXICAL = lexical.sparse_name()  # the named sparse vector of new shards (same name as on a Qdrant server)
 INDEXED_FIELDS = ("path", "dirs", "file_type", "root")
 BATCH = 256
 LIST_PAGE = 1024
@@ -102,6 +104,7 @@ class EdgeStore:
         self.metric = Metric(metric)
         self._shards: dict[str, Any] = {}
         self._shapes: dict[str, tuple[int, Metric]] = {}
+        self._terms: dict[str, str | None] = {}  # the analyzer version of each open shard's sparse vector
         self._lock = threading.RLock()  # the shards: every engine call
         self._writes = threading.RLock()  # taken before _lock by writers; a build holds it to copy and swap
         self.builder = BackgroundBuilder(self._lock, self._writes, self._shards.get)
@@ -149,6 +152,7 @@ class EdgeStore:
                                self.path)
                 self._shards.pop(collection, None)
                 self._shapes.pop(collection, None)
+                self._terms.pop(collection, None)
                 with contextlib.suppress(Exception):
                     shard.close()
             if not self.builder.building(collection):
@@ -251,6 +255,8 @@ class EdgeStore:
             return
         qe = _edge()
         dims, metric = self._shape(collection)
+        version = self.lexical_version(collection)  # the shard's sparse vector: its analyzer's terms
+        name, made_by = lexical.sparse_name(version or lexical.LEXICAL_VERSION), lexical.analyzer(version)
         latest = {canonical_id(p.id): p for p in points}
         structs, plain = [], []  # the engine's points, and the same as plain data for a build's journal
         for uid, p in latest.items():
@@ -259,11 +265,11 @@ class EdgeStore:
             path = payload.get("path")
             if isinstance(path, str) and "dirs" not in payload:
                 payload["dirs"] = ancestor_dirs(path)
-            indices, values = lexical.sparse_document(payload)
+            indices, values = lexical.sparse_document(payload, made_by)
             dense = vec.astype(np.float32)
-            vector = {"": dense.tolist(), LEXICAL: qe.SparseVector(indices=indices, values=values)}
+            vector = {"": dense.tolist(), name: qe.SparseVector(indices=indices, values=values)}
             structs.append(qe.Point(id=uid, vector=vector, payload=payload))
-            plain.append((uid, {"": dense, LEXICAL: (indices, values)}, payload))  # an array: 1.5 KB, not 12
+            plain.append((uid, {"": dense, name: (indices, values)}, payload))  # an array: 1.5 KB, not 12
         self._apply(collection, [(qe.UpdateOperation.upsert_points(structs[start : start + BATCH]),
                                   ("upsert", plain[start : start + BATCH]), len(structs[start : start + BATCH]))
                                  for start in range(0, len(structs), BATCH)])
@@ -301,6 +307,7 @@ class EdgeStore:
         _warm(built_dir)  # searches go on meanwhile; the renames keep the files, and so their cached pages
         with self._lock:  # searches wait for the renames and the open (1.3 s at 1M chunks)
             live = self._shards.pop(collection, None)
+            self._terms.pop(collection, None)  # a lexical rebuild's copy holds another sparse vector
             if live is not None:
                 live.flush()
             folder = self._dir(collection)
@@ -332,21 +339,73 @@ class EdgeStore:
         return [Hit(id=str(p.id), score=-float(p.score) if negate else float(p.score), payload=dict(p.payload or {}))
                 for p in found]
 
+    def lexical_version(self, collection: str) -> str | None:
+        """The analyzer version of the shard's sparse vector (``bm25_v<version>``), None without a shard."""
+        with self._lock:
+            if collection not in self._terms or collection not in self._shards:
+                if self._shard(collection) is None:
+                    return None
+                try:
+                    config = json.loads((self._dir(collection) / "edge_config.json").read_text())
+                    names = [str(n) for n in config.get("sparse_vectors") or {}]
+                except (OSError, ValueError, AttributeError) as exc:
+                    raise StoreError(f"the settings of embedded Qdrant collection {collection!r} cannot be read "
+                                     f"({exc}); `indexer index --repair` rebuilds it") from None
+                self._terms[collection] = next((n.removeprefix("bm25_v") for n in names
+                                                if n.startswith("bm25_v")), None)
+            return self._terms[collection]
+
     def has_lexical(self, collection: str) -> bool:
-        return self._shard(collection) is not None  # every shard is created with the lexical vector
+        return lexical.known(self.lexical_version(collection))  # an older analyzer's: searched with its terms
 
     def ensure_lexical(self, collection: str) -> bool:
-        return False  # nothing to add: see has_lexical
+        """Rebuild the lexical side of a shard whose terms an older analyzer made: a new shard with the current
+        sparse vector, filled with the stored vectors and payloads (no re-embedding; its HNSW built as a
+        migration's), swapped in as a background build is. Writes wait; searches go on, on the old shard with
+        the old terms, until the swap. Killed anywhere, the old shard stays live; the next ``indexer index``
+        removes the part-filled copy (``<name>.relex``) and starts over."""
+        if self.lexical_version(collection) in (None, lexical.LEXICAL_VERSION):
+            return False
+        self.builder.cancel(collection)  # an index build copies the old shard (its last step holds writes back)
+        with self._writes:
+            version = self.lexical_version(collection)
+            if version is None or version == lexical.LEXICAL_VERSION:
+                return False
+            self.builder.cancel(collection, wait=False)  # one a write started since: it stops at the gate
+            dims, _ = self._shape(collection)
+            target = self._dir(collection).with_name(collection + RELEX_SUFFIX)
+            shutil.rmtree(target, ignore_errors=True)
+            space.check(self.path, 0, f"rebuild the lexical side of {collection!r}", space.CREATE_RESERVE)
+            shard = self._create(collection, dims, {}, target)
+            try:
+                moved = copy_points(shard, self._pages(collection, with_payload=True, with_vector=True), self._call)
+            finally:
+                with contextlib.suppress(Exception):
+                    shard.close()
+            if moved >= self.builder.threshold > 0:
+                try:
+                    build_now(target)
+                except Exception as exc:  # only speed is at stake: the background builder tries again
+                    logger.warning("could not build the index of the rebuilt collection %s: %s", collection, exc)
+            self._swap_built(collection, target)
+        logger.info("rebuilt the lexical side of embedded Qdrant collection %s (%d points, analyzer v%s -> v%s, no "
+                    "re-embedding)", collection, moved, version, lexical.LEXICAL_VERSION)
+        return True
 
     def search_lexical(self, collection: str, query: str, limit: int, where: Filter | None = None) -> list[Hit]:
-        indices, values = lexical.sparse_query(query)
-        if limit <= 0 or not indices:
+        if limit <= 0:
             return []
         qe = _edge()
-        request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(qe.SparseVector(indices=indices,
-                                                                                     values=values), using=LEXICAL),
-                                  filter=_filter(where), with_payload=True)
-        found = self._query(collection, request)
+        with self._lock:  # the shard's terms and the shard searched are one (a rebuild's swap is not between)
+            version = self.lexical_version(collection)
+            indices, values = lexical.sparse_query(query, lexical.analyzer(version))
+            if not indices:
+                return []
+            sparse = qe.SparseVector(indices=indices, values=values)
+            using = lexical.sparse_name(version or lexical.LEXICAL_VERSION)
+            request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(sparse, using=using),
+                                      filter=_filter(where), with_payload=True)
+            found = self._query(collection, request)
         return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in found]
 
     def _pages(self, collection: str, *, with_payload: bool, with_vector: bool) -> Iterator[list[Any]]:
@@ -381,10 +440,12 @@ class EdgeStore:
         with self._lock:
             shard = self._shards.pop(collection, None)
             self._shapes.pop(collection, None)
+            self._terms.pop(collection, None)
             if shard is not None:
                 self._call("close a shard", shard.close)
             shutil.rmtree(self._dir(collection), ignore_errors=True)
-            recover(self._dir(collection))  # and any build's copy
+            recover(self._dir(collection))  # and any build's copy, and a lexical rebuild's
+            shutil.rmtree(self._dir(collection).with_name(collection + RELEX_SUFFIX), ignore_errors=True)
             self._meta_file(collection).unlink(missing_ok=True)
             local = self.path / "collection" / collection
             if local.is_dir():  # a local-mode copy of it, kept since a migration
@@ -439,25 +500,7 @@ class EdgeStore:
             meta.setdefault("dimensions", str(size))
             meta.setdefault("metric", self.metric.value)
             shard = self._create(collection, size, meta, partial_dir)
-            qe = _edge()
-            moved = 0
-            offset: Any = None
-            while True:
-                records, offset = client.scroll(collection, limit=BATCH, offset=offset, with_payload=True,
-                                                with_vectors=True)
-                batch = []
-                for r in records:
-                    dense: Any = r.vector.get("") if isinstance(r.vector, dict) else r.vector
-                    payload = dict(r.payload or {})
-                    indices, values = lexical.sparse_document(payload)
-                    vector = {"": list(dense), LEXICAL: qe.SparseVector(indices=indices, values=values)}
-                    batch.append(qe.Point(id=str(r.id), vector=vector, payload=payload))
-                if batch:
-                    shard.update(qe.UpdateOperation.upsert_points(batch))
-                    moved += len(batch)
-                if offset is None:
-                    break
-            shard.flush()
+            moved = copy_points(shard, local_pages(client, collection, BATCH), self._call)
             shard.close()
             if moved >= self.builder.threshold > 0:
                 try:
@@ -533,7 +576,7 @@ def _bytes(kind: str, items: list[Any]) -> int:
         return 64 * len(items)
     total = 0
     for _uid, vectors, payload in items:
-        indices, _values = vectors[LEXICAL]
+        indices, _values = next(v for name, v in vectors.items() if name)  # the sparse vector
         total += len(json.dumps(payload, default=str)) + 8 * len(vectors[""]) + 12 * len(indices) + 64
     return total
 

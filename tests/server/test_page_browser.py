@@ -712,3 +712,33 @@ def test_every_text_example_of_the_docs_through_the_where_box(front_matter_serve
                 assert not paths and want in error, (text[:60], error)
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_the_page_marks_a_chinese_word_inside_a_sentence(served: ServerHandle, browser) -> None:
+    """A word of an unspaced script (the Lexical terms issue): 预算 inside 项目预算 and a sentence is found by lexical
+    search and marked, on the hit and in the viewer, from the analyzer's spans (JavaScript offsets agree)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from indexer.collection.facade import open_collection
+
+    root = served.root.parent / "scripts-corpus"
+    (root / "zh").mkdir(parents=True, exist_ok=True)
+    (root / "zh" / "budget.md").write_text("# 项目预算\n\n今年的项目预算已经由财务总监批准了。\n", "utf-8")
+    (root / "zh" / "glacier.md").write_text("# 气候观测\n\n山上的冰川在夏天融化得很快。\n", "utf-8")
+    with open_collection("scripts", settings=served.settings) as col:  # a second collection of the same server
+        col.index([root])
+    wait = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])
+    browser.get(served.url + "/?q=%E9%A2%84%E7%AE%97&collection=scripts&mode=lexical&rerank=0")  # q=预算
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".hit"))
+    first = browser.find_elements(By.CSS_SELECTOR, ".hit")[0]
+    assert first.find_element(By.CSS_SELECTOR, "a.path").text.endswith("zh/budget.md")
+    marks = [m.text for m in first.find_elements(By.CSS_SELECTOR, ".passage mark")]
+    assert marks and set(marks) == {"预算"}, marks
+    first.find_element(By.CSS_SELECTOR, "a.path").click()
+    wait.until(ec.visibility_of_element_located((By.ID, "viewer")))
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#viewer-text .hl mark"))
+    viewer = {m.text for m in browser.find_elements(By.CSS_SELECTOR, "#viewer-text .hl mark")}
+    assert viewer == {"预算"}, viewer

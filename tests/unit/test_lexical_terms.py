@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from indexer.errors import InputError
+from indexer.errors import InputError, StoreError
 from indexer.search import lexical
 from indexer.search.fusion import FusionConfig, fuse
+from indexer.search.snippets import matches, passage_marks, snippet
 from indexer.types import Hit
 
 
@@ -77,3 +80,53 @@ def test_fusion_refuses_bad_settings() -> None:
         fuse([], [], FusionConfig(method="max"))
     with pytest.raises(InputError, match="0..1"):
         fuse([], [], FusionConfig(dense_weight=1.5))
+
+
+# -- the analyzer (version 2): scripts, spans, folding ---------------------------------------------------------
+def test_combining_marks_stay_inside_words() -> None:
+    assert lexical.terms("हिन्दी भाषा") == ["हिन्दी", "भाषा"]  # version 1 (Python's re): ह, न, द, भ, ष
+    assert lexical.terms("தமிழ் மொழி") == ["தமிழ்", "மொழி"]
+    assert lexical.analyzer("1").words("हिन्दी") == ["ह", "न", "द"]
+
+
+def test_cjk_runs_become_overlapping_bigrams_with_spans() -> None:
+    assert lexical.ANALYZER.terms("项目预算") == [("项目", 0, 2), ("目预", 1, 3), ("预算", 2, 4)]
+    assert lexical.terms("鍵") == ["键"]  # a run of one character is kept (Han folded to Simplified)
+    assert set(lexical.query_terms("데이터베이스")) <= set(lexical.terms("데이터베이스는 매일 백업됩니다"))
+    assert lexical.terms("API接口v2") == ["api", "接口", "v2", "v", "2"]  # scripts split inside a run
+
+
+def test_traditional_and_simplified_and_widths_fold_together() -> None:
+    assert lexical.terms("數據庫") == lexical.terms("数据库") == ["数据", "据库"]
+    assert lexical.terms("ﾛｰﾃｰｼｮﾝ") == lexical.terms("ローテーション")  # half-width katakana by NFKC
+    assert lexical.ANALYZER.terms("ｶﾞｽ") == [("ガス", 0, 3)]  # a half-width voiced mark joins its kana
+    assert lexical.terms("ＡＢＣ") == ["abc"]
+
+
+def test_thai_becomes_bigrams_of_grapheme_clusters() -> None:
+    got = lexical.ANALYZER.terms("สำรองฐานข้อมูล")
+    assert ("ฐา", 5, 7) in got and ("ข้อ", 8, 11) in got  # the tone mark stays on its consonant
+    assert set(lexical.query_terms("ฐานข้อมูล")) <= {t for t, _, _ in got}
+
+
+def test_english_terms_are_version_1s() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert len(lexical.terms(readme)) > 1000
+    assert lexical.terms(readme) == lexical.analyzer("1").words(readme)
+
+
+def test_an_unknown_analyzer_version_is_named_with_the_fix() -> None:
+    with pytest.raises(StoreError, match="analyzer version '9'.*upgrade indexer"):
+        lexical.analyzer("9")
+    assert lexical.sparse_name() == f"bm25_v{lexical.LEXICAL_VERSION}" and lexical.known("1")
+
+
+def test_snippet_marks_cjk_words_from_the_analyzers_spans() -> None:
+    text = "今年的项目预算已经由财务总监批准了。"
+    passage, marks = snippet(text, "预算")
+    assert [passage[a:b] for a, b in marks] == ["预算"]
+    passage, marks = snippet(text, "財務總監")  # Traditional query; overlapping bigram matches: one mark
+    assert [passage[a:b] for a, b in marks] == ["财务总监"]
+    assert passage_marks("第一行\n数据库는 데이터베이스는", "데이터베이스") == [(9, 15)]  # the particle unmarked
+    assert matches("项目预算", "冰川") == []
+    assert [m[:2] for m in matches("Mutations of the gene", "mutation gene")] == [(0, 9), (17, 21)]

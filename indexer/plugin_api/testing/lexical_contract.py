@@ -15,6 +15,7 @@ import pytest
 
 from indexer.plugin_api.testing.fixtures import StoreFactory
 from indexer.ports import LexicalSearch, VectorStore, lexical_index
+from indexer.search.lexical import LEXICAL_VERSION
 from indexer.types import Filter, Metric, Point
 
 DIM = 8
@@ -52,6 +53,7 @@ def _filled(make_store: StoreFactory, collection: str) -> tuple[LexicalStore, li
     points = [_point(p, t, i) for i, (p, t) in enumerate(TEXTS.items())]
     store.upsert(collection, points)
     assert store.has_lexical(collection)
+    assert store.lexical_version(collection) == LEXICAL_VERSION  # a new collection: the current analyzer's terms
     return store, points
 
 

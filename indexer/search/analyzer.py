@@ -1,0 +1,235 @@
+"""How text becomes lexical terms: one analyzer for the index side, the query side and the marks on the page.
+
+An :class:`Analyzer` has a name and a version (a collection records which made its terms, so a query is cut the
+same way until the collection's lexical side is rebuilt) and one job: ``terms(text)`` gives each term with the
+[start, end) characters of ``text`` it came from. Text is cut into runs by script:
+
+- **words** (Latin, Cyrillic, Greek, Arabic, Hebrew, Devanagari, Tamil, ... : scripts that put spaces between
+  words) are Unicode ``\\w+`` runs of the ``regex`` module, whose ``\\w`` keeps combining marks (Python's ``re``
+  breaks ``हिन्दी`` into ``ह``, ``न``, ``द``). A word is NFKC-folded and case-folded, English stopwords are dropped and
+  words are stemmed with the Snowball English stemmer (PyStemmer): English terms are exactly those of version 1.
+  Identifiers are kept whole and split: ``ERR_QUOTA_7731`` gives ``err_quota_7731``, ``err``, ``quota``, ``7731``;
+  ``parseHttpHeader`` gives ``parsehttpheader``, ``pars``, ``http``, ``header``. Words over 64 characters
+  (hashes, base64) are skipped.
+- **CJK** (Han, Hiragana, Katakana, Hangul) runs become overlapping character bigrams, as Lucene's CJK analyzer
+  makes them (no dictionary, so new words and names are found): ``项目预算`` gives ``项目``, ``目预``, ``预算``;
+  a run of one character is kept as it is. Korean particles attached to a word (``데이터베이스는``) only add a
+  bigram, so the bare word's bigrams all match. Han characters are folded Traditional -> Simplified
+  (:mod:`indexer.search.hanzi`: ``數據庫`` and ``数据库`` make the same terms); full-width and half-width forms
+  by NFKC.
+- **Thai, Lao, Khmer and Myanmar** (written without spaces, and whose word breaks need dictionaries) become
+  overlapping bigrams of grapheme clusters (a consonant with its vowel and tone marks), the same rule.
+
+Issue 46 (per-language stems) plugs in here: an analyzer with another ``stemmer``/``stopwords`` and its own
+name and version.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol
+
+import regex
+
+from indexer.errors import ConfigError
+from indexer.search.hanzi import SIMPLIFIED, TRADITIONAL
+
+Term = tuple[str, int, int]  # (term, start, end): the characters of the analyzed text it came from
+
+# The stopword list of the BM25 reference run (a common English list); short, function words only.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have having
+    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
+    nor not of off on once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too under until up very
+    was we were what when where which while who whom why will with would you your yours yourself yourselves""".split()  # noqa: SIM905
+)
+MAX_TERM_CHARS = 64  # longer words (hashes, base64) are skipped: they bloat the vocabulary and match nothing
+
+# Ideographs and kana with their marks: the iteration marks 々 〆, the prolonged sound mark ー (full and half
+# width), the half-width voiced marks and the combining voiced marks of decomposed kana.
+_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\u3005\u3006\u30fc\u3099\u309a\uff70\uff9e\uff9f"
+_SEA = r"\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+_RUN = regex.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<sea>[{_SEA}]+)|(?P<word>[\w--[{_CJK}{_SEA}]]+)", regex.V1)
+_WORD = regex.compile(r"\w+")
+_ASCII_WORD = re.compile(r"(?P<word>\w+)")  # ASCII text: the same runs, by the faster ``re``
+_CLUSTER = regex.compile(r"\X")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_WORD_V1 = re.compile(r"\w+")  # version 1's words: Python's \w (no combining marks)
+_FOLD_HAN = str.maketrans(dict(zip(TRADITIONAL, SIMPLIFIED, strict=True)))
+
+
+class TermMaker(Protocol):
+    """What makes a collection's terms: an :class:`Analyzer`, or version 1's (:class:`WordsV1`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    def words(self, text: str) -> list[str]: ...
+
+
+@lru_cache(maxsize=4)
+def stemmer(language: str) -> Any:
+    """PyStemmer's Snowball stemmer for ``language`` (a dependency of the package)."""
+    try:
+        import Stemmer
+    except ImportError as exc:  # pragma: no cover - a dependency of the package
+        raise ConfigError("lexical search needs PyStemmer: pip install PyStemmer") from exc
+    out = Stemmer.Stemmer(language)
+    out.maxCacheSize = 100_000
+    return out
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    """Text -> terms with their spans (module docstring). ``name`` and ``version`` are what a collection records."""
+
+    name: str
+    version: str
+    stopwords: frozenset[str] = STOPWORDS
+    stemmer: str | None = "english"  # a Snowball language of PyStemmer, or None: words unstemmed
+    fold_han: bool = True  # Traditional -> Simplified
+
+    @property
+    def label(self) -> str:
+        """How status names it: ``name vversion``."""
+        return f"{self.name} v{self.version}"
+
+    def terms(self, text: str) -> list[Term]:
+        """Every term of ``text`` in order (repeats kept: they are term frequencies) with its [start, end)."""
+        out: list[Term] = []
+        words: list[str] = []  # the plain words (not whole identifiers, not bigrams), stemmed together below
+        stop = self.stopwords
+        for run in (_ASCII_WORD if text.isascii() else _RUN).finditer(text):
+            start, end = run.span()
+            kind = run.lastgroup
+            if kind == "word":  # (inline: the hot loop) an identifier's whole form is not stemmed, unless the
+                for term, plain in _split_word(run.group()):  # same word also stands alone, as in version 1
+                    if plain:
+                        if term in stop:
+                            continue
+                        words.append(term)
+                    out.append((term, start, end))
+            elif kind == "cjk":
+                out.extend(_bigrams(self._cjk_units(run.group(), start)))
+            else:
+                out.extend(_bigrams(_clusters(run.group(), start)))
+        stems = self._stems(words)
+        return [(stems.get(t, t), a, b) for t, a, b in out] if stems else out
+
+    def words(self, text: str) -> list[str]:
+        """The terms alone (what the stores index and query)."""
+        return [t for t, _, _ in self.terms(text)]
+
+    # -- runs --------------------------------------------------------------------------------------------------
+    def _stems(self, words: list[str]) -> dict[str, str]:
+        if self.stemmer is None:
+            return {}
+        distinct = list(dict.fromkeys(words))
+        return dict(zip(distinct, stemmer(self.stemmer).stemWords(distinct), strict=True))
+
+    def _cjk_units(self, raw: str, start: int) -> list[Term]:
+        """The characters of a CJK run, each NFKC-folded (and Han folded to Simplified), with its span."""
+        norm = unicodedata.normalize("NFKC", raw)
+        if len(norm) == len(raw):
+            units = [(c, start + i, start + i + 1) for i, c in enumerate(norm)]
+        else:  # half-width kana with a separate voiced mark, or a compatibility character (㍿ -> 株式会社)
+            units = []
+            for i, ch in enumerate(raw):
+                folded = unicodedata.normalize("NFKC", ch)
+                if units and folded in ("\u3099", "\u309a"):  # a voiced mark joins the kana before it
+                    prev, a, _ = units[-1]
+                    units[-1] = (unicodedata.normalize("NFC", prev + folded), a, start + i + 1)
+                else:
+                    units.append((folded, start + i, start + i + 1))
+        if self.fold_han:
+            units = [(u.translate(_FOLD_HAN), a, b) for u, a, b in units]
+        return units
+
+
+@lru_cache(maxsize=65536)
+def _split_word(raw: str) -> tuple[tuple[str, bool], ...]:
+    """The case-folded terms of a word run, each with whether it is a plain word (to be stemmed, or dropped as a
+    stopword) rather than an identifier's whole form; NFKC-folded unless ASCII; words over the limit dropped."""
+    out: list[tuple[str, bool]] = []
+    pieces = [raw] if raw.isascii() else _WORD.findall(unicodedata.normalize("NFKC", raw))
+    for word in pieces:
+        if len(word) > MAX_TERM_CHARS:
+            continue
+        parts = [p for p in word.split("_") if p]
+        camel = [piece for p in parts for piece in (_CAMEL.findall(p) if p.isascii() else [p])]
+        if len(parts) > 1 or len(camel) > len(parts):
+            out.append((word.casefold(), False))
+            out.extend((p.casefold(), True) for p in camel)
+        else:
+            out.append((word.casefold(), True))
+    return tuple(out)
+
+
+def _clusters(raw: str, start: int) -> list[Term]:
+    """The grapheme clusters of a run (a Thai consonant with its marks), NFKC-folded, with their spans."""
+    out: list[Term] = []
+    for m in _CLUSTER.finditer(raw):
+        out.append((unicodedata.normalize("NFKC", m.group()), start + m.start(), start + m.end()))
+    return out
+
+
+def _bigrams(units: list[Term]) -> Iterator[Term]:
+    """Overlapping pairs of units; a single unit as it is."""
+    if len(units) == 1:
+        yield units[0]
+        return
+    for (a, s, _), (b, _, e) in zip(units, units[1:]):  # noqa: B905 - one shorter on purpose
+        yield a + b, s, e
+
+
+# Version 1 (indexer <= 0.4): Python's ``re`` \w+ runs of the NFKC-folded text, the same folding, stopwords,
+# identifiers and stemmer; no spans (its collections are only queried until their lexical side is rebuilt).
+class WordsV1:
+    """The analyzer of lexical version 1, kept to query collections made with it until they are rebuilt."""
+
+    name = "python-words"
+    version = "1"
+    label = "python-words v1"
+
+    def words(self, text: str) -> list[str]:
+        out: list[str] = []
+        plain: list[str] = []
+        for word in self._words(text):
+            if word.startswith("!"):
+                out.append(word[1:])
+                continue
+            folded = word.casefold()
+            if folded in STOPWORDS:
+                continue
+            plain.append(folded)
+            out.append(folded)
+        if plain:
+            stems = dict(zip(plain, stemmer("english").stemWords(plain), strict=True))
+            out = [stems.get(t, t) for t in out]
+        return out
+
+    @staticmethod
+    def _words(text: str) -> Iterator[str]:
+        for match in _WORD_V1.finditer(unicodedata.normalize("NFKC", text)):
+            word = match.group()
+            if len(word) > MAX_TERM_CHARS:
+                continue
+            parts = [p for p in word.split("_") if p]
+            camel = [piece for p in parts for piece in (_CAMEL.findall(p) if p.isascii() else [p])]
+            if len(parts) > 1 or len(camel) > len(parts):
+                yield "!" + word.casefold()
+                yield from camel
+            else:
+                yield word
