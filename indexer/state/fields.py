@@ -24,7 +24,7 @@ from typing import Any
 
 from indexer.errors import InputError, StateError
 from indexer.state.columns import MAX_CHUNKS, Columns
-from indexer.state.field_values import BUILTIN, MAX_VALUE_CHARS, chunk_values, field_rows, typed
+from indexer.state.field_values import BUILTIN, chunk_values, field_rows
 from indexer.state.sql_functions import file_type, folder, month
 from indexer.types import Clause
 

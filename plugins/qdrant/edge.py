@@ -27,7 +27,6 @@ import os
 import shutil
 import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -48,7 +47,7 @@ from indexer.plugin_api import (
     lexical,
     prepare_vector,
 )
-from plugins.qdrant import space
+from plugins.qdrant import selection, space
 from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, build_now, recover
 
 logger = logging.getLogger(__name__)
@@ -79,11 +78,7 @@ def hnsw_ef(limit: int) -> int:
 
 
 def _edge() -> Any:
-    try:
-        import qdrant_edge
-    except ImportError as exc:  # a dependency of the project: only a broken install lacks it
-        raise StoreError("qdrant-edge-py is not installed; reinstall indexer (`pip install llama-indexer`)") from exc
-    return qdrant_edge
+    return selection.edge()
 
 
 def _distance(metric: Metric) -> Any:
@@ -325,13 +320,35 @@ class EdgeStore:
         qe = _edge()
         dims, metric = self._shape(collection)
         query = prepare_vector(vector, dims, metric, "query vector", f"Qdrant collection {collection!r}")
-        request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(query.astype(np.float32).tolist()),
-                                  filter=_filter(where), with_payload=True,
-                                  params=_search_params(limit))
-        found = self._query(collection, request)
+        nearest = qe.Query.Nearest(query.astype(np.float32).tolist())
+        found = self._selected(collection, where, limit, lambda n, flt, payload: qe.QueryRequest(
+            limit=n, query=nearest, filter=flt, with_payload=payload, params=_search_params(n)))
         negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
-        return [Hit(id=str(p.id), score=-float(p.score) if negate else float(p.score), payload=dict(p.payload or {}))
-                for p in found]
+        return [Hit(id=pid, score=-score if negate else score, payload=payload) for pid, score, payload in found]
+
+    def _selected(self, collection: str, where: Filter | None, limit: int,
+                  request: Callable[[int, Any, bool], Any]) -> list[tuple[str, float, dict[str, Any]]]:
+        """(id, score, payload) of the ``limit`` best points ``where`` allows; ``request(n, filter, payloads)`` is
+        the query. A large id selection is checked after a search without payloads (plugins/qdrant/selection.py)."""
+        checked = None
+        if where is not None and where.ids is not None and len(where.ids) >= selection.CHECK_FROM:
+            with self._lock:
+                shard = self._require(collection)
+                points = int(self._call("count points", lambda: shard.count(_edge().CountRequest(exact=False))))
+            checked = selection.checked_depth(where, limit, points)
+        if checked is not None and where is not None and where.ids is not None:
+            rest, depth = checked
+            found = self._query(collection, request(depth, selection.edge_filter(rest), False))
+            kept = [(str(p.id), float(p.score)) for p in found if str(p.id) in where.ids][:limit]
+            if len(kept) == limit or len(found) < depth:
+                with self._lock:
+                    shard = self._require(collection)
+                    records = self._call("read payloads", lambda: shard.retrieve([pid for pid, _ in kept], True,
+                                                                                  False))
+                payloads = {str(r.id): dict(r.payload or {}) for r in records}
+                return [(pid, score, payloads.get(pid, {})) for pid, score in kept]
+        found = self._query(collection, request(limit, selection.edge_filter(where), True))
+        return [(str(p.id), float(p.score), dict(p.payload or {})) for p in found]
 
     def has_lexical(self, collection: str) -> bool:
         return self._shard(collection) is not None  # every shard is created with the lexical vector
@@ -344,11 +361,10 @@ class EdgeStore:
         if limit <= 0 or not indices:
             return []
         qe = _edge()
-        request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(qe.SparseVector(indices=indices,
-                                                                                     values=values), using=LEXICAL),
-                                  filter=_filter(where), with_payload=True)
-        found = self._query(collection, request)
-        return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in found]
+        sparse = qe.Query.Nearest(qe.SparseVector(indices=indices, values=values), using=LEXICAL)
+        found = self._selected(collection, where, limit, lambda n, flt, payload: qe.QueryRequest(
+            limit=n, query=sparse, filter=flt, with_payload=payload))
+        return [Hit(id=pid, score=score, payload=payload) for pid, score, payload in found]
 
     def _pages(self, collection: str, *, with_payload: bool, with_vector: bool) -> Iterator[list[Any]]:
         qe = _edge()
@@ -508,45 +524,6 @@ def _metric_from(distance: str) -> Metric:
         if metric.value == name or (metric is Metric.EUCLID and name.startswith("euclid")):
             return metric
     raise StoreError(f"unknown distance {distance!r} in an embedded Qdrant shard")
-
-
-_BUILT: OrderedDict[Filter, Any] = OrderedDict()  # the last few filters, as qdrant-edge objects
-_BUILT_FILTERS = 8
-_building = threading.Lock()
-
-
-def _filter(where: Filter | None) -> Any:
-    """The qdrant-edge filter of ``where``. A filter's id selection is the same set object until the state changes
-    (indexer.state.columns): the last few are kept built (10,000 ids cost ~8 ms to convert, per side)."""
-    if where is None:
-        return None
-    with _building:
-        built = _BUILT.get(where)
-        if built is not None:
-            _BUILT.move_to_end(where)
-            return built
-    built = _build_filter(where)
-    with _building:
-        _BUILT[where] = built
-        while len(_BUILT) > _BUILT_FILTERS:
-            _BUILT.popitem(last=False)
-    return built
-
-
-def _build_filter(where: Filter) -> Any:
-    qe = _edge()
-    must: list[Any] = []
-    if where.path_prefix is not None:
-        prefix = where.path_prefix.rstrip("/") or "/"
-        must.append(qe.Filter(should=[qe.FieldCondition("path", match=qe.MatchValue(prefix)),
-                                      qe.FieldCondition("dirs", match=qe.MatchValue(prefix))]))
-    if where.file_types:
-        must.append(qe.FieldCondition("file_type", match=qe.MatchAny(list(where.file_types))))
-    if where.ids is not None:  # the exact selection of the filter's other clauses (indexer.state.fields)
-        must.append(qe.HasIdCondition(set(where.ids)))
-    # points written but not committed (a large file mid-write): never seen, filtered or not
-    must_not = [qe.HasIdCondition(set(where.hidden))] if where.hidden else []
-    return qe.Filter(must=must or None, must_not=must_not or None) if must or must_not else None
 
 
 def _bytes(kind: str, items: list[Any]) -> int:
