@@ -330,25 +330,22 @@ class EdgeStore:
                   request: Callable[[int, Any, bool], Any]) -> list[tuple[str, float, dict[str, Any]]]:
         """(id, score, payload) of the ``limit`` best points ``where`` allows; ``request(n, filter, payloads)`` is
         the query. A large id selection is checked after a search without payloads (plugins/qdrant/selection.py)."""
-        checked = None
-        if where is not None and where.ids is not None and len(where.ids) >= selection.CHECK_FROM:
+        def run(n: int, flt: Filter | None, payload: bool) -> selection.Found:
+            found = self._query(collection, request(n, selection.edge_filter(flt), payload))
+            return [(str(p.id), float(p.score), dict(p.payload or {}) if payload else None) for p in found]
+
+        def points() -> int:
             with self._lock:
                 shard = self._require(collection)
-                points = int(self._call("count points", lambda: shard.count(_edge().CountRequest(exact=False))))
-            checked = selection.checked_depth(where, limit, points)
-        if checked is not None and where is not None and where.ids is not None:
-            rest, depth = checked
-            found = self._query(collection, request(depth, selection.edge_filter(rest), False))
-            kept = [(str(p.id), float(p.score)) for p in found if str(p.id) in where.ids][:limit]
-            if len(kept) == limit or len(found) < depth:
-                with self._lock:
-                    shard = self._require(collection)
-                    records = self._call("read payloads", lambda: shard.retrieve([pid for pid, _ in kept], True,
-                                                                                  False))
-                payloads = {str(r.id): dict(r.payload or {}) for r in records}
-                return [(pid, score, payloads.get(pid, {})) for pid, score in kept]
-        found = self._query(collection, request(limit, selection.edge_filter(where), True))
-        return [(str(p.id), float(p.score), dict(p.payload or {})) for p in found]
+                return int(self._call("count points", lambda: shard.count(_edge().CountRequest(exact=False))))
+
+        def payloads(ids: list[str]) -> dict[str, dict[str, Any]]:
+            with self._lock:
+                shard = self._require(collection)
+                records = self._call("read payloads", lambda: shard.retrieve(ids, True, False))
+            return {str(r.id): dict(r.payload or {}) for r in records}
+
+        return selection.search(where, limit, points, run, payloads)
 
     def has_lexical(self, collection: str) -> bool:
         return self._shard(collection) is not None  # every shard is created with the lexical vector

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from indexer.plugin_api import Filter, StoreError
@@ -22,9 +23,30 @@ from indexer.plugin_api import Filter, StoreError
 CHECK_FROM = 2_000
 CHECK_SHARE = 0.4
 
-_BUILT: OrderedDict[Filter, Any] = OrderedDict()  # the last few filters, as qdrant-edge objects
-_BUILT_FILTERS = 8
-_building = threading.Lock()
+class Built:
+    """The last few filters, converted (a filter's id selection is the same set object until the state changes,
+    indexer.state.columns: converting 10,000 ids costs ~8 ms, per side of a search)."""
+
+    def __init__(self, convert: Callable[[Filter], Any], size: int = 8) -> None:
+        self._convert = convert
+        self._size = size
+        self._built: OrderedDict[Filter, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, where: Filter | None) -> Any:
+        if where is None:
+            return None
+        with self._lock:
+            built = self._built.get(where)
+            if built is not None:
+                self._built.move_to_end(where)
+                return built
+        built = self._convert(where)
+        with self._lock:
+            self._built[where] = built
+            while len(self._built) > self._size:
+                self._built.popitem(last=False)
+        return built
 
 
 def edge() -> Any:
@@ -35,24 +57,7 @@ def edge() -> Any:
     return qdrant_edge
 
 
-def edge_filter(where: Filter | None) -> Any:
-    """The qdrant-edge filter of ``where`` (None: everything), built once for the last few filters."""
-    if where is None:
-        return None
-    with _building:
-        built = _BUILT.get(where)
-        if built is not None:
-            _BUILT.move_to_end(where)
-            return built
-    built = _build(where)
-    with _building:
-        _BUILT[where] = built
-        while len(_BUILT) > _BUILT_FILTERS:
-            _BUILT.popitem(last=False)
-    return built
-
-
-def _build(where: Filter) -> Any:
+def _edge_filter(where: Filter) -> Any:
     qe = edge()
     must: list[Any] = []
     if where.path_prefix is not None:
@@ -68,6 +73,9 @@ def _build(where: Filter) -> Any:
     return qe.Filter(must=must or None, must_not=must_not or None) if must or must_not else None
 
 
+edge_filter = Built(_edge_filter)  # the qdrant-edge filter of a Filter (None: everything)
+
+
 def checked_depth(where: Filter | None, limit: int, points: int) -> tuple[Filter, int] | None:
     """(the filter without its ids, how deep to search) when ``where`` selects enough of the ``points`` for its
     ids to be checked after the search; None: search with them."""
@@ -78,3 +86,26 @@ def checked_depth(where: Filter | None, limit: int, points: int) -> tuple[Filter
         return None
     rest = Filter(where.path_prefix, where.file_types, None, where.hidden)
     return rest, max(2 * limit, int(limit * 1.5 / min(share, 1.0)))
+
+
+Found = list[tuple[str, float, dict[str, Any] | None]]  # (id, score, payload or None) best first
+
+
+def search(
+    where: Filter | None, limit: int, points: Callable[[], int], run: Callable[[int, Filter | None, bool], Found],
+    payloads: Callable[[list[str]], dict[str, dict[str, Any]]],
+) -> list[tuple[str, float, dict[str, Any]]]:
+    """The ``limit`` best points ``where`` allows, (id, score, payload): ``run(n, filter, with_payloads)`` searches,
+    ``payloads(ids)`` reads payloads by id, ``points()`` counts the collection (about). A large id selection is
+    checked after a search without payloads (:func:`checked_depth`), else ``where`` goes to the search whole."""
+    checked = None
+    if where is not None and where.ids is not None and len(where.ids) >= CHECK_FROM:
+        checked = checked_depth(where, limit, points())
+    if checked is not None and where is not None and where.ids is not None:
+        rest, depth = checked
+        found = run(depth, rest, False)
+        kept = [(pid, score) for pid, score, _ in found if pid in where.ids][:limit]
+        if len(kept) == limit or len(found) < depth:
+            read = payloads([pid for pid, _ in kept]) if kept else {}
+            return [(pid, score, read.get(pid, {})) for pid, score in kept]
+    return [(pid, score, payload or {}) for pid, score, payload in run(limit, where, True)]
