@@ -31,7 +31,7 @@ from indexer.search.lexical import known as lexical_known
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult, Selection, prepare, run_search
 from indexer.search.rerank import RerankBudget
 from indexer.settings import Settings
-from indexer.state.fields import clause_order, compile_where
+from indexer.state.fields import Where, clause_order, compile_where
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,12 @@ logger = logging.getLogger(__name__)
 # candidates (widening until enough match) instead of listing every matching id (bench/filters.py, docs/search.md).
 BROAD_SHARE = 0.05
 BROAD_MATCHES = 20_000
+
+
+# A collection whose chunks are held in memory (indexer.state.columns) counts a filter's matches exactly; up to this
+# many go to the store as the exact selection, whatever their share (bench/filters.py --served: cheaper than
+# checking 1.5x k / share candidates once the stores keep the set converted).
+LISTED_MATCHES = 20_000
 
 
 def broad(total: int, fraction: float) -> bool:
@@ -129,6 +135,9 @@ class CollectionReader(PartsView):
         where = compile_where(self.name, req.where, req.path_prefix, req.file_types, kinds)
         if not req.where:
             return Selection(None, None, fields.facets(self.name, where, req.facets) if req.facets else {})
+        counted = fields.count(self.name, where)
+        if counted is not None:  # the collection's chunks held in memory: the filter an exact mask, kept
+            return self._select_held(req, where, kinds, *counted)
         total, fraction, shares = fields.estimate_clauses(where)
         if shares:  # the most selective clause first: the matches are listed from it, the others checked on them
             clauses = tuple(req.where[i] for i in clause_order(shares))
@@ -143,6 +152,22 @@ class CollectionReader(PartsView):
         if not ids:
             note = self._emptied_by(req, kinds)
         return Selection(ids, len(ids), facets, note=note)
+
+    def _select_held(self, req: SearchRequest, where: Where, kinds: dict[str, str], total: int,
+                     matched: int) -> Selection:
+        """The filter counted exactly from the held columns (indexer.state.columns), its matches listed once per
+        state of the collection (the same set object: the stores keep the last few converted). Up to
+        LISTED_MATCHES of them go to the store, which searches among them only; more, when broad, check a
+        search's candidates (as :meth:`select` does in SQL)."""
+        fields = self.parts.state.fields
+        facets = fields.facets(self.name, where, req.facets) if req.facets else {}
+        if not matched:
+            return Selection(frozenset(), 0, facets, note=self._emptied_by(req, kinds))
+        ids = fields.matching(self.name, where)
+        if matched > LISTED_MATCHES and broad(total, matched / total):
+            return Selection(None, matched, facets, keep=lambda found: {i for i in found if i in ids},
+                             share=matched / total, listing=lambda: ids)
+        return Selection(ids, matched, facets)
 
     def _emptied_by(self, req: SearchRequest, kinds: dict[str, str]) -> str:
         """Which clause left no chunk: the first whose addition to the ones before it matches nothing."""

@@ -20,70 +20,19 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from indexer.errors import InputError, StateError
+from indexer.state.columns import MAX_CHUNKS, Columns
+from indexer.state.field_values import BUILTIN, chunk_values, field_rows
 from indexer.state.sql_functions import file_type, folder, month
 from indexer.types import Clause
 
-MAX_VALUE_CHARS = 512  # longer metadata values are kept (and matched) up to this many characters
 FACET_VALUES = 20  # values per facet, most frequent first
-BUILTIN = ("path", "type", "modified", "size")
 FACETABLE_BUILTIN = ("type", "folder", "modified")
 # Location values the readers record to place a hit (a table's rows, a mail's index, OCR languages): filterable by
 # name, but not offered by `indexer fields` nor in messages.
 INTERNAL = frozenset({"first_row_line", "row_numbers", "range", "message", "ocr", "block"})
-
-
-# -- writing ---------------------------------------------------------------------------------------------------
-def field_rows(point_id: str, values: Iterable[tuple[str, Any]]) -> list[tuple[str, str, str, str, float | None, str]]:
-    """(point_id, name, value, folded, num, kind) rows for one chunk's metadata and location values."""
-    rows: list[tuple[str, str, str, str, float | None, str]] = []
-    seen = set()
-    for name, value in values:
-        key = str(name).strip().lower()
-        if not key or key in seen or key in BUILTIN or value is None or isinstance(value, (dict, list, tuple)):
-            continue
-        seen.add(key)
-        text = str(value)[:MAX_VALUE_CHARS]
-        num, kind = typed(value)
-        rows.append((point_id, key, text, text.lower(), num, kind))
-    return rows
-
-
-def typed(value: Any) -> tuple[float | None, str]:
-    """(number, kind) of a metadata value: numbers as numbers, dates (ISO 8601 or e-mail) as epoch seconds."""
-    if isinstance(value, bool):
-        return None, "text"
-    if isinstance(value, (int, float)):
-        return float(value), "number"
-    text = str(value).strip()
-    if not text or len(text) > 64:
-        return None, "text"
-    try:
-        return float(text), "number"
-    except ValueError:
-        pass
-    moment = _date(text)
-    return (moment, "date") if moment is not None else (None, "text")
-
-
-def _date(text: str) -> float | None:
-    if text[:1].isdigit() and len(text) >= 10 and text[4:5] == "-":
-        try:
-            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
-    if "," in text or ":" in text:
-        try:
-            moment = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
-    return None
 
 
 # -- the SQL of a filter -----------------------------------------------------------------------------------------
@@ -102,6 +51,9 @@ class Where:
     probe_rest_args: tuple[Any, ...] = ()
     # each clause's probe condition alone, in the clauses' order (the estimate's share of each: clause_order)
     clause_probes: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    # every part (path prefix, types, each clause) in its listing form with its own arguments: ANDed, the filter
+    # (indexer.state.columns evaluates each once into a mask)
+    parts: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
 
 TEXT_ONLY_HINT = "= == != ^= ~ or in"
@@ -124,13 +76,15 @@ def compile_where(
     kinds = kinds or {}
     for c in clauses:
         _check_kind(c, kinds.get(c.field, "text"))
-    listing, largs, _ = _compile(collection, clauses, path_prefix, file_types, kinds, probe=False,
-                                 lead=selective_first)
-    probe, pargs, each = _compile(collection, clauses, path_prefix, file_types, kinds, probe=True)
+    listing, largs, _, pieces = _compile(collection, clauses, path_prefix, file_types, kinds, probe=False,
+                                         lead=selective_first)
+    if selective_first:  # each part on its own lists its matches (the masks of indexer.state.columns)
+        pieces = _compile(collection, clauses, path_prefix, file_types, kinds, probe=False)[3]
+    probe, pargs, each, _ = _compile(collection, clauses, path_prefix, file_types, kinds, probe=True)
     return Where(
         " AND ".join(["c.collection = ?", *listing]), (collection, *largs),
         " AND ".join(["c.collection = ?", *probe]), (collection, *pargs),
-        " AND ".join(probe) or "1", tuple(pargs), tuple(each),
+        " AND ".join(probe) or "1", tuple(pargs), tuple(each), tuple(pieces),
     )
 
 
@@ -173,15 +127,15 @@ def _compile(
     *,
     probe: bool,
     lead: bool = False,
-) -> tuple[list[str], list[Any], list[tuple[str, tuple[Any, ...]]]]:
-    parts: list[str] = []
-    args: list[Any] = []
+) -> tuple[list[str], list[Any], list[tuple[str, tuple[Any, ...]]], list[tuple[str, tuple[Any, ...]]]]:
+    """(the parts' SQL, their arguments, each clause's part with its own, every part with its own)."""
+    pieces: list[tuple[str, tuple[Any, ...]]] = []
     if path_prefix is not None:
-        parts.append(_under("c.path", args, path_prefix))
+        under: list[Any] = []
+        pieces.append((_under("c.path", under, path_prefix), tuple(under)))
     if file_types:
-        parts.append(f"idx_type(c.path, f.kind) IN ({','.join('?' * len(file_types))})")
-        args += list(file_types)
-    each: list[tuple[str, tuple[Any, ...]]] = []
+        pieces.append((f"idx_type(c.path, f.kind) IN ({','.join('?' * len(file_types))})", tuple(file_types)))
+    first = len(pieces)
     # Listing with ``lead``: the first metadata clause (not negated), the most selective (clause_order), lists its
     # chunks by its index, once; every other metadata clause is checked on each of them by primary key (cheaper
     # than listing its own matches too). Otherwise (or with no such clause) each metadata clause lists its own.
@@ -189,10 +143,8 @@ def _compile(
     for i, clause in enumerate(clauses):
         own: list[Any] = []
         sql = _clause(clause, own, kinds, collection, probe or (driver is not None and i != driver))
-        parts.append(f"NOT ({sql})" if clause.negate else f"({sql})")
-        each.append((parts[-1], tuple(own)))
-        args += own
-    return parts, args, each
+        pieces.append((f"NOT ({sql})" if clause.negate else f"({sql})", tuple(own)))
+    return [p for p, _ in pieces], [a for _, own in pieces for a in own], pieces[first:], pieces
 
 
 def _under(column: str, args: list[Any], folder: str) -> str:
@@ -313,6 +265,7 @@ class FieldIndex:
         self._mark: tuple[int, int] | None = None
         self._names: dict[str, frozenset[str]] = {}
         self._kinds: dict[tuple[str, str], str] = {}
+        self._columns: dict[str, Columns | None] = {}  # each collection's chunks as arrays, until the mark moves
 
     def _fresh(self) -> None:
         """Forget the kept names and kinds if the database changed since they were read (call under the lock)."""
@@ -321,6 +274,31 @@ class FieldIndex:
             self._mark = mark
             self._names.clear()
             self._kinds.clear()
+            self._columns.clear()
+
+    def _held(self, collection: str) -> Columns | None:
+        """The collection's chunks in memory at this state (:mod:`indexer.state.columns`; call under the lock), or
+        None when it has more than MAX_CHUNKS of them (its filters then run in SQL only)."""
+        self._fresh()
+        if collection not in self._columns:
+            size = self._db.execute("SELECT COUNT(*) FROM chunks WHERE collection=?", (collection,)).fetchone()[0]
+            self._columns[collection] = Columns(self._db, collection) if size <= MAX_CHUNKS else None
+        return self._columns[collection]
+
+    def count(self, collection: str, where: Where) -> tuple[int, int] | None:
+        """(the collection's chunks, how many the filter matches), exact, from the masks of the held columns; None
+        when the collection is not held (more than MAX_CHUNKS chunks: :meth:`estimate` then)."""
+        with self._lock:
+            columns = self._held(collection)
+            return None if columns is None else (columns.size, columns.count(where.parts))
+
+    def matching(self, collection: str, where: Where) -> frozenset[str]:
+        """The point ids the filter matches, from the held columns: the same set until the state changes."""
+        with self._lock:
+            columns = self._held(collection)
+            if columns is None:
+                return frozenset(self.select(where))
+            return columns.matching(where.parts)
 
     def names(self, collection: str) -> frozenset[str]:
         """The metadata field names the collection's chunks have."""
@@ -455,9 +433,22 @@ class FieldIndex:
             cached = self._facet_cache.get(key)
             if cached is not None and cached[0] == version:
                 return {k: list(v) for k, v in cached[1].items()}
+        kinds = self.kinds(collection, [n for n in names if n not in FACETABLE_BUILTIN])
+        with self._lock:
+            columns = self._held(collection)  # held: counts of value codes among the filter's mask
+            out = columns.facets(where.parts, names, kinds) if columns is not None else None
+        if out is None:
+            out = self._sql_facets(collection, where, names, kinds)
+        if unfiltered:
+            if len(self._facet_cache) > 64:
+                self._facet_cache.clear()
+            self._facet_cache[key] = (version, {k: list(v) for k, v in out.items()})
+        return out
+
+    def _sql_facets(self, collection: str, where: Where, names: Sequence[str], kinds: Mapping[str, str]
+                    ) -> dict[str, list[tuple[str, int]]]:
         out: dict[str, list[tuple[str, int]]] = {}
         base = f"FROM chunks c JOIN files f ON f.collection = c.collection AND f.path = c.path WHERE {where.sql}"
-        kinds = self.kinds(collection, [n for n in names if n not in FACETABLE_BUILTIN])
         builtin = [n for n in names if n in FACETABLE_BUILTIN]
         if builtin:  # each value is its file's: one pass counts the matches per file, the values come from those
             with self._lock:
@@ -484,12 +475,7 @@ class FieldIndex:
                 args = (collection, name, *where.args)
                 with self._lock:
                     out[name] = [(str(v), int(n)) for v, n in self._db.execute(sql, args)]
-        out = {name: out[name] for name in names}  # in the order asked
-        if unfiltered:
-            if len(self._facet_cache) > 64:
-                self._facet_cache.clear()
-            self._facet_cache[key] = (version, {k: list(v) for k, v in out.items()})
-        return out
+        return {name: out[name] for name in names}  # in the order asked
 
     def commonest(
         self, collection: str, names: Sequence[str], limit: int, chunks: int, sample: int = 5000
@@ -565,12 +551,3 @@ class FieldIndex:
 
 def _kind(n: int, numbers: int, dates: int) -> str:
     return "date" if dates * 2 > n else "number" if numbers * 2 > n else "text"
-
-
-def chunk_values(payload: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """A chunk's metadata and location values, the metadata's first (as ``--meta`` always looked them up)."""
-    meta = payload.get("metadata") or {}
-    location = payload.get("location") or {}
-    out = list(meta.items()) if isinstance(meta, Mapping) else []
-    out += list(location.items()) if isinstance(location, Mapping) else []
-    return out

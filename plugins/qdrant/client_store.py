@@ -47,6 +47,7 @@ from indexer.plugin_api import (
     prepare_vector,
     restore_folder,
 )
+from plugins.qdrant import selection
 from plugins.qdrant.edge import EdgeStore
 from plugins.qdrant.edge_build import BUILD_SUFFIX
 from plugins.qdrant.snapshots import server_restore, server_snapshot
@@ -395,17 +396,28 @@ class QdrantStore:
         if limit <= 0:
             return []
         query, metric = self._prepare(collection, vector, "query vector")
-        response = self._call(
-            "search",
-            lambda: self.client.query_points(
-                collection, query=query, limit=limit, query_filter=_filter(where), with_payload=True
-            ),
-        )
+        found = self._selected(collection, where, limit, lambda n, flt, payload: self.client.query_points(
+            collection, query=query, limit=n, query_filter=flt, with_payload=payload))
         negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
-        return [
-            Hit(id=str(p.id), score=-float(p.score) if negate else float(p.score), payload=dict(p.payload or {}))
-            for p in response.points
-        ]
+        return [Hit(id=pid, score=-score if negate else score, payload=payload) for pid, score, payload in found]
+
+    def _selected(self, collection: str, where: Filter | None, limit: int, query: Callable[[int, Any, bool], Any]
+                  ) -> list[tuple[str, float, dict[str, Any]]]:
+        """(id, score, payload) of the ``limit`` best points ``where`` allows; ``query(n, filter, payloads)`` runs
+        the search. A large id selection is checked after a search without payloads, not sent with every query
+        (plugins/qdrant/selection.py)."""
+        def run(n: int, flt: Filter | None, payload: bool) -> selection.Found:
+            points = self._call("search", lambda: query(n, _filter(flt), payload)).points
+            return [(str(p.id), float(p.score), dict(p.payload or {}) if payload else None) for p in points]
+
+        def count() -> int:
+            return int(self._call("count points", lambda: self.client.count(collection, exact=False)).count)
+
+        def payloads(ids: list[str]) -> dict[str, dict[str, Any]]:
+            records = self._call("read payloads", lambda: self.client.retrieve(collection, ids, with_payload=True))
+            return {str(r.id): dict(r.payload or {}) for r in records}
+
+        return selection.search(where, limit, count, run, payloads)
 
     # --- the lexical index (indexer.ports.LexicalSearch) ---------------------------------------------
     def lexical_version(self, collection: str) -> str | None:
@@ -436,18 +448,11 @@ class QdrantStore:
         indices, values = lexical.sparse_query(query, lexical.analyzer(version))
         if not indices:
             return []
-        response = self._call(
-            "search",
-            lambda: self.client.query_points(
-                collection,
-                query=qm.SparseVector(indices=indices, values=values),
-                using=lexical.sparse_name(version),
-                limit=limit,
-                query_filter=_filter(where),
-                with_payload=True,
-            ),
-        )
-        return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in response.points]
+        sparse = qm.SparseVector(indices=indices, values=values)
+        using = lexical.sparse_name(version)
+        found = self._selected(collection, where, limit, lambda n, flt, payload: self.client.query_points(
+            collection, query=sparse, using=using, limit=n, query_filter=flt, with_payload=payload))
+        return [Hit(id=pid, score=score, payload=payload) for pid, score, payload in found]
 
     def ensure_lexical(self, collection: str) -> bool:
         """Re-create a collection made without the lexical vector, or whose terms an older analyzer made, keeping
@@ -553,9 +558,7 @@ class QdrantStore:
             logger.warning("closing Qdrant client for %s: %s", self._where, exc)
 
 
-def _filter(where: Filter | None) -> qm.Filter | None:
-    if where is None:
-        return None
+def _client_filter(where: Filter) -> qm.Filter | None:
     must: list[Any] = []
     if where.path_prefix is not None:
         prefix = where.path_prefix.rstrip("/") or "/"
@@ -574,6 +577,9 @@ def _filter(where: Filter | None) -> qm.Filter | None:
     # points written but not committed (a large file mid-write): never seen, filtered or not
     must_not: list[Any] = [qm.HasIdCondition(has_id=sorted(where.hidden))] if where.hidden else []
     return qm.Filter(must=must or None, must_not=must_not or None) if must or must_not else None
+
+
+_filter = selection.Built(_client_filter)  # the last few filters converted (a large selection is ~10 ms)
 
 
 def _content(exc: UnexpectedResponse) -> str:

@@ -47,7 +47,7 @@ from indexer.plugin_api import (
     lexical,
     prepare_vector,
 )
-from plugins.qdrant import space
+from plugins.qdrant import selection, space
 from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, build_now, recover
 from plugins.qdrant.edge_copy import copy_points, local_pages
 
@@ -80,11 +80,7 @@ def hnsw_ef(limit: int) -> int:
 
 
 def _edge() -> Any:
-    try:
-        import qdrant_edge
-    except ImportError as exc:  # a dependency of the project: only a broken install lacks it
-        raise StoreError("qdrant-edge-py is not installed; reinstall indexer (`pip install llama-indexer`)") from exc
-    return qdrant_edge
+    return selection.edge()
 
 
 def _distance(metric: Metric) -> Any:
@@ -331,13 +327,32 @@ class EdgeStore:
         qe = _edge()
         dims, metric = self._shape(collection)
         query = prepare_vector(vector, dims, metric, "query vector", f"Qdrant collection {collection!r}")
-        request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(query.astype(np.float32).tolist()),
-                                  filter=_filter(where), with_payload=True,
-                                  params=_search_params(limit))
-        found = self._query(collection, request)
+        nearest = qe.Query.Nearest(query.astype(np.float32).tolist())
+        found = self._selected(collection, where, limit, lambda n, flt, payload: qe.QueryRequest(
+            limit=n, query=nearest, filter=flt, with_payload=payload, params=_search_params(n)))
         negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
-        return [Hit(id=str(p.id), score=-float(p.score) if negate else float(p.score), payload=dict(p.payload or {}))
-                for p in found]
+        return [Hit(id=pid, score=-score if negate else score, payload=payload) for pid, score, payload in found]
+
+    def _selected(self, collection: str, where: Filter | None, limit: int,
+                  request: Callable[[int, Any, bool], Any]) -> list[tuple[str, float, dict[str, Any]]]:
+        """(id, score, payload) of the ``limit`` best points ``where`` allows; ``request(n, filter, payloads)`` is
+        the query. A large id selection is checked after a search without payloads (plugins/qdrant/selection.py)."""
+        def run(n: int, flt: Filter | None, payload: bool) -> selection.Found:
+            found = self._query(collection, request(n, selection.edge_filter(flt), payload))
+            return [(str(p.id), float(p.score), dict(p.payload or {}) if payload else None) for p in found]
+
+        def points() -> int:
+            with self._lock:
+                shard = self._require(collection)
+                return int(self._call("count points", lambda: shard.count(_edge().CountRequest(exact=False))))
+
+        def payloads(ids: list[str]) -> dict[str, dict[str, Any]]:
+            with self._lock:
+                shard = self._require(collection)
+                records = self._call("read payloads", lambda: shard.retrieve(ids, True, False))
+            return {str(r.id): dict(r.payload or {}) for r in records}
+
+        return selection.search(where, limit, points, run, payloads)
 
     def lexical_version(self, collection: str) -> str | None:
         """The analyzer version of the shard's sparse vector (``bm25_v<version>``), None without a shard."""
@@ -401,12 +416,11 @@ class EdgeStore:
             indices, values = lexical.sparse_query(query, lexical.analyzer(version))
             if not indices:
                 return []
-            sparse = qe.SparseVector(indices=indices, values=values)
             using = lexical.sparse_name(version or lexical.LEXICAL_VERSION)
-            request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(sparse, using=using),
-                                      filter=_filter(where), with_payload=True)
-            found = self._query(collection, request)
-        return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in found]
+            sparse = qe.Query.Nearest(qe.SparseVector(indices=indices, values=values), using=using)
+            found = self._selected(collection, where, limit, lambda n, flt, payload: qe.QueryRequest(
+                limit=n, query=sparse, filter=flt, with_payload=payload))
+        return [Hit(id=pid, score=score, payload=payload) for pid, score, payload in found]
 
     def _pages(self, collection: str, *, with_payload: bool, with_vector: bool) -> Iterator[list[Any]]:
         qe = _edge()
@@ -550,24 +564,6 @@ def _metric_from(distance: str) -> Metric:
         if metric.value == name or (metric is Metric.EUCLID and name.startswith("euclid")):
             return metric
     raise StoreError(f"unknown distance {distance!r} in an embedded Qdrant shard")
-
-
-def _filter(where: Filter | None) -> Any:
-    if where is None:
-        return None
-    qe = _edge()
-    must: list[Any] = []
-    if where.path_prefix is not None:
-        prefix = where.path_prefix.rstrip("/") or "/"
-        must.append(qe.Filter(should=[qe.FieldCondition("path", match=qe.MatchValue(prefix)),
-                                      qe.FieldCondition("dirs", match=qe.MatchValue(prefix))]))
-    if where.file_types:
-        must.append(qe.FieldCondition("file_type", match=qe.MatchAny(list(where.file_types))))
-    if where.ids is not None:  # the exact selection of the filter's other clauses (indexer.state.fields)
-        must.append(qe.HasIdCondition(set(where.ids)))
-    # points written but not committed (a large file mid-write): never seen, filtered or not
-    must_not = [qe.HasIdCondition(set(where.hidden))] if where.hidden else []
-    return qe.Filter(must=must or None, must_not=must_not or None) if must or must_not else None
 
 
 def _bytes(kind: str, items: list[Any]) -> int:

@@ -1,14 +1,17 @@
-"""The broad-filter path above its threshold, on FAISS and embedded Qdrant.
+"""The broad-filter path above its threshold, on FAISS and embedded Qdrant, by each route a filter can take.
 
-A filter estimated to keep at least 5 % of the chunks (``broad`` in indexer/collection/reader.py) is not listed: the
-store searches without it and the state database checks the candidates (``FieldIndex.among``); when the first fetch
-holds too few matches, the search runs once among the listed matches. The estimate samples 500 chunks and starts at
-5,000 of them, so the collection here is a real indexed folder (Markdown with front matter, mails, CSVs) plus 6,000
-generated chunks written the way the indexer writes them (their state rows with metadata fields, their points with
-the payload the pipeline builds; vectors near the real model's embeddings of six topics). Each broad filter's hits,
-through the public search, are the narrow path's (the same filter listed: ``broad`` forced off) and the exact
-filtered ranking (an unfiltered search of every chunk, kept by the filter's definition), in dense, lexical and
-hybrid mode; a filter whose matches are far from the query makes the search list them (once, for both sides).
+A collection of at most MAX_CHUNKS chunks is held in memory (indexer/state/columns.py): a filter is counted exactly
+and, up to LISTED_MATCHES matches, the store searches among them; above that, a broad one checks the candidates
+against the held matches. A bigger collection is filtered in SQL: a filter estimated to keep at least 5 % of the
+chunks (``broad`` in indexer/collection/reader.py) is not listed: the store searches without it and the state
+database checks the candidates (``FieldIndex.among``); when the first fetch holds too few matches, the search runs
+once among the listed matches. The estimate samples 500 chunks and starts at 5,000 of them, so the collection here
+is a real indexed folder (Markdown with front matter, mails, CSVs) plus 6,000 generated chunks written the way the
+indexer writes them (their state rows with metadata fields, their points with the payload the pipeline builds;
+vectors near the real model's embeddings of six topics). Each broad filter's hits, through the public search, by
+each route, are the narrow path's (the same filter listed: ``broad`` forced off) and the exact filtered ranking (an
+unfiltered search of every chunk, kept by the filter's definition), in dense, lexical and hybrid mode; a filter
+whose matches are far from the query makes the search list them (once, for both sides).
 """
 
 from __future__ import annotations
@@ -131,6 +134,44 @@ def big(request, tmp_path_factory, embed_model_path) -> Iterator[tuple[Any, dict
             yield col, meta
 
 
+ROUTES = ("held", "held-checked", "sql")
+
+
+@pytest.fixture(params=ROUTES)
+def route(request, big, monkeypatch) -> Iterator[str]:
+    """How a filter runs: ``held``, the collection's chunks in memory (indexer.state.columns), the exact matches
+    given to the store (up to reader.LISTED_MATCHES); ``held-checked``, the same counts with the candidates checked
+    against the held matches (as above that many); ``sql``, a collection not held (over MAX_CHUNKS): the estimate,
+    the candidates checked by FieldIndex.among, the listing when too few match."""
+    from indexer.collection import reader
+    from indexer.state import fields
+
+    col, _ = big
+    if request.param == "held-checked":
+        monkeypatch.setattr(reader, "LISTED_MATCHES", 0)
+    if request.param == "sql":
+        monkeypatch.setattr(fields, "MAX_CHUNKS", -1)
+    col.parts.state.fields._columns.clear()  # the cap applies from the next read
+    yield request.param
+    col.parts.state.fields._columns.clear()
+
+
+@pytest.fixture
+def checked(monkeypatch) -> list[bool]:
+    """For each side of each search: whether it checked candidates (a broad filter's ``keep``)."""
+    from indexer.search import fusion
+
+    calls: list[bool] = []
+    real = fusion.kept
+
+    def spying(fetch, want, keep, *args, **kwargs):
+        calls.append(keep is not None)
+        return real(fetch, want, keep, *args, **kwargs)
+
+    monkeypatch.setattr(fusion, "kept", spying)
+    return calls
+
+
 @pytest.fixture
 def among_calls(monkeypatch) -> list[int]:
     """The number of candidates each broad-filter check was given (FieldIndex.among, the broad path's check)."""
@@ -189,7 +230,7 @@ def test_the_filters_are_estimated_broad_and_narrow_as_the_threshold_says(big) -
 
 
 @pytest.mark.parametrize("mode", ["dense", "lexical", "hybrid"])
-def test_a_broad_filter_ranks_as_the_narrow_path_and_an_exact_filtered_search(big, mode, among_calls,
+def test_a_broad_filter_ranks_as_the_narrow_path_and_an_exact_filtered_search(big, mode, route, among_calls, checked,
                                                                                monkeypatch) -> None:
     from indexer.state.fields import FieldIndex
 
@@ -201,23 +242,68 @@ def test_a_broad_filter_ranks_as_the_narrow_path_and_an_exact_filtered_search(bi
     for where, keep in BROAD:
         among_calls.clear()
         listings.clear()
+        checked.clear()
         got = _search(col, where, mode)
-        assert among_calls, f"{where}: not the broad path"  # candidates checked first, not the ids listed
-        assert len(among_calls) <= (2 if mode == "hybrid" else 1), (where, among_calls)  # never widened round on round
-        assert len(listings) <= 1, where  # listed at most once, for both sides
-        listed_after_check |= bool(listings)
-        assert got.matched is None and got.where == where and got.filter_note is None
+        matches = sum(map(keep, meta.values()))
+        if route == "sql":
+            assert among_calls, f"{where}: not the broad path"  # candidates checked first, not the ids listed
+            assert len(among_calls) <= (2 if mode == "hybrid" else 1), (where, among_calls)  # never widened
+            assert len(listings) <= 1, where  # listed at most once, for both sides
+            listed_after_check |= bool(listings)
+            assert got.matched is None
+        else:  # counted exactly in memory: no SQL per search
+            assert among_calls == [] and listings == [] and got.matched == matches, (where, got.matched)
+            assert checked and all(checked) == (route == "held-checked"), (where, checked)
+            listed_after_check |= route == "held-checked"
+        assert got.where == where and got.filter_note is None
         assert all(keep(meta[h.chunk_id]) for h in got.hits), where
         if mode != "lexical":  # thousands match: k of them come back (lexically, only those with a query word)
             assert len(got.hits) == 10, where
         among_calls.clear()
         listed = _narrow(col, where, mode, monkeypatch)
-        assert among_calls == [] and listed.matched == sum(map(keep, meta.values())), where
+        assert among_calls == [] and listed.matched == matches, where
         _same(got.hits, listed.hits, f"{mode} {where}: broad vs narrow")
         if mode != "hybrid":  # fusion normalises per candidate list: only the paths are compared there
             _same(got.hits, _exact(col, mode, lambda pid, keep=keep: keep(meta[pid])), f"{mode} {where}: exact")
-    if mode != "lexical":  # far matches (topic=bread for a query on Saturn): the first fetch holds none of them, so
-        assert listed_after_check  # the search runs once among the listed matches instead of widening
+    if mode != "lexical" and route != "held":  # far matches (topic=bread for a query on Saturn): the first fetch
+        assert listed_after_check  # holds none of them, so the search runs once among the listed matches
+
+
+def test_a_large_selection_checked_after_the_search_is_the_selection_searched(big, monkeypatch) -> None:
+    """Embedded Qdrant checks a selection of many ids after a search without payloads (plugins/qdrant/selection.py):
+    the same hits, scores and payloads as the search with the HasIdCondition, dense and lexical."""
+    from indexer.search import filters
+    from indexer.state.fields import compile_where
+    from indexer.types import Filter
+    from plugins.qdrant import selection
+
+    col, meta = big
+    if col.parts.store.name != "qdrant":
+        pytest.skip("embedded Qdrant's own route")
+    store, fields = col.parts.store, col.parts.state.fields
+    vector = col.parts.embedder.embed_batch([QUERY], col.parts.require_record().normalization)[0]
+    taken: list[bool] = []
+    real_depth = selection.checked_depth
+    monkeypatch.setattr(selection, "checked_depth", lambda *a: taken.append(bool(r := real_depth(*a))) or r)
+    for where in (("team=red",), ("not team=red",), ("n>=1000",)):
+        clauses = filters.parse(list(where))
+        ids = fields.matching(col.name, compile_where(col.name, clauses, kinds=fields.check(col.name, clauses)))
+        assert len(ids) >= selection.CHECK_FROM and len(ids) / store.count(col.name) >= selection.CHECK_SHARE
+        for side in ("dense", "lexical"):
+            def run(side=side, ids=ids):
+                f = Filter(ids=ids)
+                return (store.search(col.name, vector, 30, f) if side == "dense"
+                        else store.search_lexical(col.name, QUERY, 30, f))
+
+            taken.clear()
+            got = run()
+            assert taken == [True], (where, side)
+            with monkeypatch.context() as m:
+                m.setattr(selection, "CHECK_FROM", 10**9)
+                want = run()
+            assert [(h.id, round(h.score, 5), h.payload) for h in got] == [
+                (h.id, round(h.score, 5), h.payload) for h in want], (where, side)
+            assert len(got) == 30 and all(h.id in ids for h in got), (where, side)
 
 
 def test_a_narrow_filter_lists_its_matches(big, among_calls) -> None:
