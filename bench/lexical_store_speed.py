@@ -28,6 +28,9 @@ def _lines(path: Path) -> list[dict[str, str]]:
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     kind = sys.argv[1]
     root = Path(sys.argv[2] if len(sys.argv) > 2 else "../shared/eval/scifact-train")
     docs = _lines(root / "corpus.jsonl")

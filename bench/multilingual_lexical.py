@@ -189,6 +189,9 @@ def beir(root: Path) -> tuple[list[dict[str, str]], list[tuple[str, set[int]]]]:
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--langs", default=",".join(LANGS))
     ap.add_argument("--docs", type=int, default=600)

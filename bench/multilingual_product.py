@@ -34,6 +34,9 @@ def _sets(langs: list[str], docs: int) -> dict[str, list[dict[str, str]]]:
 
 
 def main() -> None:
+    from indexer.models.native import machine_line
+
+    print(machine_line(), flush=True)  # every figure names its CPU
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", type=Path, required=True)
     ap.add_argument("--langs", default="zh_CN,ja,ko-hand,th-hand,hi-hand,ar-hand")
