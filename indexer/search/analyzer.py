@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import regex
 
 from indexer.errors import ConfigError
+from indexer.search import languages
 from indexer.search.hanzi import SIMPLIFIED, TRADITIONAL
 
 Term = tuple[str, int, int]  # (term, start, end): the characters of the analyzed text it came from
@@ -76,7 +77,11 @@ class TermMaker(Protocol):
     @property
     def label(self) -> str: ...
 
-    def words(self, text: str) -> list[str]: ...
+    def words(self, text: str, language: str | None = None) -> list[str]: ...
+
+    def query_words(self, text: str, held: Iterable[str] | None = None) -> list[str]: ...
+
+    def language(self, text: str) -> str: ...
 
 
 @lru_cache(maxsize=4)
@@ -100,44 +105,109 @@ class Analyzer:
     stopwords: frozenset[str] = STOPWORDS
     stemmer: str | None = "english"  # a Snowball language of PyStemmer, or None: words unstemmed
     fold_han: bool = True  # Traditional -> Simplified
+    by_language: bool = False  # each text stemmed and stopped as its own language; queries expanded (version 3)
+    hangul_words: bool = False  # a Hangul word (eojeol) also gives itself without its particle (version 3)
 
     @property
     def label(self) -> str:
         """How status names it: ``name vversion``."""
         return f"{self.name} v{self.version}"
 
-    def terms(self, text: str) -> list[Term]:
-        """Every term of ``text`` in order (repeats kept: they are term frequencies) with its [start, end)."""
+    def language(self, text: str) -> str:
+        """The language ``text`` is stemmed as: its detected one (by_language), else this analyzer's stemmer's."""
+        return languages.detect(text) if self.by_language else ("en" if self.stemmer == "english" else "")
+
+    def terms(self, text: str, language: str | None = None) -> list[Term]:
+        """Every term of ``text`` in order (repeats kept: they are term frequencies) with its [start, end).
+        ``language`` (by_language only): the text's ISO 639-1 code, ``""`` for unknown, None to detect it."""
+        if not self.by_language:
+            return self._stemmed(text, self.stopwords, self.stemmer)
+        lang = languages.detect(text) if language is None else language
+        out, plain = self._cut(text, frozenset())
+        distinct = list(dict.fromkeys(t for (t, _, _), p in zip(out, plain, strict=True) if p))
+        if not distinct:
+            return out
+        made: dict[str, str | None] = {}  # word -> its term (None: a stopword, dropped)
+        for code, words in languages.by_stemmer(lang, distinct).items():
+            stop = self.stopwords if code in ("en", "") else languages.stopwords(code)
+            kept = [w for w in words if w not in stop]
+            made.update(dict.fromkeys(words))
+            if code:
+                made.update(zip(kept, stemmer(languages.stemmed()[code]).stemWords(kept), strict=True))
+            else:
+                made.update((w, w) for w in kept)
+        result: list[Term] = []
+        for (t, a, b), p in zip(out, plain, strict=True):
+            if not p:
+                result.append((t, a, b))
+            elif (m := made[t]) is not None:
+                result.append((m, a, b))
+        return result
+
+    def words(self, text: str, language: str | None = None) -> list[str]:
+        """The terms alone (what the stores index)."""
+        return [t for t, _, _ in self.terms(text, language)]
+
+    def query_words(self, text: str, held: Iterable[str] | None = None) -> list[str]:
+        """A query's distinct terms. By language: a query whose language is told with confidence
+        (:func:`languages.detect_query`) is stemmed and stopped as that language; otherwise (one or two words)
+        each word becomes its stems in every language stemmed here that writes its script (``held``: only those
+        languages), leaving out a language where the word is a stopword."""
+        if not self.by_language:
+            return list(dict.fromkeys(self.words(text)))
+        out, plain = self._cut(text, frozenset())
+        words = list(dict.fromkeys(t for (t, _, _), p in zip(out, plain) if p))
+        if not words:
+            return list(dict.fromkeys(t for t, _, _ in out))
+        told = languages.detect_query(text)
+        variants: dict[str, list[str]] = {}
+        for word in words:
+            found: list[str] = []
+            for code in languages.candidates(word, told, held):
+                if word not in (self.stopwords if code in ("en", "") else languages.stopwords(code)):
+                    found.append(stemmer(languages.stemmed()[code]).stemWord(word) if code else word)
+            variants[word] = found
+        made: list[str] = []
+        for (term, _, _), p in zip(out, plain):
+            made.extend(variants[term] if p else (term,))
+        return list(dict.fromkeys(made))
+
+    # -- runs --------------------------------------------------------------------------------------------------
+    def _stemmed(self, text: str, stop: frozenset[str], algo: str | None) -> list[Term]:
+        out, plain = self._cut(text, stop)
+        words = [t for (t, _, _), p in zip(out, plain) if p]
+        if algo is None or not words:
+            return out
+        distinct = list(dict.fromkeys(words))
+        stems = dict(zip(distinct, stemmer(algo).stemWords(distinct), strict=True))
+        return [(stems.get(t, t), a, b) for t, a, b in out]
+
+    def _cut(self, text: str, stop: frozenset[str]) -> tuple[list[Term], list[bool]]:
+        """(every unstemmed term with its span, whether each is a plain word: to be stemmed); plain words in
+        ``stop`` are left out."""
         out: list[Term] = []
-        words: list[str] = []  # the plain words (not whole identifiers, not bigrams), stemmed together below
-        stop = self.stopwords
+        plain: list[bool] = []  # the plain words (not whole identifiers, not bigrams), stemmed later
         for run in (_ASCII_WORD if text.isascii() else _RUN).finditer(text):
             start, end = run.span()
             kind = run.lastgroup
             if kind == "word":  # (inline: the hot loop) an identifier's whole form is not stemmed, unless the
-                for term, plain in _split_word(run.group()):  # same word also stands alone, as in version 1
-                    if plain:
-                        if term in stop:
-                            continue
-                        words.append(term)
+                for term, is_plain in _split_word(run.group()):  # same word also stands alone, as in version 1
+                    if is_plain and term in stop:
+                        continue
                     out.append((term, start, end))
-            elif kind == "cjk":
-                out.extend(_bigrams(self._cjk_units(run.group(), start)))
+                    plain.append(is_plain)
+                continue
+            if kind == "cjk":
+                units = self._cjk_units(run.group(), start)
+                if self.hangul_words and _HANGUL_SYLLABLE.match(run.group()):
+                    made = _hangul_terms(units)
+                else:
+                    made = list(_bigrams(units))
             else:
-                out.extend(_bigrams(_clusters(run.group(), start)))
-        stems = self._stems(words)
-        return [(stems.get(t, t), a, b) for t, a, b in out] if stems else out
-
-    def words(self, text: str) -> list[str]:
-        """The terms alone (what the stores index and query)."""
-        return [t for t, _, _ in self.terms(text)]
-
-    # -- runs --------------------------------------------------------------------------------------------------
-    def _stems(self, words: list[str]) -> dict[str, str]:
-        if self.stemmer is None:
-            return {}
-        distinct = list(dict.fromkeys(words))
-        return dict(zip(distinct, stemmer(self.stemmer).stemWords(distinct), strict=True))
+                made = list(_bigrams(_clusters(run.group(), start)))
+            out.extend(made)
+            plain.extend([False] * len(made))
+        return out, plain
 
     def _cjk_units(self, raw: str, start: int) -> list[Term]:
         """The characters of a CJK run, each NFKC-folded (and Han folded to Simplified), with its span."""
@@ -177,6 +247,35 @@ def _split_word(raw: str) -> tuple[tuple[str, bool], ...]:
     return tuple(out)
 
 
+# Korean particles (josa) and the commonest endings of 하다/되다 verbs, longest first: a Hangul word ending in one
+# (with at least two syllables before it) also gives the word without it, so 데이터베이스는 gives 데이터베이스.
+HANGUL_PARTICLES = tuple(sorted(
+    """에서부터 으로부터 로부터 에서는 에서도 에게서 에게는 으로써 으로서 으로는 까지는 부터는 이라는 이라고 에서 에게
+    한테 께서 으로 로써 로서 로는 부터 까지 마저 조차 처럼 보다 만큼 이나 이며 이고 라는 라고 하는 하고 하여 해서 한다
+    합니다 된다 되는 되어 됩니다 와 과 은 는 이 가 을 를 의 에 로 도 만 나 랑 한 된 할 해""".split(), key=len, reverse=True))  # noqa: SIM905
+HANGUL_COMPOUND = 5  # a stem this long also gives its bigrams (measured: 4 loses a man-page query, 5 and 6 tie)
+_HANGUL_SYLLABLE = regex.compile(r"^[\uac00-\ud7a3]+$")
+
+
+def _hangul_terms(units: list[Term]) -> list[Term]:
+    """A Hangul word's (eojeol's) terms: the word, the word without its particle when it ends in one (with at
+    least two syllables before it) and, when that stem has :data:`HANGUL_COMPOUND` syllables or more (likely a
+    compound, 데이터베이스서버), the stem's bigrams."""
+    word = "".join(u for u, _, _ in units)
+    stem = word
+    for particle in HANGUL_PARTICLES:
+        if word.endswith(particle) and len(word) - len(particle) >= 2:
+            stem = word[: len(word) - len(particle)]
+            break
+    n = len(stem)
+    out = [(word, units[0][1], units[-1][2])]
+    if n < len(word):
+        out.append((stem, units[0][1], units[n - 1][2]))
+    if n >= HANGUL_COMPOUND:
+        out.extend(_bigrams(units[:n]))
+    return out
+
+
 def _clusters(raw: str, start: int) -> list[Term]:
     """The grapheme clusters of a run (a Thai consonant with its marks), NFKC-folded, with their spans."""
     out: list[Term] = []
@@ -203,7 +302,13 @@ class WordsV1:
     version = "1"
     label = "python-words v1"
 
-    def words(self, text: str) -> list[str]:
+    def language(self, text: str) -> str:
+        return "en"
+
+    def query_words(self, text: str, held: Iterable[str] | None = None) -> list[str]:
+        return list(dict.fromkeys(self.words(text)))
+
+    def words(self, text: str, language: str | None = None) -> list[str]:
         out: list[str] = []
         plain: list[str] = []
         for word in self._words(text):

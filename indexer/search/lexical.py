@@ -31,9 +31,10 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 SPARSE_AVG_TERMS = 120.0  # Qdrant's sparse values use a fixed average document length (terms per chunk)
 
-ANALYZER = Analyzer("unicode-words+cjk-bigrams", "2")
+ANALYZER_V2 = Analyzer("unicode-words+cjk-bigrams", "2")  # English stems for every text; Hangul as bigrams
+ANALYZER = Analyzer("unicode-words+cjk-bigrams+stems-by-language", "3", by_language=True, hangul_words=True)
 LEXICAL_VERSION = ANALYZER.version  # bump (with a new analyzer) when the terms change: stores rebuild
-_ANALYZERS: dict[str, TermMaker] = {"1": WordsV1(), ANALYZER.version: ANALYZER}
+_ANALYZERS: dict[str, TermMaker] = {"1": WordsV1(), "2": ANALYZER_V2, ANALYZER.version: ANALYZER}
 
 
 def analyzer(version: str | None = None) -> TermMaker:
@@ -71,18 +72,28 @@ def terms(text: str, made_by: TermMaker = ANALYZER) -> list[str]:
 
 
 def query_terms(text: str, made_by: TermMaker = ANALYZER) -> list[str]:
-    """Distinct terms of a query, in first-seen order."""
-    return list(dict.fromkeys(made_by.words(text)))
+    """Distinct terms of a query, in first-seen order (from version 3: each word with its stems in every
+    language stemmed, :meth:`Analyzer.query_words`)."""
+    return made_by.query_words(text)
+
+
+def chunk_language(payload: Mapping[str, Any], made_by: TermMaker = ANALYZER) -> str:
+    """The language a chunk's terms are made in: the ``lang`` its payload records (indexing records it), else
+    detected from its text (a chunk written before the field existed)."""
+    lang = payload.get("lang")
+    return lang if isinstance(lang, str) else made_by.language(str(payload.get("text") or ""))
 
 
 def fields(payload: Mapping[str, Any], made_by: TermMaker = ANALYZER) -> tuple[list[str], list[str]]:
-    """(title terms, body terms) of a chunk from its payload: heading path and file name; text."""
+    """(title terms, body terms) of a chunk from its payload: heading path and file name; text. Both are made in
+    the chunk's language (:func:`chunk_language`)."""
     heading = payload.get("heading") or ()
     title_parts = [str(h) for h in heading] if isinstance(heading, (list, tuple)) else [str(heading)]
     path = payload.get("path")
     if isinstance(path, str) and path:
         title_parts.append(PurePath(path).stem)
-    return made_by.words(" ".join(title_parts)), made_by.words(str(payload.get("text") or ""))
+    lang = chunk_language(payload, made_by)
+    return made_by.words(" ".join(title_parts), lang), made_by.words(str(payload.get("text") or ""), lang)
 
 
 def term_index(term: str) -> int:
