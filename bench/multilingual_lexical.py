@@ -157,7 +157,7 @@ def evaluate(rows: list[dict[str, str]], terms: Terms, tokenizer: str,
     db = sqlite3.connect(":memory:")
     db.execute(f'CREATE VIRTUAL TABLE lexical USING fts5(title, body, tokenize="{tokenizer}")')
     t0 = time.perf_counter()
-    made = [(i, " ".join(terms(r["title"])), " ".join(terms(r["text"]))) for i, r in enumerate(rows)]
+    made = [(i, *(" ".join(t) for t in _fields(r, terms))) for i, r in enumerate(rows)]
     analyze_s = time.perf_counter() - t0
     db.executemany("INSERT INTO lexical(rowid, title, body) VALUES (?, ?, ?)", made)
     asked = queries if queries is not None else [(r["query"], {i}) for i, r in enumerate(rows)]
@@ -177,6 +177,16 @@ def evaluate(rows: list[dict[str, str]], terms: Terms, tokenizer: str,
     query_s.sort()
     return {"ndcg@10": sum(gains) / len(gains), "analyze_ms_per_doc": 1000 * analyze_s / len(rows),
             "query_ms_p50": 1000 * query_s[len(query_s) // 2], "queries": len(asked)}
+
+
+def _fields(row: dict[str, str], terms: Terms) -> tuple[list[str], list[str]]:
+    """(title terms, body terms) of a row; an analyzer that detects languages makes both in the text's (the
+    product does so: :func:`indexer.search.lexical.fields`)."""
+    made_by = getattr(terms, "__self__", None)
+    if getattr(made_by, "by_language", False):
+        lang = made_by.language(row["text"])  # type: ignore[union-attr]
+        return terms(row["title"], lang), terms(row["text"], lang)  # type: ignore[call-arg]
+    return terms(row["title"]), terms(row["text"])
 
 
 def beir(root: Path) -> tuple[list[dict[str, str]], list[tuple[str, set[int]]]]:

@@ -159,7 +159,7 @@ class Analyzer:
         words = list(dict.fromkeys(t for (t, _, _), p in zip(out, plain) if p))
         if not words:
             return list(dict.fromkeys(t for t, _, _ in out))
-        told = languages.detect_query(text)
+        told = languages.detect_query(text, held)
         variants: dict[str, list[str]] = {}
         for word in words:
             found: list[str] = []

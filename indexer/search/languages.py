@@ -62,18 +62,17 @@ def _model() -> Any:
 
 
 def detect(text: str) -> str:
-    """The ISO 639-1 code of ``text``'s language when it is one this analyzer stems, else :data:`UNKNOWN`."""
+    """The ISO 639-1 code of ``text``'s language (stemmed here or not), else :data:`UNKNOWN`."""
     sample = text[:SAMPLE_CHARS]
     if len(_LETTER.findall(sample)) < MIN_LETTERS:
         return UNKNOWN
     lang, confidence = _model().classify(sample)
-    return lang if confidence >= MIN_CONFIDENCE and lang in stemmed() else UNKNOWN
+    return str(lang) if confidence >= MIN_CONFIDENCE else UNKNOWN
 
 
 # The language a word is stemmed as when its chunk's language does not write its script (a Russian word in an
 # English chunk) or the chunk's language is unknown: the script's commonest language here.
 SCRIPT_DEFAULT = {"Latin": "en", "Cyrillic": "ru", "Greek": "el"}
-UNKNOWN_RULE = "script"  # "script": unknown -> SCRIPT_DEFAULT; "none": unknown -> unstemmed
 QUERY_MIN_LETTERS = 16
 QUERY_MIN_CONFIDENCE = 0.9
 _SCRIPTS = [(name, regex.compile(rf"\p{{{name}}}")) for name in SCRIPT_DEFAULT]
@@ -91,51 +90,62 @@ def script(word: str) -> str:
     return ""
 
 
+_CYRILLIC = frozenset("ru uk be bg mk sr kk ky mn tg".split())
+_NOT_LATIN = _CYRILLIC | frozenset("el zh ja ko th lo km my ar fa ur ps he yi hi mr ne bn pa gu or ta te kn ml si am ka hy".split())
+
+
 def writes(code: str) -> str:
-    """The script language ``code`` is written in (of those stemmed here)."""
-    return {"ru": "Cyrillic", "el": "Greek"}.get(code, "Latin")
+    """The script of language ``code`` among Latin, Cyrillic and Greek (``""``: another or unknown)."""
+    if not code:
+        return ""
+    return "Cyrillic" if code in _CYRILLIC else "Greek" if code == "el" else "" if code in _NOT_LATIN else "Latin"
 
 
 def by_stemmer(lang: str, words: list[str]) -> dict[str, list[str]]:
     """Words grouped by the language they are stemmed as (``""``: not stemmed): the chunk's language ``lang`` for
-    the words of its script, the script's default for the others (and for all when ``lang`` is unknown, under
-    the "script" rule)."""
+    the words of its script (unstemmed when it has no stemmer: Ukrainian), the script's default language for the
+    other words and for every word of a chunk of unknown language."""
     codes = stemmed()
     out: dict[str, list[str]] = {}
-    home = writes(lang) if lang in codes else None
+    home = writes(lang)
     for w in words:
         sc = script(w)
         if not sc:
             code = ""
         elif sc == home:
-            code = lang
-        elif home is None and UNKNOWN_RULE == "none":
-            code = ""
+            code = lang if lang in codes else ""
         else:
             code = SCRIPT_DEFAULT[sc] if SCRIPT_DEFAULT[sc] in codes else ""
         out.setdefault(code, []).append(w)
     return out
 
 
-def detect_query(text: str) -> str:
-    """A query's language when it is told with confidence (long enough, probability >= QUERY_MIN_CONFIDENCE),
-    else UNKNOWN."""
+def detect_query(text: str, held: Any = None) -> str:
+    """A query's language among the languages ``held`` (None: all) when it is told with confidence (enough
+    letters, probability >= QUERY_MIN_CONFIDENCE among them), else UNKNOWN."""
     if len(_LETTER.findall(text)) < QUERY_MIN_LETTERS:
         return UNKNOWN
-    lang, confidence = _model().classify(text)
-    return lang if confidence >= QUERY_MIN_CONFIDENCE and lang in stemmed() else UNKNOWN
+    ranked = [(lang, p) for lang, p in _model().rank(text) if held is None or lang in held]
+    total = sum(p for _, p in ranked)
+    if not ranked or total <= 0:
+        return UNKNOWN
+    return str(ranked[0][0]) if ranked[0][1] / total >= QUERY_MIN_CONFIDENCE else UNKNOWN
 
 
 def candidates(word: str, told: str, held: Any = None) -> list[str]:
-    """The languages a query word is stemmed in: the query's told language when it writes the word's script,
-    else every stemmed language that does (``held``: among those), plus ``""`` (as it is) under the "none" rule."""
+    """The languages a query word is stemmed in (``""``: as it is): the query's told language when it writes the
+    word's script, else each language ``held`` (None: each stemmed here) that writes it, and the script's
+    default language (the mixed and unknown chunks' words)."""
     sc = script(word)
     if not sc:
         return [""]
+    codes = stemmed()
     if told and writes(told) == sc:
-        return [told]
-    codes = [c for c in stemmed() if writes(c) == sc and (held is None or c in held)]
-    return ([""] if UNKNOWN_RULE == "none" else []) + codes
+        return [told if told in codes else ""]
+    pool = list(codes) if held is None else [c for c in held if writes(c) == sc]
+    found = [c if c in codes else "" for c in pool if writes(c) == sc]
+    default = SCRIPT_DEFAULT[sc] if SCRIPT_DEFAULT[sc] in codes else ""
+    return list(dict.fromkeys([*found, default]))
 
 
 @lru_cache(maxsize=64)
