@@ -32,6 +32,7 @@ import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -161,6 +162,10 @@ def evaluate(rows: list[dict[str, str]], terms: Terms, tokenizer: str,
     analyze_s = time.perf_counter() - t0
     db.executemany("INSERT INTO lexical(rowid, title, body) VALUES (?, ?, ?)", made)
     asked = queries if queries is not None else [(r["query"], {i}) for i, r in enumerate(rows)]
+    made_by = getattr(query_terms, "__self__", None)
+    if getattr(made_by, "by_language", False):  # told among the collection's languages, as the stores do
+        held = lexical.held(lexical.count_languages({"lang": made_by.language(r["text"])} for r in rows))  # type: ignore[union-attr]
+        query_terms = partial(made_by.query_words, held=held)  # type: ignore[union-attr]
     gains, query_s = [], []
     for text, relevant in asked:
         t1 = time.perf_counter()

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from indexer import ports
+from indexer.core.languages import detect as detect_language
 from indexer.core.normalization import Normalization, cache_tag
 from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
@@ -583,7 +584,7 @@ def _text_payload(prepared: _Prepared, chunk: Chunk, path: str, suffix: str) -> 
         "file_type": suffix or prepared.doc.kind,
         "kind": prepared.doc.kind,
         "chunk_index": chunk.index,
-        "text": chunk.text,
+        "text": chunk.text, "lang": detect_language(chunk.text),  # its stems (indexer.search.languages)
         "start_line": chunk.start_line,
         "end_line": chunk.end_line,
         "start_byte": chunk.start_byte,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
@@ -79,7 +79,7 @@ class TermMaker(Protocol):
 
     def words(self, text: str, language: str | None = None) -> list[str]: ...
 
-    def query_words(self, text: str, held: Iterable[str] | None = None) -> list[str]: ...
+    def query_words(self, text: str, held: Collection[str] | None = None) -> list[str]: ...
 
     def language(self, text: str) -> str: ...
 
@@ -148,11 +148,11 @@ class Analyzer:
         """The terms alone (what the stores index)."""
         return [t for t, _, _ in self.terms(text, language)]
 
-    def query_words(self, text: str, held: Iterable[str] | None = None) -> list[str]:
-        """A query's distinct terms. By language: a query whose language is told with confidence
-        (:func:`languages.detect_query`) is stemmed and stopped as that language; otherwise (one or two words)
-        each word becomes its stems in every language stemmed here that writes its script (``held``: only those
-        languages), leaving out a language where the word is a stopword."""
+    def query_words(self, text: str, held: Collection[str] | None = None) -> list[str]:
+        """A query's distinct terms (``held``: the languages of the collection's chunks, when known). By language: a query whose language is told with confidence
+        (:func:`languages.detect_query`) is stemmed and stopped as that language would be in a chunk; otherwise
+        (a word or two) each word becomes its stems in every way a chunk could have stemmed it
+        (:func:`languages.candidates`), leaving out a way where the word is that language's stopword."""
         if not self.by_language:
             return list(dict.fromkeys(self.words(text)))
         out, plain = self._cut(text, frozenset())
@@ -305,7 +305,7 @@ class WordsV1:
     def language(self, text: str) -> str:
         return "en"
 
-    def query_words(self, text: str, held: Iterable[str] | None = None) -> list[str]:
+    def query_words(self, text: str, held: Collection[str] | None = None) -> list[str]:
         return list(dict.fromkeys(self.words(text)))
 
     def words(self, text: str, language: str | None = None) -> list[str]:

@@ -1,86 +1,58 @@
-"""The language of a chunk, and that language's Snowball stemmer and stopwords (the analyzer's version 3).
+"""The Snowball stemmer and stopwords each word gets (the analyzer's version 3), by its chunk's language.
 
-**Detection** is py3langid's (langid.py's naive Bayes model over byte n-grams, 97 languages; BSD-3-Clause): pure
-Python and numpy with its model inside the wheel (4.4 MB), so nothing is fetched at first use. Chosen by
-measurement against lingua-language-detector (docs/search.md, "Languages"): on short chunks of the yardstick's
-European man pages both are right almost always, and py3langid installs in a tenth of the space. A text is
-detected from its first :data:`SAMPLE_CHARS` characters; one with fewer than :data:`MIN_LETTERS` letters of
-spaced scripts (a CJK or Thai chunk, a table of numbers), or whose best language scores under
-:data:`MIN_CONFIDENCE`, or whose language has no Snowball stemmer here, is *unknown* (``""``): its words are not
-stemmed (rather than stemmed as English) and the English stopwords are dropped from it, as every text's were before.
+A chunk's language is detected at indexing (:mod:`indexer.core.languages`, recorded in its payload as ``lang``).
+**Which stemmer a word gets** (:func:`by_stemmer`): a word of its chunk's script is stemmed and stopped as the
+chunk's language when that language has its own stemmer here (:data:`OWN`, PyStemmer's Snowball algorithms, with
+Snowball's stopword list: stopwords.json beside this module, as PostgreSQL ships them; BSD-3-Clause); any other
+Latin word is stemmed as English with the analyzer's English stopwords (version 2's terms), any other Cyrillic
+word as Russian (:data:`SCRIPT_DEFAULT`), except the words of a Cyrillic chunk whose language has no stemmer here
+(Ukrainian), left as they are, as before. Only the languages whose own stemmer measured better than English stems
+on the yardstick are in :data:`OWN`; French, Spanish, Portuguese and Italian measured worse with theirs
+(docs/search.md) and keep English stems, which fold their plurals (``budgets``/``budget``).
 
-**Stemmers**: PyStemmer's Snowball algorithms (:data:`SNOWBALL`: ISO 639-1 code -> algorithm). **Stopwords**:
-Snowball's own lists for the same languages (stopwords.json beside this module, as PostgreSQL ships them;
-BSD-3-Clause), except English, which keeps the analyzer's list (the terms of English text do not change).
+**A query's language** (:func:`detect_query`) is told only with confidence (enough letters, probability at least
+:data:`QUERY_MIN_CONFIDENCE`), and among the languages the collection holds when the store says which
+(``held``): such a query is stemmed as that language. Otherwise (a word or two) each word is expanded into its
+stems in every way a chunk of the collection could have stemmed it (:func:`candidates`).
 """
 
 from __future__ import annotations
 
 import json
-import threading
+from collections.abc import Collection
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import regex
 
-UNKNOWN = ""  # the language of a text that was not detected: no stemming
-SAMPLE_CHARS = 1000  # detection reads this many characters of a chunk (enough on every set measured)
-MIN_LETTERS = 12  # fewer letters of spaced scripts than this: unknown
-MIN_CONFIDENCE = 0.5  # py3langid's normalized probability below this: unknown
+from indexer.core.languages import LETTER, detect, model
 
-# ISO 639-1 -> PyStemmer's Snowball algorithm: the languages that are stemmed and stopped as themselves.
-SNOWBALL: dict[str, str] = {
-    "en": "english", "de": "german", "fr": "french", "es": "spanish", "it": "italian", "pt": "portuguese",
-    "nl": "dutch", "sv": "swedish", "da": "danish", "no": "norwegian", "nb": "norwegian", "fi": "finnish",
-    "hu": "hungarian", "ru": "russian", "tr": "turkish", "ro": "romanian", "ca": "catalan", "pl": "polish",
-    "cs": "czech", "lt": "lithuanian", "et": "estonian", "id": "indonesian", "ga": "irish", "el": "greek",
-    "eu": "basque",
-}  # fmt: skip
-_LETTER = regex.compile(r"[\p{Latin}\p{Cyrillic}\p{Greek}\p{Armenian}\p{Georgian}]")
-_lock = threading.Lock()
-_identifier: Any = None
+__all__ = ["by_stemmer", "candidates", "detect", "detect_query", "stemmed", "stopwords"]
+QUERY_MIN_LETTERS = 10  # a query with fewer letters is expanded rather than told
+QUERY_MIN_CONFIDENCE = 0.7  # measured on the yardstick: 0.7 and 0.9 tie, 0.5 loses Dutch queries
+
+# ISO 639-1 -> PyStemmer's Snowball algorithm: the languages stemmed and stopped as themselves (measured better
+# than English stems on the yardstick: German, Dutch, Swedish, Polish, Russian).
+OWN: dict[str, str] = {"de": "german", "nl": "dutch", "sv": "swedish", "pl": "polish", "ru": "russian"}
+# The language a word of a script is stemmed as outside a chunk of a language in OWN ("" : not stemmed).
+SCRIPT_DEFAULT = {"Latin": "en", "Cyrillic": "ru", "Greek": ""}
+_ALGORITHMS = {"en": "english", **OWN}
+_CYRILLIC = frozenset("ru uk be bg mk sr kk ky mn tg".split())
+_SCRIPTS = [(name, regex.compile(rf"\p{{{name}}}")) for name in SCRIPT_DEFAULT]
 
 
 @lru_cache(maxsize=1)
 def stemmed() -> dict[str, str]:
-    """The languages of :data:`SNOWBALL` whose algorithm this PyStemmer has (older ones lack a few)."""
+    """Code -> Snowball algorithm of English and the languages in :data:`OWN` this PyStemmer has."""
     import Stemmer
 
     have = set(Stemmer.algorithms())
-    return {code: algo for code, algo in SNOWBALL.items() if algo in have}
-
-
-def _model() -> Any:
-    global _identifier
-    with _lock:
-        if _identifier is None:
-            from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-            _identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-        return _identifier
-
-
-def detect(text: str) -> str:
-    """The ISO 639-1 code of ``text``'s language (stemmed here or not), else :data:`UNKNOWN`."""
-    sample = text[:SAMPLE_CHARS]
-    if len(_LETTER.findall(sample)) < MIN_LETTERS:
-        return UNKNOWN
-    lang, confidence = _model().classify(sample)
-    return str(lang) if confidence >= MIN_CONFIDENCE else UNKNOWN
-
-
-# The language a word is stemmed as when its chunk's language does not write its script (a Russian word in an
-# English chunk) or the chunk's language is unknown: the script's commonest language here.
-SCRIPT_DEFAULT = {"Latin": "en", "Cyrillic": "ru", "Greek": "el"}
-QUERY_MIN_LETTERS = 16
-QUERY_MIN_CONFIDENCE = 0.9
-_SCRIPTS = [(name, regex.compile(rf"\p{{{name}}}")) for name in SCRIPT_DEFAULT]
+    return {code: algo for code, algo in _ALGORITHMS.items() if algo in have}
 
 
 @lru_cache(maxsize=100_000)
 def script(word: str) -> str:
-    """The script of a word's first letter among those stemmed here (``""``: another one, or none)."""
+    """The script of a word's first letter among Latin, Cyrillic and Greek (``""``: another one, or none)."""
     for ch in word:
         if ch.isalpha():
             for name, pattern in _SCRIPTS:
@@ -90,62 +62,56 @@ def script(word: str) -> str:
     return ""
 
 
-_CYRILLIC = frozenset("ru uk be bg mk sr kk ky mn tg".split())
-_NOT_LATIN = _CYRILLIC | frozenset("el zh ja ko th lo km my ar fa ur ps he yi hi mr ne bn pa gu or ta te kn ml si am ka hy".split())
-
-
 def writes(code: str) -> str:
-    """The script of language ``code`` among Latin, Cyrillic and Greek (``""``: another or unknown)."""
-    if not code:
+    """The script of a language in :data:`OWN` (or English)."""
+    return "Cyrillic" if code in _CYRILLIC else "Latin"
+
+
+def stemmer_for(lang: str, word_script: str) -> str:
+    """The code a word of ``word_script`` in a chunk of language ``lang`` is stemmed as (``""``: not stemmed)."""
+    if not word_script:
         return ""
-    return "Cyrillic" if code in _CYRILLIC else "Greek" if code == "el" else "" if code in _NOT_LATIN else "Latin"
+    codes = stemmed()
+    if lang in codes and lang != "en" and writes(lang) == word_script:
+        return lang
+    if word_script == "Cyrillic" and lang in _CYRILLIC:
+        return ""  # a Cyrillic language without a stemmer here (Ukrainian): its words as they are
+    default = SCRIPT_DEFAULT[word_script]
+    return default if default in codes else ""
 
 
 def by_stemmer(lang: str, words: list[str]) -> dict[str, list[str]]:
-    """Words grouped by the language they are stemmed as (``""``: not stemmed): the chunk's language ``lang`` for
-    the words of its script (unstemmed when it has no stemmer: Ukrainian), the script's default language for the
-    other words and for every word of a chunk of unknown language."""
-    codes = stemmed()
+    """Words grouped by the code they are stemmed as (``""``: not stemmed) in a chunk of language ``lang``."""
     out: dict[str, list[str]] = {}
-    home = writes(lang)
     for w in words:
-        sc = script(w)
-        if not sc:
-            code = ""
-        elif sc == home:
-            code = lang if lang in codes else ""
-        else:
-            code = SCRIPT_DEFAULT[sc] if SCRIPT_DEFAULT[sc] in codes else ""
-        out.setdefault(code, []).append(w)
+        out.setdefault(stemmer_for(lang, script(w)), []).append(w)
     return out
 
 
-def detect_query(text: str, held: Any = None) -> str:
-    """A query's language among the languages ``held`` (None: all) when it is told with confidence (enough
-    letters, probability >= QUERY_MIN_CONFIDENCE among them), else UNKNOWN."""
-    if len(_LETTER.findall(text)) < QUERY_MIN_LETTERS:
-        return UNKNOWN
-    ranked = [(lang, p) for lang, p in _model().rank(text) if held is None or lang in held]
+def detect_query(text: str, held: Collection[str] | None = None) -> str:
+    """A query's language when it is told with confidence (enough letters, probability at least
+    :data:`QUERY_MIN_CONFIDENCE` among the languages ``held`` when given), else ``""``."""
+    if len(LETTER.findall(text)) < QUERY_MIN_LETTERS:
+        return ""
+    ranked = [(lang, p) for lang, p in model().rank(text) if held is None or lang in held]
     total = sum(p for _, p in ranked)
     if not ranked or total <= 0:
-        return UNKNOWN
-    return str(ranked[0][0]) if ranked[0][1] / total >= QUERY_MIN_CONFIDENCE else UNKNOWN
+        return ""
+    return str(ranked[0][0]) if ranked[0][1] / total >= QUERY_MIN_CONFIDENCE else ""
 
 
-def candidates(word: str, told: str, held: Any = None) -> list[str]:
-    """The languages a query word is stemmed in (``""``: as it is): the query's told language when it writes the
-    word's script, else each language ``held`` (None: each stemmed here) that writes it, and the script's
-    default language (the mixed and unknown chunks' words)."""
+def candidates(word: str, told: str, held: Collection[str] | None = None) -> list[str]:
+    """The codes a query word is stemmed as (``""``: as it is): as the told language would stem it; when the
+    language was not told, every way a chunk of a language ``held`` (None: of any language) could have stemmed a
+    word of its script."""
     sc = script(word)
     if not sc:
         return [""]
-    codes = stemmed()
-    if told and writes(told) == sc:
-        return [told if told in codes else ""]
-    pool = list(codes) if held is None else [c for c in held if writes(c) == sc]
-    found = [c if c in codes else "" for c in pool if writes(c) == sc]
-    default = SCRIPT_DEFAULT[sc] if SCRIPT_DEFAULT[sc] in codes else ""
-    return list(dict.fromkeys([*found, default]))
+    if told:
+        return [stemmer_for(told, sc)]
+    pool = [c for c in stemmed() if c != "en"] if held is None else list(held)
+    return list(dict.fromkeys([stemmer_for(lang, sc) for lang in ["", *pool]] +
+                              ([""] if sc == "Cyrillic" and held is None else [])))
 
 
 @lru_cache(maxsize=64)

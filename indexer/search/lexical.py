@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import PurePath
 from typing import Any
 
@@ -71,10 +71,34 @@ def terms(text: str, made_by: TermMaker = ANALYZER) -> list[str]:
     return made_by.words(text)
 
 
-def query_terms(text: str, made_by: TermMaker = ANALYZER) -> list[str]:
-    """Distinct terms of a query, in first-seen order (from version 3: each word with its stems in every
-    language stemmed, :meth:`Analyzer.query_words`)."""
-    return made_by.query_words(text)
+def query_terms(text: str, made_by: TermMaker = ANALYZER, held: Collection[str] | None = None) -> list[str]:
+    """Distinct terms of a query, in first-seen order (from version 3: stemmed as the query's language when it
+    can be told, else each word expanded into the stems it could have in the collection's languages ``held``:
+    :meth:`Analyzer.query_words`)."""
+    return made_by.query_words(text, held)
+
+
+HELD_SHARE = 0.02  # a language counts as the collection's when at least this share of its chunks is in it
+
+
+def count_languages(payloads: Iterable[Mapping[str, Any]], counts: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """``counts`` (language -> chunks) plus the ``lang`` of each payload that records one (a store keeps these
+    to tell :func:`held` a query; they are not lowered on delete: a superset of the collection's languages)."""
+    out = {str(k): int(v) for k, v in (counts or {}).items()}
+    for payload in payloads:
+        lang = payload.get("lang")
+        if isinstance(lang, str):
+            out[lang] = out.get(lang, 0) + 1
+    return out
+
+
+def held(counts: Mapping[str, int] | None) -> frozenset[str] | None:
+    """The languages a collection holds (at least :data:`HELD_SHARE` of its chunks), from a store's counts;
+    None when the store has none (its chunks were written before languages were recorded)."""
+    if not counts:
+        return None
+    total = sum(counts.values())
+    return frozenset(lang for lang, n in counts.items() if lang and n >= HELD_SHARE * total)
 
 
 def chunk_language(payload: Mapping[str, Any], made_by: TermMaker = ANALYZER) -> str:
@@ -117,8 +141,9 @@ def sparse_document(payload: Mapping[str, Any], made_by: TermMaker = ANALYZER) -
     return indices, [merged[i] for i in indices]
 
 
-def sparse_query(text: str, made_by: TermMaker = ANALYZER) -> tuple[list[int], list[float]]:
-    indices = sorted({term_index(t) for t in query_terms(text, made_by)})
+def sparse_query(text: str, made_by: TermMaker = ANALYZER, languages: Collection[str] | None = None
+                 ) -> tuple[list[int], list[float]]:
+    indices = sorted({term_index(t) for t in query_terms(text, made_by, languages)})
     return indices, [1.0] * len(indices)
 
 
@@ -133,9 +158,9 @@ def fts_fields(payload: Mapping[str, Any], version: str | None = None) -> tuple[
     return fts_text(title), fts_text(body)
 
 
-def fts_query(text: str, version: str | None = None) -> str | None:
+def fts_query(text: str, version: str | None = None, languages: Collection[str] | None = None) -> str | None:
     """An FTS5 MATCH expression: any of the query's terms, each quoted (no FTS5 syntax reaches SQLite)."""
-    words = query_terms(text, analyzer(version))
+    words = query_terms(text, analyzer(version), languages)
     if not words:
         return None
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)

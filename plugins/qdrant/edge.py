@@ -49,7 +49,7 @@ from indexer.plugin_api import (
 )
 from plugins.qdrant import selection, space
 from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, build_now, recover
-from plugins.qdrant.edge_copy import copy_points, local_pages
+from plugins.qdrant.edge_copy import copy_points, local_pages, note_languages, read_languages
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,9 @@ class EdgeStore:
 
     def _meta_file(self, collection: str) -> Path:
         return self.path / EDGE_DIR / f"{collection}.meta.json"
+
+    def _languages_file(self, collection: str) -> Path:  # chunks per language (edge_copy.note_languages)
+        return self.path / EDGE_DIR / f"{collection}.languages.json"
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
@@ -269,6 +272,8 @@ class EdgeStore:
         self._apply(collection, [(qe.UpdateOperation.upsert_points(structs[start : start + BATCH]),
                                   ("upsert", plain[start : start + BATCH]), len(structs[start : start + BATCH]))
                                  for start in range(0, len(structs), BATCH)])
+        with self._lock:  # the languages its queries are told among (lexical.held)
+            note_languages(self._languages_file(collection), [pl for _, _, pl in plain])
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:
@@ -393,10 +398,13 @@ class EdgeStore:
             space.check(self.path, 0, f"rebuild the lexical side of {collection!r}", space.CREATE_RESERVE)
             shard = self._create(collection, dims, {}, target)
             try:
-                moved = copy_points(shard, self._pages(collection, with_payload=True, with_vector=True), self._call)
+                langs: list[dict[str, str]] = []
+                moved = copy_points(shard, self._pages(collection, with_payload=True, with_vector=True), self._call,
+                                    langs)
             finally:
                 with contextlib.suppress(Exception):
                     shard.close()
+            note_languages(self._languages_file(collection), langs, fresh=True)
             if moved >= self.builder.threshold > 0:
                 try:
                     build_now(target)
@@ -413,7 +421,8 @@ class EdgeStore:
         qe = _edge()
         with self._lock:  # the shard's terms and the shard searched are one (a rebuild's swap is not between)
             version = self.lexical_version(collection)
-            indices, values = lexical.sparse_query(query, lexical.analyzer(version))
+            held = lexical.held(read_languages(self._languages_file(collection)))
+            indices, values = lexical.sparse_query(query, lexical.analyzer(version), held)
             if not indices:
                 return []
             using = lexical.sparse_name(version or lexical.LEXICAL_VERSION)
@@ -461,6 +470,7 @@ class EdgeStore:
             recover(self._dir(collection))  # and any build's copy, and a lexical rebuild's
             shutil.rmtree(self._dir(collection).with_name(collection + RELEX_SUFFIX), ignore_errors=True)
             self._meta_file(collection).unlink(missing_ok=True)
+            self._languages_file(collection).unlink(missing_ok=True)
             local = self.path / "collection" / collection
             if local.is_dir():  # a local-mode copy of it, kept since a migration
                 shutil.rmtree(local, ignore_errors=True)

@@ -5,16 +5,21 @@ analyzer (:mod:`indexer.search.lexical`), so nothing is re-embedded."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from indexer.plugin_api import lexical
 
 
-def copy_points(shard: Any, pages: Iterable[Sequence[Any]], call: Callable[[str, Callable[[], Any]], Any]) -> int:
+def copy_points(shard: Any, pages: Iterable[Sequence[Any]], call: Callable[[str, Callable[[], Any]], Any],
+                languages: list[dict[str, str]] | None = None) -> int:
     """Upsert every record of ``pages`` (records with ``id``, ``vector`` and ``payload``) into ``shard``, with the
-    current analyzer's sparse vector, then flush; returns how many."""
+    current analyzer's sparse vector, then flush; returns how many. A payload without its chunk's language gets
+    it (``lang``, detected once), listed in ``languages`` (``{"lang": ...}``) when given."""
     import qdrant_edge as qe
 
     name, moved = lexical.sparse_name(), 0
@@ -23,6 +28,9 @@ def copy_points(shard: Any, pages: Iterable[Sequence[Any]], call: Callable[[str,
         for r in page:
             dense: Any = r.vector.get("") if isinstance(r.vector, dict) else r.vector
             payload = dict(r.payload or {})
+            payload["lang"] = lang = lexical.chunk_language(payload)
+            if languages is not None:
+                languages.append({"lang": lang})
             indices, values = lexical.sparse_document(payload)
             vector: dict[str, Any] = {"": list(dense), name: qe.SparseVector(indices=indices, values=values)}
             batch.append(qe.Point(id=str(r.id), vector=vector, payload=payload))
@@ -31,6 +39,25 @@ def copy_points(shard: Any, pages: Iterable[Sequence[Any]], call: Callable[[str,
             moved += len(batch)
     call("flush", shard.flush)
     return moved
+
+
+def read_languages(path: Path) -> dict[str, int]:
+    """A collection's chunks per language (:func:`indexer.search.lexical.held`), as :func:`note_languages` keeps
+    them beside its shard; empty when none were recorded."""
+    try:
+        return {str(k): int(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def note_languages(path: Path, payloads: Sequence[Mapping[str, Any]], fresh: bool = False) -> None:
+    """Count the ``lang`` of ``payloads`` into the file (``fresh``: instead of what it held); not lowered on
+    delete, so a superset of the collection's languages."""
+    if any("lang" in p for p in payloads) or fresh:
+        counts = lexical.count_languages(payloads, None if fresh else read_languages(path))
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(counts, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
 
 
 def local_pages(client: Any, collection: str, limit: int) -> Iterator[list[Any]]:
