@@ -149,26 +149,27 @@ class Analyzer:
         return [t for t, _, _ in self.terms(text, language)]
 
     def query_words(self, text: str, held: Collection[str] | None = None) -> list[str]:
-        """A query's distinct terms (``held``: the languages of the collection's chunks, when known). By language: a query whose language is told with confidence
-        (:func:`languages.detect_query`) is stemmed and stopped as that language would be in a chunk; otherwise
-        (a word or two) each word becomes its stems in every way a chunk could have stemmed it
-        (:func:`languages.candidates`), leaving out a way where the word is that language's stopword."""
+        """A query's distinct terms (``held``: the languages of the collection's chunks, when the store knows).
+        By language: a query whose language is told with confidence (:func:`languages.detect_query`, among
+        ``held``) is stemmed and stopped as a chunk of that language is; otherwise (a word or two) each word
+        becomes its stems in every way a chunk of ``held`` could have stemmed it (:func:`languages.candidates`),
+        leaving out a way where the word is that language's stopword, and an English stopword altogether."""
         if not self.by_language:
             return list(dict.fromkeys(self.words(text)))
         out, plain = self._cut(text, frozenset())
-        words = list(dict.fromkeys(t for (t, _, _), p in zip(out, plain) if p))
+        words = list(dict.fromkeys(t for (t, _, _), p in zip(out, plain, strict=True) if p))
         if not words:
             return list(dict.fromkeys(t for t, _, _ in out))
         told = languages.detect_query(text, held)
         variants: dict[str, list[str]] = {}
         for word in words:
             found: list[str] = []
-            for code in languages.candidates(word, told, held):
+            for code in [] if not told and word in self.stopwords else languages.candidates(word, told, held):
                 if word not in (self.stopwords if code in ("en", "") else languages.stopwords(code)):
                     found.append(stemmer(languages.stemmed()[code]).stemWord(word) if code else word)
             variants[word] = found
         made: list[str] = []
-        for (term, _, _), p in zip(out, plain):
+        for (term, _, _), p in zip(out, plain, strict=True):
             made.extend(variants[term] if p else (term,))
         return list(dict.fromkeys(made))
 

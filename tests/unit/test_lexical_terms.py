@@ -30,7 +30,7 @@ def test_non_ascii_words_are_not_split_as_camel_case() -> None:
 
 def test_query_terms_are_distinct_and_fts_query_is_quoted() -> None:
     assert lexical.query_terms("fox fox FOX") == ["fox"]
-    assert lexical.fts_query('say "hi" OR NEAR(x') == '"say" OR "hi" OR "near" OR "x"'
+    assert lexical.fts_query('say "hi" OR NEAR(x', None, {"en"}) == '"say" OR "hi" OR "near" OR "x"'
     assert lexical.fts_query("the of and") is None
 
 
