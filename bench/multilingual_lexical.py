@@ -11,8 +11,9 @@ Ranking: SQLite FTS5 BM25 with the FAISS store's settings (k1 1.2, b 0.75, title
 over whole pages rather than chunks, so the figures compare analyzers, not the product's end-to-end quality.
 
 Analyzers: ``v1`` (indexer <= 0.4: Python ``re`` words, FTS5 ``unicode61``), ``v2`` and ``v3`` (the product's:
-:mod:`indexer.search.analyzer`; v3 detects each document's language and expands the query's words), ``icu`` (ICU word break with its dictionaries, icu4py, NFKC + casefold, the same
-stopwords and stemmer for Latin words: the dictionary reference), ``jieba`` (Chinese, search mode) and
+:mod:`indexer.search.analyzer`; v3 stems each document as its detected language and tells a query's language
+among the set's, as the stores do), ``icu`` (ICU word break with its dictionaries, icu4py, NFKC + casefold, the
+same stopwords and stemmer for Latin words: the dictionary reference), ``jieba`` (Chinese, search mode) and
 ``janome`` (Japanese) where installed. These are bench-only packages: ``pip install icu4py jieba janome``.
 
 Usage:

@@ -37,7 +37,7 @@ OWN: dict[str, str] = {"de": "german", "nl": "dutch", "sv": "swedish", "pl": "po
 # The language a word of a script is stemmed as outside a chunk of a language in OWN ("" : not stemmed).
 SCRIPT_DEFAULT = {"Latin": "en", "Cyrillic": "ru", "Greek": ""}
 _ALGORITHMS = {"en": "english", **OWN}
-_CYRILLIC = frozenset("ru uk be bg mk sr kk ky mn tg".split())
+_CYRILLIC = frozenset(["ru", "uk", "be", "bg", "mk", "sr", "kk", "ky", "mn", "tg"])
 _SCRIPTS = [(name, regex.compile(rf"\p{{{name}}}")) for name in SCRIPT_DEFAULT]
 
 
