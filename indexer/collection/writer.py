@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from indexer.collection import leftovers, reindex
+from indexer.collection import blind_spots, leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
@@ -108,6 +108,10 @@ class CollectionWriter(PartsView):
 
         report = self._sync_roots(attach, progress)
         report.notes.extend(notes)
+        _, blind = blind_spots.check(self.parts, self.name)  # the model's blind spots, said once per run
+        if blind:
+            report.notes.append(blind)
+            logger.warning("%s", blind)
         return report
 
     def sync(self, progress: Progress | None = None) -> IndexReport:
