@@ -108,7 +108,7 @@ class CollectionWriter(PartsView):
 
         report = self._sync_roots(attach, progress)
         report.notes.extend(notes)
-        _, blind = blind_spots.check(self.parts, self.name)  # the model's blind spots, said once per run
+        blind = blind_spots.say_once(self.parts, self.name)  # the model's blind spots, said once
         if blind:
             report.notes.append(blind)
             logger.warning("%s", blind)
@@ -209,6 +209,7 @@ class CollectionWriter(PartsView):
             ):
                 shutil.rmtree(path, ignore_errors=True)
             parts.state.drop_collection(self.name)
+            blind_spots.forget(parts, self.name)
             parts.repaired()
             parts.forget_made()
 

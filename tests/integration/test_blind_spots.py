@@ -54,6 +54,8 @@ def test_cjk_notes_with_the_english_model_are_said_once_and_gone_after_a_multili
         status = col.status()
         assert status["model_reads"]["share"] >= 0.9 and status["model_reads"]["note"] == said[0]
         assert len(_warnings(status_lines(status))) == 1
+        assert not [n for n in col.index([corpus]).notes if "barely reads" in n]  # said once
+        assert len(_warnings(status_lines(col.status()))) == 1  # status still says it
 
         multilingual = proof.convert("xlm_roberta_embed", tmp_path / "models", name="tiny-bge-m3")
         reindex.run(col, str(multilingual))
