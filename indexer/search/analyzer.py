@@ -137,7 +137,9 @@ class Analyzer:
         if not distinct:
             return out
         made: dict[str, str | None] = {}  # word -> its term (None: a stopword, dropped)
-        for code, words in languages.by_stemmer(lang, distinct).items():
+        groups = ({languages.stemmer_for(lang, "Latin"): distinct} if text.isascii()  # (the common case, fast)
+                  else languages.by_stemmer(lang, distinct))
+        for code, words in groups.items():
             stop = self.stopwords if code in ("en", "") else languages.stopwords(code)
             kept = [w for w in words if w not in stop]
             made.update(dict.fromkeys(words))

@@ -27,7 +27,7 @@ import regex
 
 from indexer.core.languages import LETTER, detect, model
 
-__all__ = ["by_stemmer", "candidates", "detect", "detect_query", "stemmed", "stopwords"]
+__all__ = ["by_stemmer", "candidates", "detect", "detect_query", "stemmed", "stemmer_for", "stopwords"]
 QUERY_MIN_LETTERS = 10  # a query with fewer letters is expanded rather than told
 QUERY_MIN_CONFIDENCE = 0.7  # measured on the yardstick: 0.7 and 0.9 tie, 0.5 loses Dutch queries
 
