@@ -1,11 +1,13 @@
 """The lexical side of search: one analyzer for every store, and the BM25 pieces stores need.
 
 Every store keeps its lexical index from the same terms, so a query matches the same words whatever the store:
-:class:`indexer.search.analyzer.Analyzer` makes them (Unicode words that keep combining marks, English
-stopwords and Snowball stems as before, identifiers whole and split, CJK and Thai/Lao/Khmer/Myanmar as
-overlapping bigrams; its docstring has the rules). :data:`ANALYZER` is the one new collections get; a collection
-records the version of the one that made its terms (:data:`LEXICAL_VERSION` when current), and a query against
-it is cut by that one (:func:`analyzer`) until ``indexer index`` rebuilds its lexical side (no re-embedding).
+:class:`indexer.search.analyzer.Analyzer` makes them (Unicode words that keep combining marks, stopped and
+Snowball-stemmed as their chunk's language (:func:`chunk_language`; version 3), identifiers whole and split, CJK
+and Thai/Lao/Khmer/Myanmar as overlapping bigrams, Hangul words with and without their particle; its docstring has
+the rules). :data:`ANALYZER` is the one new collections get; a collection records the version of the one that
+made its terms (:data:`LEXICAL_VERSION` when current), and a query against it is cut by that one
+(:func:`analyzer`) until ``indexer index`` rebuilds its lexical side (no re-embedding). A store that counts its
+chunks' languages (:func:`count_languages`) passes the ones it holds (:func:`held`) to the query side.
 
 A chunk's lexical document has two fields: ``title`` (its heading path and file name) and ``body`` (its text).
 FAISS indexes them in SQLite FTS5 (BM25 with per-field weights) as pre-made terms, one token each; Qdrant as a
