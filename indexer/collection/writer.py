@@ -18,6 +18,7 @@ from typing import Any
 
 from indexer.collection import leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
+from indexer.cluster.report import note as cluster_note
 from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
 from indexer.index.chunking import chunker_for
@@ -214,6 +215,7 @@ class CollectionWriter(PartsView):
         refill points the store lost, and drop unused cached vectors."""
         parts = self.parts
         report = IndexReport()
+        parts.join_cluster()
         with parts.writer_lock():
             pipeline = self._pipeline(parts.ensure_created(), progress)
             pipeline.recover()
@@ -226,6 +228,10 @@ class CollectionWriter(PartsView):
             parts.state.gc_vector_cache(pipeline.model_key)
             parts.repaired()
         parts.agreement_seen = None
+        cluster = parts.cluster_work()
+        if cluster is not None:
+            report.notes.append(cluster_note(cluster))
+            report.cluster = cluster
         return report
 
     def _mark_lost_points(self) -> list[str]:
