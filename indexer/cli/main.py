@@ -18,7 +18,15 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from indexer.cli.options import STATE, ClusterOpt, CollectionOpt, JsonOpt, VerboseOpt, add_verbose_everywhere, set_verbose
+from indexer.cli.options import (
+    STATE,
+    ClusterOpt,
+    CollectionOpt,
+    JsonOpt,
+    VerboseOpt,
+    add_verbose_everywhere,
+    set_verbose,
+)
 from indexer.cli.progress import BarProgress, progress_bars
 from indexer.codec import decode_result, request_json, result_json
 from indexer.collection.facade import Collection, list_collections, open_collection

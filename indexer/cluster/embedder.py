@@ -115,6 +115,16 @@ class ClusterEmbedder(LlamaEmbedder):
 
     address: str
     stats: ClusterStats
+    _weights_for: dict[int, Path]
+    _min_chars: int | None
+    _workers: list[_Worker]
+    _pool_lock: threading.Lock
+    _started: bool
+    _given_up: str | None
+    _refilled: float
+    _canary: np.ndarray | None
+    _spec: WeightsSpec | None
+    _weights_ref: Any
 
     @classmethod
     def around(cls, local: LlamaEmbedder, address: str, *, weights_for: dict[int, Path] | None = None,
@@ -128,14 +138,14 @@ class ClusterEmbedder(LlamaEmbedder):
         out.stats = ClusterStats()
         out._weights_for = dict(weights_for or {})
         out._min_chars = min_chars
-        out._workers: list[_Worker] = []
+        out._workers = []
         out._pool_lock = threading.Lock()
         out._started = False
-        out._given_up: str | None = None
+        out._given_up = None
         out._refilled = 0.0
-        out._canary: np.ndarray | None = None
-        out._spec: WeightsSpec | None = None
-        out._weights_ref: Any = None
+        out._canary = None
+        out._spec = None
+        out._weights_ref = None
         return out
 
     # -- the one changed member ----------------------------------------------------------------------------------
@@ -192,7 +202,7 @@ class ClusterEmbedder(LlamaEmbedder):
         nodes = [n for n in ray.nodes() if n.get("Alive") and n["NodeID"] not in have
                  and n.get("Resources", {}).get("CPU", 0) >= 1]
         remote = ray.remote(max_restarts=0, max_task_retries=0)(EmbedWorker)
-        started = []
+        started: list[tuple[Any, dict[str, Any]]] = []
         for n in nodes:
             cpus = int(n["Resources"]["CPU"])
             order = len(self._workers) + len(started)

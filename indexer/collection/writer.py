@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from indexer.cluster.report import note as cluster_note
 from indexer.collection import leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
-from indexer.cluster.report import note as cluster_note
 from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
 from indexer.index.chunking import chunker_for

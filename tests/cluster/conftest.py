@@ -15,7 +15,7 @@ import pytest
 os.environ["RAY_AUTH_MODE"] = "token"
 os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback stays loopback (indexer.cluster.connect)
-ray = pytest.importorskip("ray", reason="the cluster extra (pip install 'llama-indexer[cluster]'); make test installs it")
+ray = pytest.importorskip("ray", reason="the cluster extra: pip install 'llama-indexer[cluster]' (make test does)")
 
 NODE = {"num_cpus": 1, "object_store_memory": 96 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
 
