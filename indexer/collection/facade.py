@@ -178,7 +178,12 @@ def open_collection(name: str | None = None, settings: Settings | None = None, *
 
 
 def open_reader(name: str, settings: Settings) -> CollectionReader:
-    """A reader of collection ``name`` over parts of its own."""
+    """A reader of collection ``name`` over parts of its own; with the ``stateless`` setting, a search worker's
+    reader of the store alone (:mod:`indexer.collection.stateless`: no state database, nothing written)."""
+    if settings.stateless:
+        from indexer.collection.stateless import open_stateless_reader
+
+        return open_stateless_reader(name, settings)
     return CollectionReader(open_parts(name, settings))
 
 

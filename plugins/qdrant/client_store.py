@@ -47,7 +47,8 @@ from indexer.plugin_api import (
     prepare_vector,
     restore_folder,
 )
-from plugins.qdrant import selection
+from plugins.qdrant import clauses, selection
+from plugins.qdrant.client_fields import ClientFields
 from plugins.qdrant.edge import EdgeStore
 from plugins.qdrant.edge_build import BUILD_SUFFIX
 from plugins.qdrant.snapshots import server_restore, server_snapshot
@@ -84,7 +85,7 @@ def qdrant_distribution(settings: Settings) -> dict[str, int | None]:
     }
 
 
-class QdrantStore:
+class QdrantStore(ClientFields):
     """Qdrant behind the VectorStore port; exactly one of ``url`` (server) or ``path`` (embedded)."""
 
     name = "qdrant"
@@ -265,16 +266,9 @@ class QdrantStore:
         if self.url is None:
             return
         for field in INDEXED_FIELDS:
-            self._call(
-                "create a payload index",
-                partial(
-                    self.client.create_payload_index,
-                    collection,
-                    field,
-                    field_schema=qm.PayloadSchemaType.KEYWORD,
-                    wait=True,
-                ),
-            )
+            self._call("create a payload index", partial(self.client.create_payload_index, collection, field,
+                                                         field_schema=qm.PayloadSchemaType.KEYWORD, wait=True))
+        self.ensure_field_indexes(collection)  # the filter language's (plugins/qdrant/client_fields.py)
 
     def _create(self, collection: str, dimensions: int, metric: Metric, meta: Mapping[str, Any] | None) -> None:
         self.client.create_collection(
@@ -391,6 +385,9 @@ class QdrantStore:
                 "delete points",
                 partial(self.client.delete, collection, qm.PointIdsList(points=part), wait=True),
             )
+
+    def _store_filter(self, where: Filter | None) -> qm.Filter | None:
+        return _filter(where)
 
     def search(self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None) -> list[Hit]:
         if limit <= 0:
@@ -574,8 +571,12 @@ def _client_filter(where: Filter) -> qm.Filter | None:
         must.append(qm.FieldCondition(key="file_type", match=qm.MatchAny(any=list(where.file_types))))
     if where.ids is not None:  # the exact selection of the filter's other clauses (indexer.state.fields)
         must.append(qm.HasIdCondition(has_id=sorted(where.ids)))
+    if where.clauses:  # a stateless worker's clauses, on the payload the writer keeps (plugins/qdrant/clauses.py)
+        must.append(clauses.clauses_filter(where.clauses, dict(where.kinds)))
     # points written but not committed (a large file mid-write): never seen, filtered or not
     must_not: list[Any] = [qm.HasIdCondition(has_id=sorted(where.hidden))] if where.hidden else []
+    if where.committed:  # the same, by the payload's marker (a worker has no state to ask)
+        must_not.append(clauses.UNCOMMITTED)
     return qm.Filter(must=must or None, must_not=must_not or None) if must or must_not else None
 
 

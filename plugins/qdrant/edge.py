@@ -50,6 +50,7 @@ from indexer.plugin_api import (
 from plugins.qdrant import selection, space
 from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, build_now, recover
 from plugins.qdrant.edge_copy import copy_points, local_pages
+from plugins.qdrant.edge_fields import EdgeFields, field_indexes
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +91,11 @@ def _distance(metric: Metric) -> Any:
     ]
 
 
-class EdgeStore:
+class EdgeStore(EdgeFields):
     """The VectorStore port (and the lexical port) on qdrant-edge shards in ``path``."""
 
     name = "qdrant"
+    cold_indexes = COLD_INDEXES
 
     def __init__(self, path: Path, metric: Metric = Metric.COSINE) -> None:
         self.path = Path(path)
@@ -187,8 +189,10 @@ class EdgeStore:
         config = self._config(dimensions, self.metric)
         shard = self._call("create a shard", lambda: qe.EdgeShard.create(str(folder), config))
         schema = qe.KeywordIndexParams(memory=qe.Memory.Cold) if COLD_INDEXES else qe.PayloadSchemaType.Keyword
-        for field in INDEXED_FIELDS:
-            index = qe.UpdateOperation.create_field_index(field, schema)
+        indexes = [(field, schema) for field in INDEXED_FIELDS]
+        indexes += [(key, params) for key, _, params in field_indexes(qe, COLD_INDEXES)]  # the filter language's
+        for field, params in indexes:
+            index = qe.UpdateOperation.create_field_index(field, params)
             self._call("create a payload index", partial(shard.update, index))
         return shard
 
