@@ -76,7 +76,7 @@ def _path(c: Any) -> qm.Filter:
                                             _match(column, qm.MatchPrefix(prefix=v.path.rstrip("/") + "/"))]))
         else:  # == and !=
             conds.append(_match("filter.rp" if v.rel else "filter.p", qm.MatchValue(value=v.path)))
-    return qm.Filter(must_not=[_any(conds)]) if c.op == "!=" else _all(conds)
+    return qm.Filter(must_not=[_any(conds)]) if c.op == "!=" else _any(conds)
 
 
 # -- dates and numbers -------------------------------------------------------------------------------------------

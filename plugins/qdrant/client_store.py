@@ -166,7 +166,8 @@ class QdrantStore(ClientFields):
         opts.pop("url", None)
         if "path" not in opts:
             raise ConfigError("Qdrant store options need a 'url' (server) or a 'path' (embedded folder)")
-        return EdgeStore(Path(opts.pop("path")), metric=metric)  # embedded: Qdrant's own engine (qdrant-edge)
+        # embedded: Qdrant's own engine (qdrant-edge); a stateless search worker opens it read-only
+        return EdgeStore(Path(opts.pop("path")), metric=metric, read_only=settings.stateless)
 
     # --- snapshots (indexer.ports.StoreSnapshots): backup and restore ---------------------------
     @classmethod
