@@ -146,7 +146,7 @@ class PayloadScan(Protocol):
 @runtime_checkable
 class PayloadFields(Protocol):
     """A store that filters on payloads (Qdrant): the writer keeps in each point what the filter language needs
-    (:mod:`indexer.search.payload_fields`), and a stateless worker evaluates :class:`Filter`'s ``clauses`` there,
+    (:mod:`indexer.state.payload_fields`), and a stateless worker evaluates :class:`Filter`'s ``clauses`` there,
     with no state database (docs/deploy.md#stateless-workers). A store without it keeps the state route.
 
     Writing (the pipeline, under the writer lock): ``set_payloads`` merges each payload into its ids' payloads

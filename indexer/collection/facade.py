@@ -24,6 +24,7 @@ from indexer.collection.records import (
     single_process,
 )
 from indexer.collection.writer import CollectionWriter
+from indexer.errors import InputError
 from indexer.index.pipeline import IndexReport, Progress
 from indexer.ports import Source
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult
@@ -190,6 +191,8 @@ def open_reader(name: str, settings: Settings) -> CollectionReader:
 def open_writer(name: str, settings: Settings, beside: CollectionParts | None = None) -> CollectionWriter:
     """A writer of collection ``name``. Beside a reader's parts whose store admits one process at a time
     (embedded Qdrant) it is their second face; else it has parts of its own, and so its own embedding context."""
+    if settings.stateless:
+        raise InputError(f"a stateless search worker does not write collection {name!r}; index through the writer")
     if beside is not None and beside.single_process:
         return CollectionWriter(beside, owns_parts=False)
     return CollectionWriter(open_parts(name, settings))

@@ -4,7 +4,7 @@ no state database (setting ``stateless``; docs/deploy.md#stateless-workers).
 The collection's record is read from the store's collection meta (model, normalization, metric, dimensions,
 prompts, tokenizer), never from ``state.sqlite``, and nothing is written: no state database is created or
 migrated, no repair marker, no store write. Filters go to the store as clauses (:class:`indexer.types.Filter`'s
-``clauses``), evaluated on the payload keys the writer keeps for them (:mod:`indexer.search.payload_fields`,
+``clauses``), evaluated on the payload keys the writer keeps for them (:mod:`indexer.state.payload_fields`,
 ``plugins/qdrant/clauses.py``) with the same meaning as the state's evaluator; a clause with no exact Qdrant form is
 an InputError naming it. Points a writer has not committed are left out by their payload marker. Facets of
 ``type``, ``folder`` and ``modified`` come from Qdrant's facet API; a metadata facet is refused (it needs the
@@ -28,12 +28,12 @@ from indexer.engine import loader
 from indexer.engine.adapters import LlamaEmbedder, model_name
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, NotFoundError, StateError, StoreError
 from indexer.ports import PayloadFields, payload_fields
-from indexer.search.payload_fields import FACET_KEYS
 from indexer.search.query import SearchRequest, SearchResult, Selection
 from indexer.settings import Settings
 from indexer.state.database import CollectionRecord
 from indexer.state.field_values import BUILTIN
 from indexer.state.fields import FACET_VALUES, INTERNAL, check_kind, check_names, kind_of, wanted_fields
+from indexer.state.payload_fields import FACET_KEYS
 from indexer.types import Filter, Metric
 
 KINDS_SECONDS = 5.0  # a worker counts its fields' kinds at most this often (a writer's commits change them)
@@ -80,10 +80,22 @@ class StatelessParts(CollectionParts):
         raise StateError(f"a stateless search worker never repairs collection {self.name!r}; the writer does")
 
 
+_RECORDS: dict[str, CollectionRecord] = {}  # read once per store and collection (an embedded store admits one
+_RECORDS_LOCK = threading.Lock()  # opener at a time: the worker's reader holds it from then on)
+
+
 def stateless_record(settings: Settings, name: str) -> CollectionRecord:
     """The record of collection ``name`` as its store's meta says (the store: ``store``, ``store_options`` or
-    ``qdrant_url``); a NotFoundError when the store holds no such collection."""
+    ``qdrant_url``), read once per process; a NotFoundError when the store holds no such collection."""
     options = registry.new_store_options(settings, name)
+    mark = repr((settings.store, sorted(options.items()), name, settings.embed_model))
+    with _RECORDS_LOCK:
+        if mark not in _RECORDS:
+            _RECORDS[mark] = _read_record(settings, name, options)
+        return _RECORDS[mark]
+
+
+def _read_record(settings: Settings, name: str, options: dict[str, Any]) -> CollectionRecord:
     store = registry.open_store(settings.store, registry.absolute_options(options, settings.data_dir),
                                 Metric(settings.metric), settings)
     try:

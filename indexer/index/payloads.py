@@ -3,7 +3,7 @@
 :func:`point_payload` is what every store gets (path, root, type, text, lines, heading, metadata, ...);
 :func:`fingerprint` what of it beside the path, chunk index and text a point id covers. With a store that has the
 :class:`~indexer.ports.PayloadFields` port, :class:`PayloadKeeper` adds ``filter``, ``stat`` and the
-``uncommitted`` marker (:mod:`indexer.search.payload_fields`) and keeps them current: a touch, or a changed
+``uncommitted`` marker (:mod:`indexer.state.payload_fields`) and keeps them current: a touch, or a changed
 file's unchanged points (not re-written), get their new ``stat`` by ``set_payload`` before the state commits (a
 crash in between repeats it); the marker is removed after the commit (a crash in between: the next run's
 recovery removes every marker left). None of these keys is in the fingerprint: adding them re-writes no point.
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from indexer.ports import PayloadFields, VectorStore, payload_fields
-from indexer.search.payload_fields import FILTER, KEYS, STAT, UNCOMMITTED, filter_payload, stat_payload
 from indexer.state.field_values import chunk_values
+from indexer.state.payload_fields import FILTER, KEYS, STAT, UNCOMMITTED, filter_payload, stat_payload
 from indexer.types import Chunk, Document, SourceRef
 
 logger = logging.getLogger(__name__)

@@ -38,8 +38,9 @@ from indexer.ports import (
     StoreSnapshots,
     VectorStore,
 )
-from indexer.search import lexical, payload_fields
+from indexer.search import lexical
 from indexer.settings import Settings, load_settings
+from indexer.state import payload_fields
 from indexer.types import (
     BAD_NAME,
     ROOT_UNAVAILABLE,

@@ -3,7 +3,7 @@ stateless worker filters without the state database (docs/deploy.md#stateless-wo
 
 One translation, to qdrant-client's models (:func:`clauses_filter`); :func:`to_edge` carries the result to
 qdrant-edge's classes for the embedded store. It reads the payload keys the writer adds
-(:mod:`indexer.search.payload_fields`): the evaluator of the state (``indexer/state/fields.py``) and this one
+(:mod:`indexer.state.payload_fields`): the evaluator of the state (``indexer/state/fields.py``) and this one
 compare the same values the same way:
 
 ===========  =================================================================================================

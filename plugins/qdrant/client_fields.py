@@ -24,7 +24,7 @@ LACKING = qm.Filter(must=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key=paylo
 
 
 def field_schemas() -> list[tuple[str, Any]]:
-    """(payload key, index schema) of the keys the filter language reads (indexer.search.payload_fields). No
+    """(payload key, index schema) of the keys the filter language reads (indexer.state.payload_fields). No
     full-text index: ``MatchSubstring`` and ``MatchPrefix`` are exact without one (a text index would tokenize)."""
     out: list[tuple[str, Any]] = [(k, qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD))
                                   for k in payload_fields.KEYWORD_INDEXES]

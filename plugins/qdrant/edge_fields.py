@@ -23,7 +23,7 @@ PAGE = 512
 
 def field_indexes(qe: Any, cold: bool) -> list[tuple[str, str, Any]]:
     """(payload key, schema name, index schema) of the keys the filter language reads
-    (indexer.search.payload_fields)."""
+    (indexer.state.payload_fields)."""
     memory = qe.Memory.Cold if cold else None
     keyword = qe.KeywordIndexParams(memory=memory, prefix=True)
     integer = qe.IntegerIndexParams(lookup=True, range=True, memory=memory)

@@ -182,3 +182,38 @@ def test_a_touch_is_seen_by_modified_on_the_worker_without_re_embedding(folder, 
         assert res.matched == len(res.hits)
     finally:
         reader.close()
+
+
+def test_the_worker_serves_http_searches_and_refuses_what_needs_files(folder, written, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from indexer.server.app import create_app
+
+    settings, store = _worker(written, tmp_path)
+    settings = settings.model_copy(update={"collection": NAME})
+    before = _tree(store)
+    with TestClient(create_app(settings, watch=False), base_url="http://localhost") as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        body = {"collection": NAME, "query": "budget review", "k": 5, "mode": "hybrid", "rerank": False,
+                "where": ["path^=mail", {"field": "sender", "op": "=", "value": "ada"}], "facets": ["type"]}
+        res = client.post("/search", json=body)
+        assert res.status_code == 200, res.text
+        out = res.json()
+        assert out["hits"] and out["matched"] == len({h["chunk_id"] for h in out["hits"]}) or out["matched"] >= 1
+        assert all("/mail/" in h["path"] for h in out["hits"]) and out["facets"]["type"][0][0] == "eml"
+        bad = client.post("/search", json={**body, "where": ["subject~a?c"]})
+        assert bad.status_code == 400 and "subject~a?c" in bad.text and "no exact form" in bad.text
+        files = client.get("/files", params={"collection": NAME, "path": str(folder / "todo-0.txt")})
+        assert files.status_code == 404 and "no files" in files.text
+        assert client.get("/thumbnail", params={"collection": NAME, "path": str(folder / "x.png")}).status_code == 404
+        fields = client.get("/fields", params={"collection": NAME})
+        assert fields.status_code == 200 and any(f["field"] == "sender" for f in fields.json()["fields"])
+        over = client.get("/overview", params={"collection": NAME})
+        assert over.status_code == 200 and over.json()["chunks"] > 0
+        status = client.get("/status").json()
+        assert status["collections"][0]["stateless"] is True
+        sync = client.post("/sync", json={"collection": NAME})
+        assert sync.status_code in (400, 401, 403, 404, 405), sync.text
+    assert list(settings.data_dir.iterdir()) == []
+    assert _tree(store) == before

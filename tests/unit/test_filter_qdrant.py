@@ -14,7 +14,7 @@ from qdrant_client import models as qm
 
 from indexer.errors import InputError
 from indexer.search.filters import parse
-from indexer.search.payload_fields import filter_payload, key, stat_payload
+from indexer.state.payload_fields import filter_payload, key, stat_payload
 from plugins.qdrant.clauses import UNCOMMITTED, clause_filter, clauses_filter, to_edge
 
 qe = pytest.importorskip("qdrant_edge")
