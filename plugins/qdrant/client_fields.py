@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from qdrant_client import models as qm
 
-from indexer.plugin_api import Filter, canonical_id, payload_fields
+from indexer.plugin_api import ConfigError, Filter, canonical_id, payload_fields
 from plugins.qdrant import clauses
 
 if TYPE_CHECKING:
@@ -34,11 +34,28 @@ def field_schemas() -> list[tuple[str, Any]]:
     return out
 
 
+def read_consistency_of(value: str | int | None) -> int | qm.ReadConsistencyType | None:
+    """The ``qdrant_read_consistency`` setting as qdrant-client takes it: how many replicas of each shard a search
+    asks (``majority``, ``quorum``, ``all`` or a number; unset: Qdrant's default, one). A worker that must never see
+    an older replica's answer than another worker uses ``majority`` with a write consistency that overlaps it."""
+    if value is None or value == "":
+        return None
+    text = str(value).strip().lower()
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    try:
+        return qm.ReadConsistencyType(text)
+    except ValueError:
+        raise ConfigError(f"qdrant_read_consistency {value!r} is not majority, quorum, all or a number of replicas "
+                          "(at least 1)") from None
+
+
 class ClientFields:
     """PayloadFields over qdrant-client (mixed into QdrantStore, whose members these use)."""
 
     client: QdrantClient
     url: str | None
+    read_consistency: int | qm.ReadConsistencyType | None
     _call: Callable[..., Any]
     _store_filter: Callable[[Filter | None], Any]
 
@@ -90,5 +107,5 @@ class ClientFields:
     def facet(self, collection: str, key: str, where: Filter | None, limit: int) -> list[tuple[str, int]] | None:
         flt = self._store_filter(where)
         found = self._call("count facet values", partial(self.client.facet, collection, key, facet_filter=flt,
-                                                         limit=limit, exact=True))
+                                                         limit=limit, exact=True, consistency=self.read_consistency))
         return [(str(h.value), int(h.count)) for h in found.hits]

@@ -48,7 +48,7 @@ from indexer.plugin_api import (
     restore_folder,
 )
 from plugins.qdrant import clauses, selection
-from plugins.qdrant.client_fields import ClientFields
+from plugins.qdrant.client_fields import ClientFields, read_consistency_of
 from plugins.qdrant.edge import EdgeStore
 from plugins.qdrant.edge_build import BUILD_SUFFIX
 from plugins.qdrant.snapshots import server_restore, server_snapshot
@@ -101,6 +101,7 @@ class QdrantStore(ClientFields):
         shard_number: int | None = None,
         replication_factor: int | None = None,
         write_consistency_factor: int | None = None,
+        read_consistency: str | int | None = None,
     ) -> None:
         if (url is None) == (path is None):
             raise ConfigError("QdrantStore needs exactly one of url (a Qdrant server) or path (embedded)")
@@ -120,6 +121,7 @@ class QdrantStore(ClientFields):
             if v is not None
         }
         self.metric: Metric = Metric(metric)
+        self.read_consistency = read_consistency_of(read_consistency)  # searches and reads of a replicated cluster
         self.url = url
         self.path = Path(path) if path is not None else None
         self.retries = max(1, retries)
@@ -162,7 +164,8 @@ class QdrantStore(ClientFields):
         if opts.get("url"):
             url = str(opts.pop("url"))
             extra = {**qdrant_distribution(settings), **opts}
-            return cls(url=url, api_key=settings.qdrant_api_key, metric=metric, **extra)
+            return cls(url=url, api_key=settings.qdrant_api_key, metric=metric,
+                       read_consistency=settings.qdrant_read_consistency, **extra)
         opts.pop("url", None)
         if "path" not in opts:
             raise ConfigError("Qdrant store options need a 'url' (server) or a 'path' (embedded folder)")
@@ -395,7 +398,8 @@ class QdrantStore(ClientFields):
             return []
         query, metric = self._prepare(collection, vector, "query vector")
         found = self._selected(collection, where, limit, lambda n, flt, payload: self.client.query_points(
-            collection, query=query, limit=n, query_filter=flt, with_payload=payload))
+            collection, query=query, limit=n, query_filter=flt, with_payload=payload,
+            consistency=self.read_consistency))
         negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
         return [Hit(id=pid, score=-score if negate else score, payload=payload) for pid, score, payload in found]
 
@@ -412,7 +416,8 @@ class QdrantStore(ClientFields):
             return int(self._call("count points", lambda: self.client.count(collection, exact=False)).count)
 
         def payloads(ids: list[str]) -> dict[str, dict[str, Any]]:
-            records = self._call("read payloads", lambda: self.client.retrieve(collection, ids, with_payload=True))
+            records = self._call("read payloads", lambda: self.client.retrieve(
+                collection, ids, with_payload=True, consistency=self.read_consistency))
             return {str(r.id): dict(r.payload or {}) for r in records}
 
         return selection.search(where, limit, count, run, payloads)
@@ -449,7 +454,8 @@ class QdrantStore(ClientFields):
         sparse = qm.SparseVector(indices=indices, values=values)
         using = lexical.sparse_name(version)
         found = self._selected(collection, where, limit, lambda n, flt, payload: self.client.query_points(
-            collection, query=sparse, using=using, limit=n, query_filter=flt, with_payload=payload))
+            collection, query=sparse, using=using, limit=n, query_filter=flt, with_payload=payload,
+            consistency=self.read_consistency))
         return [Hit(id=pid, score=score, payload=payload) for pid, score, payload in found]
 
     def ensure_lexical(self, collection: str) -> bool:
