@@ -217,3 +217,20 @@ def test_the_worker_serves_http_searches_and_refuses_what_needs_files(folder, wr
         assert sync.status_code in (400, 401, 403, 404, 405), sync.text
     assert list(settings.data_dir.iterdir()) == []
     assert _tree(store) == before
+
+
+def test_a_reranked_search_on_the_worker_equals_the_writers(folder, written, tmp_path, reranker_model_path):
+    data, _ = written
+    asked = {"k": 5, "mode": "hybrid", "where": ["type in md,eml"], "rerank": True}
+    writer = Settings(data_dir=data, store="qdrant", rerank_model=str(reranker_model_path))
+    with indexer.open_collection(NAME, settings=writer) as col:
+        expected = col.search("how often to water tomatoes", **asked)
+    worker, _ = _worker(written, tmp_path)
+    reader = open_reader(NAME, worker.model_copy(update={"rerank_model": str(reranker_model_path)}))
+    try:
+        got = reader.search("how often to water tomatoes", **asked)
+    finally:
+        reader.close()
+    assert expected.reranked and got.reranked
+    assert [(h.chunk_id, round(h.rerank_score or 0, 4)) for h in got.hits] == [
+        (h.chunk_id, round(h.rerank_score or 0, 4)) for h in expected.hits]
