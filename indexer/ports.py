@@ -152,7 +152,9 @@ class PayloadFields(Protocol):
     Writing (the pipeline, under the writer lock): ``set_payloads`` merges each payload into its ids' payloads
     (a touch's ``stat``); ``unmark`` removes the ``uncommitted`` marker from ``ids`` once their file is committed
     (None: from every point, after a crash between commit and unmark); ``unfilled`` lists (id, payload) of points
-    written before these keys; ``ensure_field_indexes`` creates the payload indexes a collection lacks.
+    written before these keys; ``ensure_field_indexes`` creates the payload indexes a collection lacks (each
+    metadata field's too, as the writer meets it: a filter on an indexed key costs a search ~0.3 ms, unindexed
+    ~4 ms at 400 points).
     Reading (the worker): ``count_where`` counts the points a filter keeps (exact), ``facet`` counts values of a
     keyword-indexed payload key among them (None: the store has no facet call), ``filled`` whether every point
     has the keys (else a worker refuses clauses, naming ``indexer index``)."""
@@ -163,7 +165,10 @@ class PayloadFields(Protocol):
 
     def unfilled(self, collection: str) -> Iterator[list[tuple[str, dict[str, Any]]]]: ...
 
-    def ensure_field_indexes(self, collection: str) -> None: ...
+    def ensure_field_indexes(self, collection: str, extra: Mapping[str, str] | None = None) -> None:
+        """The payload indexes of :mod:`indexer.state.payload_fields` and the ``extra`` keys (key -> ``keyword`` or
+        ``float``: a metadata field's) the collection lacks; the ones it has are left as they are."""
+        ...
 
     def filled(self, collection: str) -> bool: ...
 

@@ -19,7 +19,15 @@ from typing import Any, Protocol
 
 from indexer.ports import PayloadFields, VectorStore, payload_fields
 from indexer.state.field_values import chunk_values
-from indexer.state.payload_fields import FILTER, KEYS, STAT, UNCOMMITTED, filter_payload, stat_payload
+from indexer.state.payload_fields import (
+    FILTER,
+    KEYS,
+    STAT,
+    UNCOMMITTED,
+    field_index_keys,
+    filter_payload,
+    stat_payload,
+)
 from indexer.types import Chunk, Document, SourceRef
 
 logger = logging.getLogger(__name__)
@@ -75,13 +83,17 @@ class PayloadKeeper:
     def __init__(self, store: VectorStore, collection: str) -> None:
         self.port: PayloadFields | None = payload_fields(store)
         self.collection = collection
+        self._names: set[str] = set()  # metadata fields met (their payload indexes ensured)
+        self._new: set[str] = set()  # met since the last ensure
 
     def add(self, payload: dict[str, object], prepared: Prepared, chunk: Chunk) -> dict[str, object]:
         """``payload`` with ``filter``, ``stat`` and the ``uncommitted`` marker (for a point about to be written)."""
         if self.port is None:
             return payload
         ref = prepared.ref
-        payload[FILTER] = filter_payload(ref.path, ref.root, (*chunk.metadata, *chunk.location))
+        fields = filter_payload(ref.path, ref.root, (*chunk.metadata, *chunk.location))
+        self._new.update(n for n in fields["names"] if n not in self._names)
+        payload[FILTER] = fields
         payload[STAT] = stat_payload(ref.mtime_ns, ref.size)
         payload[UNCOMMITTED] = True
         return payload
@@ -96,14 +108,24 @@ class PayloadKeeper:
             self.port.set_payloads(self.collection, updates)
 
     def committed(self, ids: Sequence[str]) -> None:
-        """The points of committed files: their marker removed (workers see them from now on)."""
+        """The points of committed files: their marker removed (workers see them from now on); the payload indexes
+        of metadata fields met for the first time made."""
         if self.port is not None and ids:
             self.port.unmark(self.collection, list(ids))
+        if self.port is not None and self._new:
+            self.port.ensure_field_indexes(self.collection, index_keys(self._new))
+            self._names |= self._new
+            self._new = set()
 
     def recover(self) -> None:
         """After an interrupted run's uncommitted points were deleted, every marker left is a committed point's."""
         if self.port is not None:
             self.port.unmark(self.collection, None)
+
+
+def index_keys(names: Iterable[str]) -> dict[str, str]:
+    """The payload indexes of metadata fields ``names`` (key -> schema)."""
+    return {k: schema for name in sorted(names) for k, schema in field_index_keys(name).items()}
 
 
 def backfill(store: VectorStore, collection: str, files: Any) -> int:
@@ -115,6 +137,7 @@ def backfill(store: VectorStore, collection: str, files: Any) -> int:
         return 0
     port.ensure_field_indexes(collection)
     filled = 0
+    names: set[str] = set()
     for page in port.unfilled(collection):
         records = files({str(p.get("path")) for _, p in page})
         updates = []
@@ -124,9 +147,11 @@ def backfill(store: VectorStore, collection: str, files: Any) -> int:
                 continue
             values = {FILTER: filter_payload(rec.path, rec.root, chunk_values(payload)),
                       STAT: stat_payload(rec.mtime_ns, rec.size)}
+            names.update(values[FILTER]["names"])
             updates.append(([pid], values))
         port.set_payloads(collection, updates)
         filled += len(updates)
+    port.ensure_field_indexes(collection, index_keys(names))
     if filled:
         logger.info("gave %d points of collection %r the payload keys filters read (no re-embedding)", filled,
                     collection)

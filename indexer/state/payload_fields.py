@@ -44,6 +44,15 @@ KEYWORD_INDEXES = ("filter.p", "filter.rp", "filter.folder", "filter.names", "fi
 INTEGER_INDEXES = ("stat.s", "stat.ns", "stat.size")
 BOOL_INDEXES = (UNCOMMITTED,)
 
+
+
+def field_index_keys(name: str) -> dict[str, str]:
+    """The payload indexes of metadata field ``name`` (key -> schema): its folded and reversed text (keyword: exact,
+    prefix), its number (float: ranges)."""
+    k = key(name)
+    return {f"filter.t.{k}": "keyword", f"filter.tr.{k}": "keyword", f"filter.n.{k}": "float"}
+
+
 # facets a store answers from its payload indexes: the facet's name -> the payload key
 FACET_KEYS = {"type": "file_type", "folder": "filter.folder", "modified": "stat.month"}
 

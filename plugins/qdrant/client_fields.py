@@ -88,12 +88,17 @@ class ClientFields:
             if offset is None:
                 return
 
-    def ensure_field_indexes(self, collection: str) -> None:
+    def ensure_field_indexes(self, collection: str, extra: Mapping[str, str] | None = None) -> None:
         if self.url is None:  # qdrant-client's local mode keeps no payload index
             return
-        for key, schema in field_schemas():
-            self._call("create a payload index", partial(self.client.create_payload_index, collection, key,
-                                                         field_schema=schema, wait=True))
+        info = self._call("read a collection", partial(self.client.get_collection, collection))
+        have = set(info.payload_schema or {})
+        kinds = {"keyword": qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD),
+                 "float": qm.FloatIndexParams(type=qm.FloatIndexType.FLOAT)}
+        for key, schema in [*field_schemas(), *((k, kinds[kind]) for k, kind in (extra or {}).items())]:
+            if key not in have:
+                self._call("create a payload index", partial(self.client.create_payload_index, collection, key,
+                                                             field_schema=schema, wait=True))
 
     def filled(self, collection: str) -> bool:
         found = self._call("count points", partial(self.client.count, collection, count_filter=LACKING, exact=True))

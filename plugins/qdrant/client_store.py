@@ -580,10 +580,10 @@ def _client_filter(where: Filter) -> qm.Filter | None:
         must.append(qm.HasIdCondition(has_id=sorted(where.ids)))
     if where.clauses:  # a stateless worker's clauses, on the payload the writer keeps (plugins/qdrant/clauses.py)
         must.append(clauses.clauses_filter(where.clauses, dict(where.kinds)))
+    if where.committed:  # points a writer has not committed (a large file mid-write): never seen by a worker
+        must.append(clauses.COMMITTED)
     # points written but not committed (a large file mid-write): never seen, filtered or not
     must_not: list[Any] = [qm.HasIdCondition(has_id=sorted(where.hidden))] if where.hidden else []
-    if where.committed:  # the same, by the payload's marker (a worker has no state to ask)
-        must_not.append(clauses.UNCOMMITTED)
     return qm.Filter(must=must or None, must_not=must_not or None) if must or must_not else None
 
 

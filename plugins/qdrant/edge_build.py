@@ -79,7 +79,7 @@ while (rounds := pickle.load(sys.stdin.buffer)) is not None:  # journal rounds, 
             continue
         if kind == "index":
             schemas = {"keyword": qe.KeywordIndexParams(prefix=True), "bool": qe.BoolIndexParams(),
-                       "integer": qe.IntegerIndexParams(lookup=True, range=True)}
+                       "integer": qe.IntegerIndexParams(lookup=True, range=True), "float": qe.FloatIndexParams()}
             for key, schema in items:
                 shard.update(qe.UpdateOperation.create_field_index(key, schemas[schema]))
             continue

@@ -33,6 +33,15 @@ def field_indexes(qe: Any, cold: bool) -> list[tuple[str, str, Any]]:
     return out
 
 
+def schema_of(qe: Any, kind: str, cold: bool) -> Any:
+    """The qdrant-edge index schema of a kind name (keyword, integer, float, bool)."""
+    memory = qe.Memory.Cold if cold else None
+    return {"keyword": lambda: qe.KeywordIndexParams(memory=memory, prefix=True),
+            "integer": lambda: qe.IntegerIndexParams(lookup=True, range=True, memory=memory),
+            "float": lambda: qe.FloatIndexParams(memory=memory),
+            "bool": lambda: qe.BoolIndexParams(memory=memory)}[kind]()
+
+
 class EdgeFields:
     """PayloadFields on qdrant-edge shards (mixed into EdgeStore, whose members these use)."""
 
@@ -80,11 +89,17 @@ class EdgeFields:
             if offset is None:
                 return
 
-    def ensure_field_indexes(self, collection: str) -> None:
+    def ensure_field_indexes(self, collection: str, extra: Mapping[str, str] | None = None) -> None:
         qe = selection.edge()
+        with self._lock:
+            shard = self._require(collection)
+            have = set(self._call("read the payload indexes", lambda: shard.info()).payload_schema)
+        wanted = [*field_indexes(qe, self.cold_indexes), *((k, kind, schema_of(qe, kind, self.cold_indexes))
+                                                            for k, kind in (extra or {}).items())]
         ops = [(qe.UpdateOperation.create_field_index(k, schema), ("index", [(k, name)]), 0)
-               for k, name, schema in field_indexes(qe, self.cold_indexes)]
-        self._apply(collection, ops)
+               for k, name, schema in wanted if k not in have]
+        if ops:
+            self._apply(collection, ops)
 
     def filled(self, collection: str) -> bool:
         qe = selection.edge()

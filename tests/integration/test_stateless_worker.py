@@ -221,7 +221,8 @@ def test_the_worker_serves_http_searches_and_refuses_what_needs_files(folder, wr
 
 def test_a_reranked_search_on_the_worker_equals_the_writers(folder, written, tmp_path, reranker_model_path):
     data, _ = written
-    asked = {"k": 5, "mode": "hybrid", "where": ["type in md,eml"], "rerank": True}
+    # a fixed number of candidates reranked (the time budget would let the load decide how many)
+    asked = {"k": 5, "mode": "hybrid", "where": ["type in md,eml"], "rerank": True, "rerank_candidates": 20}
     writer = Settings(data_dir=data, store="qdrant", rerank_model=str(reranker_model_path))
     with indexer.open_collection(NAME, settings=writer) as col:
         expected = col.search("how often to water tomatoes", **asked)
