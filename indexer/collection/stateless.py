@@ -33,7 +33,7 @@ from indexer.settings import Settings
 from indexer.state.database import CollectionRecord
 from indexer.state.field_values import BUILTIN
 from indexer.state.fields import FACET_VALUES, INTERNAL, check_kind, check_names, kind_of, wanted_fields
-from indexer.state.payload_fields import FACET_KEYS
+from indexer.state.payload_fields import DATE, FACET_KEYS, NUMBER
 from indexer.types import Filter, Metric
 
 KINDS_SECONDS = 5.0  # a worker counts its fields' kinds at most this often (a writer's commits change them)
@@ -163,8 +163,9 @@ class StatelessReader(CollectionReader):
         def counts(key: str) -> dict[str, int]:
             return dict(port.facet(self.name, key, committed, NAMES_LIMIT) or [])
 
-        names, numbers, dates = counts("filter.names"), counts("filter.numbers"), counts("filter.dates")
-        out = {n: (c, kind_of(c, numbers.get(n, 0), dates.get(n, 0))) for n, c in names.items()}
+        names = counts("filter.names")  # NAME, and #NAME / @NAME for its values that read as numbers / dates
+        out = {n: (c, kind_of(c, names.get(NUMBER + n, 0), names.get(DATE + n, 0)))
+               for n, c in names.items() if not n.startswith((NUMBER, DATE))}
         with self._lock:
             self._kinds = (time.monotonic(), out)  # type: ignore[assignment]
         return out

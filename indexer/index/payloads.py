@@ -20,8 +20,10 @@ from typing import Any, Protocol
 from indexer.ports import PayloadFields, VectorStore, payload_fields
 from indexer.state.field_values import chunk_values
 from indexer.state.payload_fields import (
+    DATE,
     FILTER,
     KEYS,
+    NUMBER,
     STAT,
     UNCOMMITTED,
     field_index_keys,
@@ -92,7 +94,8 @@ class PayloadKeeper:
             return payload
         ref = prepared.ref
         fields = filter_payload(ref.path, ref.root, (*chunk.metadata, *chunk.location))
-        self._new.update(n for n in fields["names"] if n not in self._names)
+        # the fields met: the store indexes the first MAX_FIELD_INDEXES of them (payload_fields.capped)
+        self._new.update(n for n in fields["names"] if n not in self._names and not n.startswith((NUMBER, DATE)))
         payload[FILTER] = fields
         payload[STAT] = stat_payload(ref.mtime_ns, ref.size)
         payload[UNCOMMITTED] = True
@@ -147,11 +150,11 @@ def backfill(store: VectorStore, collection: str, files: Any) -> int:
                 continue
             values = {FILTER: filter_payload(rec.path, rec.root, chunk_values(payload)),
                       STAT: stat_payload(rec.mtime_ns, rec.size)}
-            names.update(values[FILTER]["names"])
+            names.update(n for n in values[FILTER]["names"] if not n.startswith((NUMBER, DATE)))
             updates.append(([pid], values))
         port.set_payloads(collection, updates)
         filled += len(updates)
-    port.ensure_field_indexes(collection, index_keys(names))
+    port.ensure_field_indexes(collection, index_keys(sorted(names)))
     if filled:
         logger.info("gave %d points of collection %r the payload keys filters read (no re-embedding)", filled,
                     collection)

@@ -95,7 +95,8 @@ class ClientFields:
         have = set(info.payload_schema or {})
         kinds = {"keyword": qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD),
                  "float": qm.FloatIndexParams(type=qm.FloatIndexType.FLOAT)}
-        for key, schema in [*field_schemas(), *((k, kinds[kind]) for k, kind in (extra or {}).items())]:
+        more = payload_fields.capped(dict(extra or {}), have)
+        for key, schema in [*field_schemas(), *((k, kinds[kind]) for k, kind in more.items())]:
             if key not in have:
                 self._call("create a payload index", partial(self.client.create_payload_index, collection, key,
                                                              field_schema=schema, wait=True))

@@ -493,7 +493,8 @@ class EdgeStore(EdgeFields):
                 if not self.read_only:
                     shard.flush()
                 shard.close()
-                if not self.read_only and any(self._dir(name).glob("segments/*/payload_index/*/tracker_journal.dat")):
+                if (not self.read_only and space.free_bytes(self.path) > space.CREATE_RESERVE  # never on a full disk
+                        and any(self._dir(name).glob("segments/*/payload_index/*/tracker_journal.dat"))):
                     _load(self._dir(name), self._call, warm=False).close()  # folds the journals a reader would
             except Exception as exc:  # closing must not mask the caller's own error
                 logger.warning("closing an embedded Qdrant shard in %s: %s", self.path, exc)

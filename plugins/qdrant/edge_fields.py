@@ -94,8 +94,9 @@ class EdgeFields:
         with self._lock:
             shard = self._require(collection)
             have = set(self._call("read the payload indexes", lambda: shard.info()).payload_schema)
+        more = payload_fields.capped(dict(extra or {}), have)
         wanted = [*field_indexes(qe, self.cold_indexes), *((k, kind, schema_of(qe, kind, self.cold_indexes))
-                                                            for k, kind in (extra or {}).items())]
+                                                            for k, kind in more.items())]
         ops = [(qe.UpdateOperation.create_field_index(k, schema), ("index", [(k, name)]), 0)
                for k, name, schema in wanted if k not in have]
         if ops:
