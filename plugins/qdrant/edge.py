@@ -295,8 +295,7 @@ class EdgeStore(EdgeFields):
         between them); each is journaled for a build in progress; then start a build if one is due. Each update
         first checks the disk's free space (:mod:`plugins.qdrant.space`)."""
         if self.read_only:
-            raise StoreError(f"the embedded Qdrant store {self.path} is open read-only (a stateless search worker); "
-                             "the writer writes it")
+            raise StoreError(f"the embedded Qdrant store {self.path} is open read-only (a stateless search worker)")
         with self._writes, self._lock:
             shard = self._require(collection)
             for op, (kind, items), points in operations:
@@ -493,8 +492,8 @@ class EdgeStore(EdgeFields):
                 if not self.read_only:
                     shard.flush()
                 shard.close()
-                if (not self.read_only and space.free_bytes(self.path) > space.CREATE_RESERVE  # never on a full disk
-                        and any(self._dir(name).glob("segments/*/payload_index/*/tracker_journal.dat"))):
+                if not self.read_only and space.free_bytes(self.path) > space.CREATE_RESERVE and any(  # a full disk:
+                        self._dir(name).glob("segments/*/payload_index/*/tracker_journal.dat")):  # never
                     _load(self._dir(name), self._call, warm=False).close()  # folds the journals a reader would
             except Exception as exc:  # closing must not mask the caller's own error
                 logger.warning("closing an embedded Qdrant shard in %s: %s", self.path, exc)
