@@ -188,12 +188,18 @@ class StatelessReader(CollectionReader):
             check_kind(c, "text" if c.field in BUILTIN else kinds.get(c.field, "text"))
         pairs = tuple(sorted(kinds.items()))
         where = Filter(req.path_prefix, req.file_types, clauses=tuple(req.where), kinds=pairs, committed=True)
-        facets = {n: port.facet(self.name, FACET_KEYS[n], where, FACET_VALUES) or [] for n in req.facets}
+        facets = {n: self._facet(port, FACET_KEYS[n], where) for n in req.facets}
         if not req.where:
             return Selection(None, None, facets, clauses=(), kinds=pairs)
         matched = port.count_where(self.name, where)
         note = self._emptied(req, pairs) if not matched else None
         return Selection(None, matched, facets, note=note, clauses=tuple(req.where), kinds=pairs)
+
+    def _facet(self, port: PayloadFields, key: str, where: Filter) -> list[tuple[str, int]]:
+        """The state's facet: the FACET_VALUES values with most chunks, ties by value (Qdrant orders ties its own
+        way: a few more are asked, then sorted and cut)."""
+        found = port.facet(self.name, key, where, FACET_VALUES + 20) or []
+        return sorted(found, key=lambda vc: (-vc[1], vc[0]))[:FACET_VALUES]
 
     def _emptied(self, req: SearchRequest, kinds: tuple[tuple[str, str], ...]) -> str:
         port = self._port()

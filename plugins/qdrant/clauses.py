@@ -33,10 +33,10 @@ from indexer.plugin_api import InputError, payload_fields
 
 RANGE_OPS = ("<", "<=", ">", ">=")
 NS = payload_fields.NS
-UNCOMMITTED = qm.FieldCondition(key=payload_fields.UNCOMMITTED, match=qm.MatchValue(value=True))
 # what a worker's every search requires: no marker (the writer removes it at the commit). As a `must` on the key
 # being absent, not a `must_not` on its value: 0.21 ms against 0.74 ms a search at 2,000 points on qdrant-edge
 COMMITTED = qm.IsEmptyCondition(is_empty=qm.PayloadField(key=payload_fields.UNCOMMITTED))
+MARKED = qm.Filter(must_not=[COMMITTED])  # the points with the marker (a bool match: qdrant-edge reads True as 1)
 
 
 def clauses_filter(clauses: Sequence[Any], kinds: Mapping[str, str]) -> qm.Filter:

@@ -69,7 +69,7 @@ class ClientFields:
     def unmark(self, collection: str, ids: Sequence[str] | None) -> None:
         keys = [payload_fields.UNCOMMITTED]
         if ids is None:
-            marked = qm.Filter(must=[clauses.UNCOMMITTED])
+            marked = clauses.MARKED
             self._call("clear markers", partial(self.client.delete_payload, collection, keys, marked, wait=True))
             return
         uids: list[Any] = sorted({canonical_id(i) for i in ids})

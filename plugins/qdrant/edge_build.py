@@ -73,7 +73,7 @@ while (rounds := pickle.load(sys.stdin.buffer)) is not None:  # journal rounds, 
             continue
         if kind == "unmark":
             keys = ["uncommitted"]
-            marked = qe.Filter(must=[qe.FieldCondition("uncommitted", match=qe.MatchValue(True))])
+            marked = qe.Filter(must_not=[qe.IsEmptyCondition("uncommitted")])
             shard.update(qe.UpdateOperation.delete_payload(items, keys) if items else
                          qe.UpdateOperation.delete_payload_by_filter(marked, keys))
             continue

@@ -67,7 +67,7 @@ class EdgeFields:
         qe = selection.edge()
         keys = [payload_fields.UNCOMMITTED]
         if ids is None:
-            marked = qe.Filter(must=[clauses.to_edge(clauses.UNCOMMITTED)])
+            marked = clauses.to_edge(clauses.MARKED)
             self._apply(collection, [(qe.UpdateOperation.delete_payload_by_filter(marked, keys), ("unmark", []), 0)])
             return
         uids = sorted({canonical_id(i) for i in ids})

@@ -15,7 +15,7 @@ from qdrant_client import models as qm
 from indexer.errors import InputError
 from indexer.search.filters import parse
 from indexer.state.payload_fields import filter_payload, key, stat_payload
-from plugins.qdrant.clauses import UNCOMMITTED, clause_filter, clauses_filter, to_edge
+from plugins.qdrant.clauses import COMMITTED, MARKED, clause_filter, clauses_filter, to_edge
 
 qe = pytest.importorskip("qdrant_edge")
 
@@ -95,7 +95,8 @@ def test_a_field_name_that_reads_as_a_path_gets_a_key_of_its_own():
 def test_all_clauses_must_hold_and_the_marker_is_a_bool_match():
     both = clauses_filter(parse(["type=md", "size<1k"]), {})
     assert len(both.must) == 2
-    assert dump(UNCOMMITTED) == dump(qm.FieldCondition(key="uncommitted", match=qm.MatchValue(value=True)))
+    assert dump(COMMITTED) == dump(qm.IsEmptyCondition(is_empty=qm.PayloadField(key="uncommitted")))
+    assert dump(MARKED) == dump(qm.Filter(must_not=[COMMITTED]))
 
 
 # -- meaning, on qdrant-edge -------------------------------------------------------------------------------------
