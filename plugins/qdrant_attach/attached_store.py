@@ -230,7 +230,7 @@ class AttachedStore:
             ours = [r for r in found if self.layout.is_ours(r.payload or {}, self.marker)]
             if len(ours) < len(found):
                 logger.warning("not deleting %d point(s) that indexer did not write", len(found) - len(ours))
-            for key, group in self._by_shard(ours, lambda r: r.payload or {}).items():
+            for key, group in self._by_shard(ours, lambda r: r.payload or {}).items() if ours else ():
                 mine: list[qm.ExtendedPointId] = [r.id for r in group]
                 call(self.where, "delete points", partial(self.client.delete, self.collection,
                                                           qm.PointIdsList(points=mine), wait=True,
