@@ -43,7 +43,7 @@ KEYS = (FILTER, STAT, UNCOMMITTED)  # never part of a point's id
 # Each payload index costs about 2 MB of disk per segment whatever the points (qdrant-edge 0.9, measured on a
 # tmpfs), so only what a worker's filters and facets need is indexed (an unindexed condition costs ~2 us a point:
 # 9 ms a search at 5,000 points); ``stat.ns`` is read only beside an exact ``stat.s`` match.
-KEYWORD_INDEXES = ("filter.p", "filter.rp", "filter.folder", "filter.names", "stat.month")
+KEYWORD_INDEXES = ("filter.p", "filter.pr", "filter.rp", "filter.rpr", "filter.folder", "filter.names", "stat.month")
 INTEGER_INDEXES = ("stat.s", "stat.size")
 MAX_FIELD_INDEXES = 8  # metadata fields indexed (the first the writer meets); any other is filtered unindexed
 NUMBER, DATE = "#", "@"  # filter.names entries of a field whose value reads as a number, a date
