@@ -22,8 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-WORDS = ("budget review travel expenses sourdough bread rise saturn rings ice api keys audit rotate tomatoes "
-         "water summer garden roses backup policy deploy cluster shard replica index search filter worker").split()
+WORDS = ["budget", "review", "travel", "expenses", "sourdough", "bread", "rise", "saturn", "rings", "ice", "api",
+         "keys", "audit", "rotate", "tomatoes", "water", "summer", "garden", "roses", "backup", "policy", "deploy",
+         "cluster", "shard", "replica", "index", "search", "filter", "worker"]
 SEARCHES = [
     ("dense", []), ("hybrid", []), ("dense", ["author=lovelace"]), ("hybrid", ["date>=2025-06"]),
     ("hybrid", ["pages>20", "type=md"]), ("dense", ["path~d1/*.md"]), ("hybrid", ["modified>=2024-01-01"]),
