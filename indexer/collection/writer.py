@@ -21,6 +21,7 @@ from indexer.collection import leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
+from indexer.index import payloads
 from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.reads import DETACH_SECONDS, ReadAhead
@@ -225,6 +226,8 @@ class CollectionWriter(PartsView):
             for root in roots():
                 pipeline.sync(parts.source_for(root), root, report)
             report.points_deleted += self._remove_orphans()
+            # points written before the payload keys filters read (Qdrant): given them, resumably, no re-embedding
+            payloads.backfill(parts.store, self.name, lambda paths: parts.state.files_at(self.name, paths))
             parts.state.gc_vector_cache(pipeline.model_key)
             parts.repaired()
         parts.agreement_seen = None
