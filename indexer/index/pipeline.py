@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import logging
 import os
 import time
@@ -28,17 +27,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from indexer import ports
-from indexer.core.languages import detect as detect_language
 from indexer.core.normalization import Normalization, cache_tag
 from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
 from indexer.index.batching import BATCH_SECONDS, Batch, Deferred, embed_steps
 from indexer.index.context import HeadingContext
+from indexer.index.payloads import PayloadKeeper, fingerprint, point_payload
 from indexer.index.reads import ReadAhead
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, Embedder, Progress, Source, SourcePlugin, VectorStore, embeds_images
@@ -117,6 +115,7 @@ class Pipeline:
         self.detach_after = detach_after
         # "heading": each chunk is embedded with its heading path in front (indexer.index.context)
         self._context = HeadingContext(embedder) if chunk_context == "heading" else None
+        self.keeper = PayloadKeeper(store, collection)  # the filter language's payload keys (Qdrant)
 
     # -- recovery ----------------------------------------------------------------------------------------
     def recover(self) -> int:
@@ -126,6 +125,7 @@ class Pipeline:
             logger.info("recovering: deleting %d uncommitted points of an interrupted run", len(orphans))
             self.store.delete(self.collection, orphans)
         self.state.clear_pending(self.collection)
+        self.keeper.recover()
         return len(orphans)
 
     # -- sync ----------------------------------------------------------------------------------------------
@@ -376,6 +376,7 @@ class Pipeline:
         """Content unchanged: refresh the stat data so the next run skips the file without reading it."""
         chunks = tuple(self.state.chunks(self.collection, ref.path))
         record = FileRecord(ref.path, ref.root, ref.size, ref.mtime_ns, doc.content_hash, "indexed", None, doc.kind)
+        self.keeper.restat([(ref, [c.point_id for c in chunks])])  # modified, size: no point re-written
         self.state.commit_files(self.collection, [FileUpdate(record, chunks)])
         self.progress.file_done(ref.path)
 
@@ -405,9 +406,9 @@ class Pipeline:
         for prepared in batch:
             records = []
             for chunk in prepared.chunks:
-                payload = _payload(prepared, chunk)
-                pid = point_id(prepared.ref.path, chunk.index, chunk.content_hash, _fingerprint(payload))
-                points.append(Point(pid, vectors[chunk.content_hash], payload))
+                payload = point_payload(prepared, chunk)
+                pid = point_id(prepared.ref.path, chunk.index, chunk.content_hash, fingerprint(payload))
+                points.append(Point(pid, vectors[chunk.content_hash], self.keeper.add(payload, prepared, chunk)))
                 records.append(_chunk_record(pid, chunk))
             updates.append(FileUpdate(_file_record(prepared), tuple(records)))
 
@@ -431,7 +432,10 @@ class Pipeline:
             self.store.upsert(self.collection, points)
         if stale:
             self.store.delete(self.collection, stale)
+        self.keeper.restat([(p.ref, [r.point_id for r in u.chunks if r.point_id in held])
+                            for p, u in zip(batch, updates, strict=True)])
         self.state.commit_files(self.collection, updates)
+        self.keeper.committed([p.id for p in points])
         report.timed("write", time.perf_counter() - started)
 
         report.files_indexed += len(batch)
@@ -450,16 +454,18 @@ class Pipeline:
         held = set(old_ids) if _committed(prepared.previous) else set()
         records: list[ChunkRecord] = []
         written = 0
+        written_ids: list[str] = []
         for start in range(0, prepared.size, self.batch_chunks):
             part = prepared.chunks[start : start + self.batch_chunks]
             vectors = self._vectors(part, report)
             points = []
             for chunk in part:
-                payload = _payload(prepared, chunk)
-                pid = point_id(ref.path, chunk.index, chunk.content_hash, _fingerprint(payload))
+                payload = point_payload(prepared, chunk)
+                pid = point_id(ref.path, chunk.index, chunk.content_hash, fingerprint(payload))
                 records.append(_chunk_record(pid, chunk))
                 if pid not in held:
-                    points.append(Point(pid, vectors[chunk.content_hash], payload))
+                    points.append(Point(pid, vectors[chunk.content_hash], self.keeper.add(payload, prepared, chunk)))
+                    written_ids.append(pid)
             started = time.perf_counter()
             self.state.add_pending(self.collection, [(p.id, ref.path) for p in points])
             if points:
@@ -473,7 +479,9 @@ class Pipeline:
         self.state.add_pending(self.collection, [(pid, ref.path) for pid in stale])
         if stale:
             self.store.delete(self.collection, stale)
+        self.keeper.restat([(ref, [pid for pid in new_ids if pid in held])])
         self.state.commit_files(self.collection, [FileUpdate(_file_record(prepared), tuple(records))])
+        self.keeper.committed(written_ids)
         report.files_indexed += 1
         report.points_upserted += written
         report.points_deleted += len(stale)
@@ -544,12 +552,6 @@ def _stat_unchanged(row: FileStat, ref: SourceRef) -> bool:
     return mtime_ns < checked_ns - RACY_WINDOW_NS
 
 
-def _fingerprint(payload: dict[str, object]) -> str:
-    """What a point's payload holds beside its path, chunk index and text (lines, bytes, heading, page, ...)."""
-    skip = ("path", "chunk_index", "text", "content_hash")
-    return json.dumps({k: v for k, v in payload.items() if k not in skip}, sort_keys=True, default=str)
-
-
 def _committed(rec: FileRecord | None) -> bool:
     """A file whose points are all in the store: indexed, and not marked for re-writing (lost points)."""
     return rec is not None and rec.status == "indexed" and bool(rec.content_hash)
@@ -565,35 +567,3 @@ def _chunk_record(pid: str, chunk: Chunk) -> ChunkRecord:
     """The state's row of a written chunk, with its filterable metadata and location values."""
     return ChunkRecord(pid, chunk.path, chunk.index, chunk.content_hash, chunk.n_tokens,
                        (*chunk.metadata, *chunk.location))
-
-
-def _payload(prepared: _Prepared, chunk: Chunk) -> dict[str, object]:
-    path = prepared.ref.path
-    suffix = Path(path).suffix.lower().lstrip(".")
-    payload = _text_payload(prepared, chunk, path, suffix)
-    if chunk.media is not None:  # an image point: no text (no lexical side, nothing for a cross-encoder)
-        payload |= {"media": chunk.media.kind, "width": chunk.media.width, "height": chunk.media.height}
-    return payload
-
-
-def _text_payload(prepared: _Prepared, chunk: Chunk, path: str, suffix: str) -> dict[str, object]:
-    return {
-        "path": path,
-        "root": prepared.ref.root,
-        "rel_path": prepared.ref.rel_path,
-        "file_type": suffix or prepared.doc.kind,
-        "kind": prepared.doc.kind,
-        "chunk_index": chunk.index,
-        "text": chunk.text, "lang": detect_language(chunk.text),  # its stems (indexer.search.languages)
-        "start_line": chunk.start_line,
-        "end_line": chunk.end_line,
-        "start_byte": chunk.start_byte,
-        "end_byte": chunk.end_byte,
-        "page": chunk.page,
-        "heading": list(chunk.heading),
-        "locator": chunk.locator,
-        "location": dict(chunk.location),
-        "metadata": dict(chunk.metadata),
-        "content_hash": chunk.content_hash,
-        "n_tokens": chunk.n_tokens,
-    }

@@ -49,13 +49,13 @@ from indexer.plugin_api import (
 )
 from plugins.qdrant import selection, space
 from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, build_now, recover
-from plugins.qdrant.edge_copy import copy_points, local_pages, note_languages, read_languages
+from plugins.qdrant.edge_copy import EDGE_DIR, EdgeLanguages, copy_points, local_pages
+from plugins.qdrant.edge_fields import EdgeFields, field_indexes
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-EDGE_DIR = "edge"
 RELEX_SUFFIX = ".relex"  # a lexical rebuild's new shard, beside the live one until swapped in
 LEXICAL = lexical.sparse_name()  # the named sparse vector of new shards (same name as on a Qdrant server)
 INDEXED_FIELDS = ("path", "dirs", "file_type", "root")
@@ -90,20 +90,28 @@ def _distance(metric: Metric) -> Any:
     ]
 
 
-class EdgeStore:
+class EdgeStore(EdgeFields, EdgeLanguages):
     """The VectorStore port (and the lexical port) on qdrant-edge shards in ``path``."""
 
     name = "qdrant"
+    cold_indexes = COLD_INDEXES
 
-    def __init__(self, path: Path, metric: Metric = Metric.COSINE) -> None:
+    def __init__(self, path: Path, metric: Metric = Metric.COSINE, read_only: bool = False) -> None:
         self.path = Path(path)
         self.metric = Metric(metric)
+        # a stateless search worker's: nothing is written (no folder made, no recovery, no flush; writes refused)
+        self.read_only = read_only
         self._shards: dict[str, Any] = {}
         self._shapes: dict[str, tuple[int, Metric]] = {}
         self._terms: dict[str, str | None] = {}  # the analyzer version of each open shard's sparse vector
         self._lock = threading.RLock()  # the shards: every engine call
         self._writes = threading.RLock()  # taken before _lock by writers; a build holds it to copy and swap
         self.builder = BackgroundBuilder(self._lock, self._writes, self._shards.get)
+        if read_only:
+            if not (self.path / EDGE_DIR).is_dir():
+                raise StoreError(f"no embedded Qdrant store at {self.path}; point store_options (path) at the "
+                                 "writer's store folder (<its data dir>/qdrant/<collection>)")
+            return
         try:
             (self.path / EDGE_DIR).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -114,12 +122,6 @@ class EdgeStore:
         if not collection or "/" in collection or collection.startswith("."):
             raise InputError(f"bad collection name {collection!r}")
         return self.path / EDGE_DIR / collection
-
-    def _meta_file(self, collection: str) -> Path:
-        return self.path / EDGE_DIR / f"{collection}.meta.json"
-
-    def _languages_file(self, collection: str) -> Path:  # chunks per language (edge_copy.note_languages)
-        return self.path / EDGE_DIR / f"{collection}.languages.json"
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
@@ -154,9 +156,9 @@ class EdgeStore:
                 self._terms.pop(collection, None)
                 with contextlib.suppress(Exception):
                     shard.close()
-            if not self.builder.building(collection):
+            if not self.builder.building(collection) and not self.read_only:
                 recover(folder)
-            if not (folder / "edge_config.json").exists() and not self._migrate_local(collection):
+            if not (folder / "edge_config.json").exists() and (self.read_only or not self._migrate_local(collection)):
                 return None
             shard = _load(folder, self._call)
             self._shards[collection] = shard
@@ -190,8 +192,10 @@ class EdgeStore:
         config = self._config(dimensions, self.metric)
         shard = self._call("create a shard", lambda: qe.EdgeShard.create(str(folder), config))
         schema = qe.KeywordIndexParams(memory=qe.Memory.Cold) if COLD_INDEXES else qe.PayloadSchemaType.Keyword
-        for field in INDEXED_FIELDS:
-            index = qe.UpdateOperation.create_field_index(field, schema)
+        indexes = [(field, schema) for field in INDEXED_FIELDS]
+        indexes += [(key, params) for key, _, params in field_indexes(qe, COLD_INDEXES)]  # the filter language's
+        for field, params in indexes:
+            index = qe.UpdateOperation.create_field_index(field, params)
             self._call("create a payload index", partial(shard.update, index))
         return shard
 
@@ -272,8 +276,7 @@ class EdgeStore:
         self._apply(collection, [(qe.UpdateOperation.upsert_points(structs[start : start + BATCH]),
                                   ("upsert", plain[start : start + BATCH]), len(structs[start : start + BATCH]))
                                  for start in range(0, len(structs), BATCH)])
-        with self._lock:  # the languages its queries are told among (lexical.held)
-            note_languages(self._languages_file(collection), [pl for _, _, pl in plain])
+        self._note_languages(collection, [payload for _, _, payload in plain])  # what queries are told among
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:
@@ -288,6 +291,8 @@ class EdgeStore:
         """Apply updates to the live shard and flush, under the lock (a background build's swap never falls
         between them); each is journaled for a build in progress; then start a build if one is due. Each update
         first checks the disk's free space (:mod:`plugins.qdrant.space`)."""
+        if self.read_only:
+            raise StoreError(f"the embedded Qdrant store {self.path} is open read-only (a stateless search worker)")
         with self._writes, self._lock:
             shard = self._require(collection)
             for op, (kind, items), points in operations:
@@ -398,13 +403,10 @@ class EdgeStore:
             space.check(self.path, 0, f"rebuild the lexical side of {collection!r}", space.CREATE_RESERVE)
             shard = self._create(collection, dims, {}, target)
             try:
-                langs: list[dict[str, str]] = []
-                moved = copy_points(shard, self._pages(collection, with_payload=True, with_vector=True), self._call,
-                                    langs)
+                moved = copy_points(shard, self._pages(collection, with_payload=True, with_vector=True), self._call)
             finally:
                 with contextlib.suppress(Exception):
                     shard.close()
-            note_languages(self._languages_file(collection), langs, fresh=True)
             if moved >= self.builder.threshold > 0:
                 try:
                     build_now(target)
@@ -421,8 +423,7 @@ class EdgeStore:
         qe = _edge()
         with self._lock:  # the shard's terms and the shard searched are one (a rebuild's swap is not between)
             version = self.lexical_version(collection)
-            held = lexical.held(read_languages(self._languages_file(collection)))
-            indices, values = lexical.sparse_query(query, lexical.analyzer(version), held)
+            indices, values = lexical.sparse_query(query, lexical.analyzer(version), self._held(collection))
             if not indices:
                 return []
             using = lexical.sparse_name(version or lexical.LEXICAL_VERSION)
@@ -469,25 +470,29 @@ class EdgeStore:
             shutil.rmtree(self._dir(collection), ignore_errors=True)
             recover(self._dir(collection))  # and any build's copy, and a lexical rebuild's
             shutil.rmtree(self._dir(collection).with_name(collection + RELEX_SUFFIX), ignore_errors=True)
-            self._meta_file(collection).unlink(missing_ok=True)
-            self._languages_file(collection).unlink(missing_ok=True)
+            for made in (self._meta_file(collection), self._languages_file(collection)):
+                made.unlink(missing_ok=True)
             local = self.path / "collection" / collection
             if local.is_dir():  # a local-mode copy of it, kept since a migration
                 shutil.rmtree(local, ignore_errors=True)
 
     def flush(self) -> None:
         with self._lock:
-            for shard in self._shards.values():
+            for shard in [] if self.read_only else self._shards.values():
                 self._call("flush", shard.flush)
 
     def close(self) -> None:
         self.builder.cancel()
         with self._lock:
-            shards, self._shards = list(self._shards.values()), {}
-        for shard in shards:
+            shards, self._shards = list(self._shards.items()), {}
+        for name, shard in shards:
             try:
-                shard.flush()
+                if not self.read_only:
+                    shard.flush()
                 shard.close()
+                if not self.read_only and space.free_bytes(self.path) > space.CREATE_RESERVE and any(  # a full disk:
+                        self._dir(name).glob("segments/*/payload_index/*/tracker_journal.dat")):  # never
+                    _load(self._dir(name), self._call, warm=False).close()  # folds the journals a reader would
             except Exception as exc:  # closing must not mask the caller's own error
                 logger.warning("closing an embedded Qdrant shard in %s: %s", self.path, exc)
 
