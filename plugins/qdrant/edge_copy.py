@@ -5,6 +5,7 @@ analyzer (:mod:`indexer.search.lexical`), so nothing is re-embedded."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -39,6 +40,7 @@ def copy_points(shard: Any, pages: Iterable[Sequence[Any]], call: Callable[[str,
 
 
 EDGE_DIR = "edge"  # the embedded store's folder of shards, beside each its files
+_COUNTED: dict[tuple[int, str], frozenset[str] | None] = {}  # what read-only stores counted (cannot keep it)
 
 
 class EdgeLanguages:
@@ -49,6 +51,7 @@ class EdgeLanguages:
     on the next search."""
 
     path: Path
+    read_only: bool
     _lock: Any
 
     def _meta_file(self, collection: str) -> Path:
@@ -68,12 +71,17 @@ class EdgeLanguages:
 
     def _held(self, collection: str) -> frozenset[str] | None:
         counts = self._counts(collection)
+        if counts is None and (id(self), collection) in _COUNTED:  # a read-only store counts once per process
+            return _COUNTED[id(self), collection]
         if counts is None:  # stale or never kept: count the shard's payloads once
             langs = [{"lang": (r.payload or {}).get("lang")} for page in
                      self._pages(collection, with_payload=True, with_vector=False) for r in page]
             counts = lexical.count_languages([p for p in langs if isinstance(p["lang"], str)])
-            if counts:
-                _write_counts(self._languages_file(collection), counts)
+            if self.read_only:
+                _COUNTED[id(self), collection] = lexical.held(counts)
+            elif counts:
+                with contextlib.suppress(OSError):
+                    _write_counts(self._languages_file(collection), counts)
         return lexical.held(counts)
 
     def _counts(self, collection: str) -> dict[str, int] | None:
