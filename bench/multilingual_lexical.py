@@ -10,9 +10,10 @@ English is /usr/share/man/man{1,8}. Debian ships none in Thai, Arabic or Hindi: 
 Ranking: SQLite FTS5 BM25 with the FAISS store's settings (k1 1.2, b 0.75, title x2, the query's terms OR-ed),
 over whole pages rather than chunks, so the figures compare analyzers, not the product's end-to-end quality.
 
-Analyzers: ``v1`` (indexer <= 0.4: Python ``re`` words, FTS5 ``unicode61``), ``v2`` (the product's:
-:mod:`indexer.search.analyzer`), ``icu`` (ICU word break with its dictionaries, icu4py, NFKC + casefold, the same
-stopwords and stemmer for Latin words: the dictionary reference), ``jieba`` (Chinese, search mode) and
+Analyzers: ``v1`` (indexer <= 0.4: Python ``re`` words, FTS5 ``unicode61``), ``v2`` and ``v3`` (the product's:
+:mod:`indexer.search.analyzer`; v3 stems each document as its detected language and tells a query's language
+among the set's, as the stores do), ``icu`` (ICU word break with its dictionaries, icu4py, NFKC + casefold, the
+same stopwords and stemmer for Latin words: the dictionary reference), ``jieba`` (Chinese, search mode) and
 ``janome`` (Japanese) where installed. These are bench-only packages: ``pip install icu4py jieba janome``.
 
 Usage:
@@ -32,6 +33,7 @@ import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -132,34 +134,43 @@ def _janome() -> Terms | None:
     return lambda text: [t.casefold() for t in tok.tokenize(unicodedata.normalize("NFKC", text)) if word.search(t)]
 
 
-def analyzers(lang: str) -> dict[str, tuple[Terms, str]]:
-    """name -> (terms, FTS5 tokenizer) of the analyzers to compare on ``lang``."""
-    out: dict[str, tuple[Terms, str]] = {
-        "v1": (lexical.analyzer("1").words, "unicode61 remove_diacritics 0 tokenchars '_'"),
-        "v2": (lexical.ANALYZER.words, "ascii tokenchars '_'"),
+def analyzers(lang: str) -> dict[str, tuple[Terms, str, Terms | None]]:
+    """name -> (document terms, FTS5 tokenizer, query terms when not the document's) of the analyzers to
+    compare on ``lang``."""
+    out: dict[str, tuple[Terms, str, Terms | None]] = {
+        "v1": (lexical.analyzer("1").words, "unicode61 remove_diacritics 0 tokenchars '_'", None),
     }
+    for version in lexical.versions()[1:]:
+        made_by = lexical.analyzer(version)
+        out[f"v{version}"] = (made_by.words, "ascii tokenchars '_'", made_by.query_words)
     optional = {"icu": _icu(), "jieba": _jieba() if lang.startswith("zh") else None,
                 "janome": _janome() if lang == "ja" else None}
-    out.update({name: (fn, "ascii tokenchars '_'") for name, fn in optional.items() if fn is not None})
+    out.update({name: (fn, "ascii tokenchars '_'", None) for name, fn in optional.items() if fn is not None})
     return out
 
 
 # -- ranking --------------------------------------------------------------------------------------------------
 def evaluate(rows: list[dict[str, str]], terms: Terms, tokenizer: str,
-             queries: list[tuple[str, set[int]]] | None = None) -> dict[str, float]:
+             queries: list[tuple[str, set[int]]] | None = None, query_terms: Terms | None = None,
+             per_query: list[float] | None = None) -> dict[str, float]:
     """nDCG@10 of FTS5 BM25 over ``terms`` (``queries``: (text, relevant row indexes); None: each row's own
-    query, answered by that row), and the time to analyze a document and to answer a query (terms + FTS5)."""
+    query, answered by that row; ``query_terms``: a query's terms when not ``terms``'; ``per_query``: filled
+    with each query's gain), and the time to analyze a document and to answer a query (terms + FTS5)."""
     db = sqlite3.connect(":memory:")
     db.execute(f'CREATE VIRTUAL TABLE lexical USING fts5(title, body, tokenize="{tokenizer}")')
     t0 = time.perf_counter()
-    made = [(i, " ".join(terms(r["title"])), " ".join(terms(r["text"]))) for i, r in enumerate(rows)]
+    made = [(i, *(" ".join(t) for t in _fields(r, terms))) for i, r in enumerate(rows)]
     analyze_s = time.perf_counter() - t0
     db.executemany("INSERT INTO lexical(rowid, title, body) VALUES (?, ?, ?)", made)
     asked = queries if queries is not None else [(r["query"], {i}) for i, r in enumerate(rows)]
+    made_by = getattr(query_terms, "__self__", None)
+    if getattr(made_by, "by_language", False):  # told among the collection's languages, as the stores do
+        held = lexical.held(lexical.count_languages({"lang": made_by.language(r["text"])} for r in rows))  # type: ignore[union-attr]
+        query_terms = partial(made_by.query_words, held=held)  # type: ignore[union-attr]
     gains, query_s = [], []
     for text, relevant in asked:
         t1 = time.perf_counter()
-        words = list(dict.fromkeys(terms(text)))
+        words = list(dict.fromkeys((query_terms or terms)(text)))
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         ranked = [rid for (rid,) in db.execute(
             "SELECT rowid FROM lexical WHERE lexical MATCH ? ORDER BY bm25(lexical, 2.0, 1.0) LIMIT 10", (match,))
@@ -167,9 +178,21 @@ def evaluate(rows: list[dict[str, str]], terms: Terms, tokenizer: str,
         query_s.append(time.perf_counter() - t1)
         dcg = sum(1 / math.log2(n + 2) for n, rid in enumerate(ranked) if rid in relevant)
         gains.append(dcg / sum(1 / math.log2(n + 2) for n in range(min(10, len(relevant)))))
+    if per_query is not None:
+        per_query.extend(gains)
     query_s.sort()
     return {"ndcg@10": sum(gains) / len(gains), "analyze_ms_per_doc": 1000 * analyze_s / len(rows),
             "query_ms_p50": 1000 * query_s[len(query_s) // 2], "queries": len(asked)}
+
+
+def _fields(row: dict[str, str], terms: Terms) -> tuple[list[str], list[str]]:
+    """(title terms, body terms) of a row; an analyzer that detects languages makes both in the text's (the
+    product does so: :func:`indexer.search.lexical.fields`)."""
+    made_by = getattr(terms, "__self__", None)
+    if getattr(made_by, "by_language", False):
+        lang = made_by.language(row["text"])  # type: ignore[union-attr]
+        return terms(row["title"], lang), terms(row["text"], lang)  # type: ignore[call-arg]
+    return terms(row["title"]), terms(row["text"])
 
 
 def beir(root: Path) -> tuple[list[dict[str, str]], list[tuple[str, set[int]]]]:
@@ -203,8 +226,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.beir:
         rows, queries = beir(args.beir)
-        found = {name: evaluate(rows, fn, tok, queries) for name, (fn, tok) in analyzers("en").items()
-                 if name in ("v1", "v2")}
+        found = {name: evaluate(rows, fn, tok, queries, query) for name, (fn, tok, query) in
+                 analyzers("en").items() if name.startswith("v")}
         print(json.dumps(found, indent=1))
         if args.json:
             args.json.write_text(json.dumps({"beir": str(args.beir), "results": found}, indent=1), encoding="utf-8")
@@ -225,7 +248,8 @@ def main() -> None:
         if len(rows) < 10:
             print(f"{lang}: only {len(rows)} queries, skipped", file=sys.stderr)
             continue
-        results[lang] = {name: evaluate(rows, fn, tok) for name, (fn, tok) in analyzers(lang).items()}
+        results[lang] = {name: evaluate(rows, fn, tok, None, query)
+                         for name, (fn, tok, query) in analyzers(lang).items()}
         line = "  ".join(f"{n} {r['ndcg@10']:.4f}" for n, r in results[lang].items())
         print(f"{lang:6} {len(rows):4} queries  {line}", flush=True)
     if args.json:

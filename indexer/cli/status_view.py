@@ -102,6 +102,9 @@ def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
                 f"started {ago(reindex.get('started_at'))}",
             )
         )
+    blind = (info.get("model_reads") or {}).get("note")
+    if blind:  # much of the text is in writing the model barely reads: said once, with the fix
+        rows.append(("warning", blind))
     for w in info.get("writing") or []:  # a large file being written: hidden from searches until complete
         rows.append(("writing", f"{w['path']}: {w['chunks_written']:,} chunks written so far"))
     failures = info.get("failures") or []

@@ -13,8 +13,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from indexer.collection import blind_spots, job, leftovers, tokenizer_record
 from indexer.collection import health as agreement_checks
-from indexer.collection import job, leftovers, tokenizer_record
 from indexer.collection.files import Thumbnails, read_indexed_bytes
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.images import MAX_IMAGE_BYTES, for_sending
@@ -287,6 +287,7 @@ class CollectionReader(PartsView):
         counts = parts.state.counts(self.name)
         health = self.health()
         lexical = self.lexical_ready()
+        reading, blind = blind_spots.check(parts, self.name)
         return {
             "collection": self.name,
             "files": counts["files"],
@@ -311,6 +312,8 @@ class CollectionReader(PartsView):
             "lexical_index": lexical,
             "lexical_note": None if lexical else self.lexical_hint(),
             "lexical_terms": self.lexical_terms(),
+            # how much of its text the model barely reads (indexer.models.coverage), and what to do then
+            "model_reads": {**reading.to_dict(), "note": blind},
             "prompts": {"query": parts.prompts.query, "document": parts.prompts.document},
             "chunk_tokens": parts.recorded_chunk_tokens() or "the model's limit",
             "chunk_context": parts.chunk_context,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from indexer.cluster.report import note as cluster_note
-from indexer.collection import leftovers, reindex
+from indexer.collection import blind_spots, leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
@@ -110,6 +110,10 @@ class CollectionWriter(PartsView):
 
         report = self._sync_roots(attach, progress)
         report.notes.extend(notes)
+        blind = blind_spots.say_once(self.parts, self.name)  # the model's blind spots, said once
+        if blind:
+            report.notes.append(blind)
+            logger.warning("%s", blind)
         return report
 
     def sync(self, progress: Progress | None = None) -> IndexReport:
@@ -207,6 +211,7 @@ class CollectionWriter(PartsView):
             ):
                 shutil.rmtree(path, ignore_errors=True)
             parts.state.drop_collection(self.name)
+            blind_spots.forget(parts, self.name)
             parts.repaired()
             parts.forget_made()
 

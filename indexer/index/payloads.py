@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from indexer.core.languages import detect as detect_language
 from indexer.ports import PayloadFields, VectorStore, payload_fields
 from indexer.state.field_values import chunk_values
 from indexer.state.payload_fields import (
@@ -64,6 +65,7 @@ def _text_payload(prepared: Prepared, chunk: Chunk, path: str, suffix: str) -> d
         "kind": prepared.doc.kind,
         "chunk_index": chunk.index,
         "text": chunk.text,
+        "lang": detect_language(chunk.text),  # its language: the stems its words get (indexer.search.languages)
         "start_line": chunk.start_line,
         "end_line": chunk.end_line,
         "start_byte": chunk.start_byte,

@@ -22,6 +22,8 @@ class CatalogueEntry:
     query_prompt: str = ""  # prefixes the model was trained with (indexer.index.prompts); MiniLM uses none
     document_prompt: str = ""
     chunk_tokens: int = 0  # tokens per chunk for new collections (0: the model's limit); see docs/search.md
+    # the scripts (Unicode script names) the model was trained to read; () : not known (indexer.models.coverage)
+    scripts: tuple[str, ...] = ()
 
     @property
     def source(self) -> str:
@@ -43,6 +45,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
             # Trained on 128-token inputs; it accepts 256, but chunks of 128 score better (SciFact nDCG@10:
             # dense 0.673 -> 0.684, hybrid 0.736 -> 0.743; docs/benchmarks.md).
             chunk_tokens=128,
+            scripts=("Latin",),  # English only: Chinese is [UNK], Korean becomes jamo, Hindi fragments
         ),
     )
 }

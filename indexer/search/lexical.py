@@ -1,11 +1,13 @@
 """The lexical side of search: one analyzer for every store, and the BM25 pieces stores need.
 
 Every store keeps its lexical index from the same terms, so a query matches the same words whatever the store:
-:class:`indexer.search.analyzer.Analyzer` makes them (Unicode words that keep combining marks, English
-stopwords and Snowball stems as before, identifiers whole and split, CJK and Thai/Lao/Khmer/Myanmar as
-overlapping bigrams; its docstring has the rules). :data:`ANALYZER` is the one new collections get; a collection
-records the version of the one that made its terms (:data:`LEXICAL_VERSION` when current), and a query against
-it is cut by that one (:func:`analyzer`) until ``indexer index`` rebuilds its lexical side (no re-embedding).
+:class:`indexer.search.analyzer.Analyzer` makes them (Unicode words that keep combining marks, stopped and
+Snowball-stemmed as their chunk's language (:func:`chunk_language`; version 3), identifiers whole and split, CJK
+and Thai/Lao/Khmer/Myanmar as overlapping bigrams, Hangul words with and without their particle; its docstring has
+the rules). :data:`ANALYZER` is the one new collections get; a collection records the version of the one that
+made its terms (:data:`LEXICAL_VERSION` when current), and a query against it is cut by that one
+(:func:`analyzer`) until ``indexer index`` rebuilds its lexical side (no re-embedding). A store that counts its
+chunks' languages (:func:`count_languages`) passes the ones it holds (:func:`held`) to the query side.
 
 A chunk's lexical document has two fields: ``title`` (its heading path and file name) and ``body`` (its text).
 FAISS indexes them in SQLite FTS5 (BM25 with per-field weights) as pre-made terms, one token each; Qdrant as a
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import PurePath
 from typing import Any
 
@@ -31,9 +33,10 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 SPARSE_AVG_TERMS = 120.0  # Qdrant's sparse values use a fixed average document length (terms per chunk)
 
-ANALYZER = Analyzer("unicode-words+cjk-bigrams", "2")
+ANALYZER_V2 = Analyzer("unicode-words+cjk-bigrams", "2")  # English stems for every text; Hangul as bigrams
+ANALYZER = Analyzer("unicode-words+cjk-bigrams+stems-by-language", "3", by_language=True, hangul_words=True)
 LEXICAL_VERSION = ANALYZER.version  # bump (with a new analyzer) when the terms change: stores rebuild
-_ANALYZERS: dict[str, TermMaker] = {"1": WordsV1(), ANALYZER.version: ANALYZER}
+_ANALYZERS: dict[str, TermMaker] = {"1": WordsV1(), "2": ANALYZER_V2, ANALYZER.version: ANALYZER}
 
 
 def analyzer(version: str | None = None) -> TermMaker:
@@ -70,19 +73,53 @@ def terms(text: str, made_by: TermMaker = ANALYZER) -> list[str]:
     return made_by.words(text)
 
 
-def query_terms(text: str, made_by: TermMaker = ANALYZER) -> list[str]:
-    """Distinct terms of a query, in first-seen order."""
-    return list(dict.fromkeys(made_by.words(text)))
+def query_terms(text: str, made_by: TermMaker = ANALYZER, held: Collection[str] | None = None) -> list[str]:
+    """Distinct terms of a query, in first-seen order (from version 3: stemmed as the query's language when it
+    can be told, else each word expanded into the stems it could have in the collection's languages ``held``:
+    :meth:`Analyzer.query_words`)."""
+    return made_by.query_words(text, held)
+
+
+HELD_SHARE = 0.02  # a language counts as the collection's when at least this share of its chunks is in it
+
+
+def count_languages(payloads: Iterable[Mapping[str, Any]], counts: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """``counts`` (language -> chunks) plus the ``lang`` of each payload that records one (a store keeps these
+    to tell :func:`held` a query; they are not lowered on delete: a superset of the collection's languages)."""
+    out = {str(k): int(v) for k, v in (counts or {}).items()}
+    for payload in payloads:
+        lang = payload.get("lang")
+        if isinstance(lang, str):
+            out[lang] = out.get(lang, 0) + 1
+    return out
+
+
+def held(counts: Mapping[str, int] | None) -> frozenset[str] | None:
+    """The languages a collection holds (at least :data:`HELD_SHARE` of its chunks), from a store's counts;
+    None when the store has none (its chunks were written before languages were recorded)."""
+    if not counts:
+        return None
+    total = sum(counts.values())
+    return frozenset(lang for lang, n in counts.items() if lang and n >= HELD_SHARE * total)
+
+
+def chunk_language(payload: Mapping[str, Any], made_by: TermMaker = ANALYZER) -> str:
+    """The language a chunk's terms are made in: the ``lang`` its payload records (indexing records it), else
+    detected from its text (a chunk written before the field existed)."""
+    lang = payload.get("lang")
+    return lang if isinstance(lang, str) else made_by.language(str(payload.get("text") or ""))
 
 
 def fields(payload: Mapping[str, Any], made_by: TermMaker = ANALYZER) -> tuple[list[str], list[str]]:
-    """(title terms, body terms) of a chunk from its payload: heading path and file name; text."""
+    """(title terms, body terms) of a chunk from its payload: heading path and file name; text. Both are made in
+    the chunk's language (:func:`chunk_language`)."""
     heading = payload.get("heading") or ()
     title_parts = [str(h) for h in heading] if isinstance(heading, (list, tuple)) else [str(heading)]
     path = payload.get("path")
     if isinstance(path, str) and path:
         title_parts.append(PurePath(path).stem)
-    return made_by.words(" ".join(title_parts)), made_by.words(str(payload.get("text") or ""))
+    lang = chunk_language(payload, made_by)
+    return made_by.words(" ".join(title_parts), lang), made_by.words(str(payload.get("text") or ""), lang)
 
 
 def term_index(term: str) -> int:
@@ -106,8 +143,9 @@ def sparse_document(payload: Mapping[str, Any], made_by: TermMaker = ANALYZER) -
     return indices, [merged[i] for i in indices]
 
 
-def sparse_query(text: str, made_by: TermMaker = ANALYZER) -> tuple[list[int], list[float]]:
-    indices = sorted({term_index(t) for t in query_terms(text, made_by)})
+def sparse_query(text: str, made_by: TermMaker = ANALYZER, languages: Collection[str] | None = None
+                 ) -> tuple[list[int], list[float]]:
+    indices = sorted({term_index(t) for t in query_terms(text, made_by, languages)})
     return indices, [1.0] * len(indices)
 
 
@@ -122,9 +160,9 @@ def fts_fields(payload: Mapping[str, Any], version: str | None = None) -> tuple[
     return fts_text(title), fts_text(body)
 
 
-def fts_query(text: str, version: str | None = None) -> str | None:
+def fts_query(text: str, version: str | None = None, languages: Collection[str] | None = None) -> str | None:
     """An FTS5 MATCH expression: any of the query's terms, each quoted (no FTS5 syntax reaches SQLite)."""
-    words = query_terms(text, analyzer(version))
+    words = query_terms(text, analyzer(version), languages)
     if not words:
         return None
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)

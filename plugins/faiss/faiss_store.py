@@ -513,7 +513,8 @@ class FaissStore:
                             f"FAISS collection {collection!r} has no lexical index yet; run `indexer index` once "
                             "to build it (no re-embedding)"
                         )
-                    if (match := lexical.fts_query(query, version)) is None:
+                    held = lexical.held(coll.sidecar.languages())  # the languages its chunks are in
+                    if (match := lexical.fts_query(query, version, held)) is None:
                         return []
                     rows = coll.sidecar.search_lexical(
                         match,

@@ -187,12 +187,22 @@ class Sidecar:
         """Fill the new (empty) lexical table with every point's terms, made from its stored payload by the
         current analyzer, 1,000 rows at a time (inside the write transaction that created the table)."""
         batch: list[tuple[int, str, str]] = []
+        counts: dict[str, int] = {}
         for iid, payload_json in list(self.conn.execute("SELECT iid, payload FROM points")):
-            batch.append((iid, *lexical.fts_fields(json.loads(payload_json))))
+            payload = json.loads(payload_json)
+            payload["lang"] = lang = lexical.chunk_language(payload)  # detected once (older payloads lack it)
+            counts[lang] = counts.get(lang, 0) + 1
+            batch.append((iid, *lexical.fts_fields(payload)))
             if len(batch) >= 1000:
                 self.put_lexical(batch)
                 batch = []
         self.put_lexical(batch)
+        self.set_meta("languages", json.dumps(counts, sort_keys=True))
+
+    def languages(self) -> dict[str, int]:
+        """Chunks per recorded language (a superset: not lowered on delete; :func:`lexical.held`)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'languages'").fetchone()
+        return {str(k): int(v) for k, v in json.loads(row[0]).items()} if row else {}
 
     def put_lexical(self, rows: Sequence[tuple[int, str, str]]) -> None:
         """Replace the lexical rows (iid, title terms, body terms)."""
@@ -262,6 +272,9 @@ class Sidecar:
             "INSERT OR REPLACE INTO points(iid, uuid, path, file_type, payload, vector) VALUES (?,?,?,?,?,?)",
             [(r.iid, r.uuid, r.path, r.file_type, r.payload, r.vector) for r in rows],
         )
+        if any('"lang"' in r.payload for r in rows):
+            counts = lexical.count_languages((json.loads(r.payload) for r in rows), self.languages())
+            self.set_meta("languages", json.dumps(counts, sort_keys=True))
         version = self.lexical_version()
         if version is not None and lexical.known(version):  # terms as the table's analyzer makes them
             self.put_lexical([(r.iid, r.title, r.body) if r.terms == version else

@@ -49,14 +49,13 @@ from indexer.plugin_api import (
 )
 from plugins.qdrant import selection, space
 from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, build_now, recover
-from plugins.qdrant.edge_copy import copy_points, local_pages
+from plugins.qdrant.edge_copy import EDGE_DIR, EdgeLanguages, copy_points, local_pages
 from plugins.qdrant.edge_fields import EdgeFields, field_indexes
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-EDGE_DIR = "edge"
 RELEX_SUFFIX = ".relex"  # a lexical rebuild's new shard, beside the live one until swapped in
 LEXICAL = lexical.sparse_name()  # the named sparse vector of new shards (same name as on a Qdrant server)
 INDEXED_FIELDS = ("path", "dirs", "file_type", "root")
@@ -91,7 +90,7 @@ def _distance(metric: Metric) -> Any:
     ]
 
 
-class EdgeStore(EdgeFields):
+class EdgeStore(EdgeFields, EdgeLanguages):
     """The VectorStore port (and the lexical port) on qdrant-edge shards in ``path``."""
 
     name = "qdrant"
@@ -123,9 +122,6 @@ class EdgeStore(EdgeFields):
         if not collection or "/" in collection or collection.startswith("."):
             raise InputError(f"bad collection name {collection!r}")
         return self.path / EDGE_DIR / collection
-
-    def _meta_file(self, collection: str) -> Path:
-        return self.path / EDGE_DIR / f"{collection}.meta.json"
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
@@ -280,6 +276,7 @@ class EdgeStore(EdgeFields):
         self._apply(collection, [(qe.UpdateOperation.upsert_points(structs[start : start + BATCH]),
                                   ("upsert", plain[start : start + BATCH]), len(structs[start : start + BATCH]))
                                  for start in range(0, len(structs), BATCH)])
+        self._note_languages(collection, [payload for _, _, payload in plain])  # what queries are told among
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:
@@ -426,7 +423,7 @@ class EdgeStore(EdgeFields):
         qe = _edge()
         with self._lock:  # the shard's terms and the shard searched are one (a rebuild's swap is not between)
             version = self.lexical_version(collection)
-            indices, values = lexical.sparse_query(query, lexical.analyzer(version))
+            indices, values = lexical.sparse_query(query, lexical.analyzer(version), self._held(collection))
             if not indices:
                 return []
             using = lexical.sparse_name(version or lexical.LEXICAL_VERSION)
@@ -473,7 +470,8 @@ class EdgeStore(EdgeFields):
             shutil.rmtree(self._dir(collection), ignore_errors=True)
             recover(self._dir(collection))  # and any build's copy, and a lexical rebuild's
             shutil.rmtree(self._dir(collection).with_name(collection + RELEX_SUFFIX), ignore_errors=True)
-            self._meta_file(collection).unlink(missing_ok=True)
+            for made in (self._meta_file(collection), self._languages_file(collection)):
+                made.unlink(missing_ok=True)
             local = self.path / "collection" / collection
             if local.is_dir():  # a local-mode copy of it, kept since a migration
                 shutil.rmtree(local, ignore_errors=True)

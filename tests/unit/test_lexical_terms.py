@@ -30,7 +30,7 @@ def test_non_ascii_words_are_not_split_as_camel_case() -> None:
 
 def test_query_terms_are_distinct_and_fts_query_is_quoted() -> None:
     assert lexical.query_terms("fox fox FOX") == ["fox"]
-    assert lexical.fts_query('say "hi" OR NEAR(x') == '"say" OR "hi" OR "near" OR "x"'
+    assert lexical.fts_query('say "hi" OR NEAR(x', None, {"en"}) == '"say" OR "hi" OR "near" OR "x"'
     assert lexical.fts_query("the of and") is None
 
 
@@ -130,3 +130,39 @@ def test_snippet_marks_cjk_words_from_the_analyzers_spans() -> None:
     assert passage_marks("第一行\n数据库는 데이터베이스는", "데이터베이스") == [(9, 15)]  # the particle unmarked
     assert matches("项目预算", "冰川") == []
     assert [m[:2] for m in matches("Mutations of the gene", "mutation gene")] == [(0, 9), (17, 21)]
+
+
+def test_a_hangul_word_gives_itself_its_stem_and_a_compounds_bigrams() -> None:
+    v3, v2 = lexical.ANALYZER, lexical.analyzer("2")
+    assert v3.words("데이터베이스는") == ["데이터베이스는", "데이터베이스", "데이", "이터", "터베", "베이", "이스"]
+    assert v3.words("줄을 표시합니다") == ["줄을", "표시합니다", "표시"]  # two syllables left: the stem alone
+    assert v3.words("서버를") == ["서버를", "서버"]
+    assert "데이터베이스" in v3.query_words("데이터베이스") and "서버" in v3.words("데이터베이스서버는")
+    assert v2.words("데이터베이스는")[-1] == "스는"  # version 2 (its collections until rebuilt): bigrams
+
+
+def test_words_are_stemmed_by_their_chunks_language_and_script() -> None:
+    from indexer.core.languages import detect
+
+    v3 = lexical.ANALYZER
+    german = "Die neuen Häuser am Stadtrand wurden im letzten Sommer gebaut, see the running notes."
+    assert detect(german) == "de"
+    got = v3.words(german)
+    assert "haus" in got and "die" not in got  # German stem, German stopword dropped
+    russian = "Годовой бюджет проекта утвердили вчера на совете директоров."
+    assert v3.words(russian)[:2] == ["годов", "бюджет"]
+    assert "бюджет" in v3.words("The бюджета was approved", "en")  # a Cyrillic word in an English chunk: Russian
+    ukrainian = "Річний бюджету проєкту затвердили вчора на раді директорів компанії."
+    assert detect(ukrainian) == "uk" and "бюджету" in v3.words(ukrainian)  # no Ukrainian stemmer: as it is
+    french = "Les bilans annuels sont validés chaque printemps par le directeur financier."
+    assert "bilan" in v3.words(french) == v3.words(french, "en")  # French keeps English stems (measured)
+    assert v3.words("short note", "") == ["short", "note"]  # unknown language: Latin words as English
+
+
+def test_a_query_is_told_among_the_collections_languages_or_expanded() -> None:
+    v3 = lexical.ANALYZER
+    assert v3.query_words("Häuser", {"en"}) == ["häuser"]  # an English collection: English stems only
+    assert v3.query_words("Häuser", {"en", "de"}) == ["häuser", "haus"]  # untold: both ways a chunk stems it
+    assert v3.query_words("Die neuen Häuser am Stadtrand", {"en", "de"}) == ["neu", "haus", "stadtrand"]  # told
+    assert v3.query_words("the of and") == []  # English stopwords give nothing, whatever the languages
+    assert lexical.held({"en": 97, "de": 3, "la": 1}) == {"en", "de"} and lexical.held({}) is None
