@@ -53,6 +53,7 @@ from indexer.plugin_api import (
 )
 from plugins.faiss.index import KINDS, AutoParams, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
+from plugins.faiss.recall import FaissRecall, explicit
 from plugins.faiss.selection import exact as _exact
 from plugins.faiss.selection import lexical_ids as _lexical_ids
 from plugins.faiss.selection import point_iid
@@ -89,7 +90,7 @@ class _Collection:
         return self.folder / CACHE
 
 
-class FaissStore:
+class FaissStore(FaissRecall):
     """FAISS collections on disk (see the module docstring for layout, durability and concurrency)."""
 
     name = "faiss"
@@ -102,12 +103,12 @@ class FaissStore:
         *,
         hnsw_m: int = 32,
         hnsw_ef_construction: int = 100,
-        hnsw_ef_search: int = 128,
+        hnsw_ef_search: int | None = None,  # None: 128, tuned from the measured recall (plugins/faiss/recall.py)
         save_every: int = 20_000,
         lock_timeout: float = 60.0,
         search_threads: int | None = 1,
         auto_switch_at: int = AutoParams.switch_at,
-        ivf_nprobe: int = AutoParams.nprobe,
+        ivf_nprobe: int | None = None,  # None: AutoParams.nprobe, tuned from the measured recall
     ) -> None:
         metric = Metric(metric)
         if metric is Metric.MANHATTAN:
@@ -117,8 +118,9 @@ class FaissStore:
         self.path = Path(path)
         self.metric: Metric = metric
         self.index_kind = index
-        self.hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction, ef_search=hnsw_ef_search)
-        self.auto = AutoParams(switch_at=auto_switch_at, nprobe=ivf_nprobe)
+        self.hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction, ef_search=hnsw_ef_search or 128)
+        self.auto = AutoParams(switch_at=auto_switch_at, nprobe=ivf_nprobe or AutoParams.nprobe)
+        self._init_recall(ivf_nprobe, hnsw_ef_search)
         self.save_every = save_every
         self.lock_timeout = lock_timeout
         self.search_threads = search_threads
@@ -140,6 +142,7 @@ class FaissStore:
         opts = dict(options)
         if "path" not in opts:
             raise ConfigError("FAISS store options need a 'path' (the store folder)")
+        opts.update(explicit(settings))  # an explicit nprobe or efSearch setting wins over the tuning
         return cls(Path(opts.pop("path")), metric=metric, **opts)
 
     # --- snapshots (indexer.ports.StoreSnapshots): backup and restore ---------------------------
@@ -183,6 +186,7 @@ class FaissStore:
 
     def _forget(self, collection: str) -> None:
         coll = self._collections.pop(collection, None)
+        self._recall.pop(collection, None)
         if coll is not None:
             coll.sidecar.close()
 
@@ -436,6 +440,7 @@ class FaissStore:
             try:
                 with coll.sidecar.read():
                     index = self._sync(coll)
+                    index.tuned = self._tuned(collection, index)
                     allowed, excluded = _selection(coll.sidecar, where)
                     if index.structure == "ivf" and allowed is not None and len(allowed) <= self.auto.exact_below:
                         raw, iids = _exact(coll.sidecar.vectors_of(allowed, coll.dim), query, limit, index.ip)
