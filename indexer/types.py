@@ -431,7 +431,8 @@ class SearchResult:
 class RecallEstimate:
     """An approximate index's recall@k measured against exact search over the same points (docs/stores.md#recall):
     ``sample`` queries (the collection's own chunk vectors, each one's own point left out), the search-time
-    parameter ``param`` at ``value`` (``hnsw_ef``, ``nprobe``, ``efSearch``). ``source``: ``exact`` (the search is
+    parameter ``param`` at ``value`` (``hnsw_ef``, ``nprobe``, ``efSearch``), with ``rescore`` x limit candidates of
+    the int8/8-bit codes rescored with the float vectors. ``source``: ``exact`` (the search is
     exact: recall 1.0, nothing sampled), ``tuned`` (chosen from the estimate), ``default``, ``setting`` (an explicit
     setting: not tuned)."""
 
@@ -440,6 +441,7 @@ class RecallEstimate:
     k: int = 10
     param: str | None = None
     value: int | None = None
+    rescore: int | None = None  # candidates per result rescored with the float vectors (x limit); None: no codes
     source: str = "exact"
     points: int = 0
     latency_ms: float | None = None  # mean time of one approximate query of the sample at ``value``

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -61,15 +62,29 @@ def steps(start: int, cap: int) -> list[int]:
     return out
 
 
+def ladder(start: int, cap: int, rescore: int = 1, rescore_cap: int = 1) -> list[tuple[int, int]]:
+    """The (parameter, rescoring depth) pairs tuning tries, cheapest first: the parameter and the depth doubled in
+    turn (the depth first: on near-duplicates the codes, not the beam, lose the neighbours), each up to its cap."""
+    out = [(max(1, int(start)), max(1, int(rescore)))]
+    while True:
+        value, depth = out[-1]
+        if depth * 2 <= rescore_cap and (depth // max(rescore, 1) <= value // max(start, 1) or value * 2 > cap):
+            out.append((value, depth * 2))
+        elif value * 2 <= cap:
+            out.append((value * 2, depth))
+        else:
+            return out
+
+
 @dataclass(frozen=True)
 class Trial:
-    value: int
+    value: Any  # a parameter value, or a (parameter, rescoring depth) pair of :func:`ladder`
     recall: float
     latency_ms: float
 
 
 def tune(
-    measure: Callable[[int], tuple[float, float]], values: Sequence[int], floor: float = FLOOR,
+    measure: Callable[[Any], tuple[float, float]], values: Sequence[Any], floor: float = FLOOR,
     latency_budget_ms: float = LATENCY_BUDGET_MS,
 ) -> tuple[Trial, list[Trial]]:
     """Try ``values`` in order (``measure(value)`` -> (recall, mean latency in ms)) and pick the first whose recall
@@ -79,7 +94,7 @@ def tune(
     trials: list[Trial] = []
     for value in values:
         recall, latency = measure(value)
-        trial = Trial(int(value), float(recall), float(latency))
+        trial = Trial(value, float(recall), float(latency))
         if trials and trial.latency_ms > latency_budget_ms:
             trials.append(trial)
             return trials[-2], trials
@@ -109,8 +124,9 @@ def describe(estimate: RecallEstimate | None, floor: float = FLOOR) -> str:
     if estimate.exact:
         return f"1.000 (exact search over {estimate.points:,} points: nothing to sample)"
     when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(estimate.measured_at))
+    rescore = f", rescoring {estimate.rescore} x k" if estimate.rescore else ""
     text = (f"{estimate.recall:.3f} recall@{estimate.k} on {estimate.sample} sampled queries against exact search, "
-            f"{estimate.param} {estimate.value} ({estimate.source}), {estimate.points:,} points, {when} UTC")
+            f"{estimate.param} {estimate.value}{rescore} ({estimate.source}), {estimate.points:,} points, {when} UTC")
     if below(estimate, floor):
         text += f"; BELOW the floor {floor:.2f}"
     return text

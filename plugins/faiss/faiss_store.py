@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import faiss
 import numpy as np
 
 from indexer.plugin_api import (
@@ -440,12 +439,11 @@ class FaissStore(FaissRecall):
             try:
                 with coll.sidecar.read():
                     index = self._sync(coll)
-                    index.tuned = self._tuned(collection, index)
                     allowed, excluded = _selection(coll.sidecar, where)
                     if index.structure == "ivf" and allowed is not None and len(allowed) <= self.auto.exact_below:
                         raw, iids = _exact(coll.sidecar.vectors_of(allowed, coll.dim), query, limit, index.ip)
                     else:
-                        raw, iids = self._search_index(index, query, limit, allowed, excluded)
+                        raw, iids = self._search_at(coll, index, query, limit, allowed, excluded)
                         if allowed is not None and len(iids) < min(limit, len(allowed)):
                             # An approximate structure found fewer than the filter matches: search them exactly.
                             raw, iids = _exact(coll.sidecar.vectors_of(allowed, coll.dim), query, limit, index.ip)
@@ -459,21 +457,6 @@ class FaissStore(FaissRecall):
             if row is not None:
                 hits.append(Hit(id=row[0], score=float(score), payload=json.loads(row[1])))
         return hits
-
-    def _search_index(
-        self, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None,
-        excluded: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """One query with ``search_threads`` OpenMP threads (one query gains nothing from more: they
-        spin and wait, ~4x slower on a busy 2-core machine); the process-wide setting is restored."""
-        if self.search_threads is None:
-            return index.search(query, limit, allowed, excluded)
-        previous = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(self.search_threads)
-        try:
-            return index.search(query, limit, allowed, excluded)
-        finally:
-            faiss.omp_set_num_threads(previous)
 
     # --- the lexical index (indexer.ports.LexicalSearch) -------------------------------------------
     def lexical_version(self, collection: str) -> str | None:

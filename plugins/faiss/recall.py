@@ -22,10 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import faiss
 import numpy as np
 
 from indexer.plugin_api import RecallEstimate, StoreError, recall
 from plugins.faiss.index import VectorIndex
+from plugins.faiss.selection import exact
 from plugins.faiss.sidecar import Sidecar
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 RECALL_FILE = "recall.json"
 PAGE = 20_000  # vectors per step of the exact scan (30 MB at 384 dimensions)
+RESCORE_CAP = 16  # the deepest rescoring of IVF's 8-bit codes tried (x limit candidates read from the sidecar)
 _PARAM = {"ivf": "nprobe", "hnsw": "efSearch"}  # the search-time parameter of each structure
 
 
@@ -47,7 +50,7 @@ class FaissRecall:
     _require: Callable[[str], Any]
     _sync: Callable[[Any], VectorIndex]
     _folder: Callable[[str], Path]
-    _search_index: Callable[..., tuple[np.ndarray, np.ndarray]]
+    search_threads: int | None
 
     def _init_recall(self, nprobe: int | None, ef_search: int | None) -> None:
         self.fixed = {"nprobe": nprobe, "efSearch": ef_search}
@@ -56,15 +59,45 @@ class FaissRecall:
     def recall_estimate(self, collection: str) -> RecallEstimate | None:
         return read_estimate(self._folder(collection) / RECALL_FILE)
 
-    def _tuned(self, collection: str, index: VectorIndex) -> int | None:
-        """The tuned value of ``index``'s search-time parameter (None: its default or the explicit setting)."""
+    def _tuned(self, collection: str, index: VectorIndex) -> tuple[int | None, int]:
+        """(tuned value of ``index``'s search-time parameter or None: its default or the explicit setting, rescoring
+        depth: 1 is none)."""
         if collection not in self._recall:
             self._recall[collection] = self.recall_estimate(collection)
         estimate = self._recall[collection]
         param = _PARAM.get(index.structure)
         if estimate is None or estimate.source != "tuned" or estimate.param != param or self.fixed.get(param or ""):
-            return None
-        return estimate.value
+            return None, 1
+        return estimate.value, max(1, estimate.rescore or 1) if index.structure == "ivf" else 1
+
+    def _search_at(
+        self, coll: Any, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None,
+        excluded: np.ndarray | None = None, at: tuple[int | None, int] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The index's search at ``at`` (parameter, rescoring depth; default: the tuned ones): with a depth above 1,
+        ``depth x limit`` candidates of the 8-bit codes are rescored with the sidecar's float vectors (call inside
+        a sidecar read)."""
+        value, depth = self._tuned(coll.name, index) if at is None else at
+        index.tuned = value
+        if depth <= 1:
+            return self._search_index(index, query, limit, allowed, excluded)
+        _raw, iids = self._search_index(index, query, limit * depth, allowed, excluded)
+        return exact(coll.sidecar.vectors_of(iids, coll.dim), query, limit, index.ip)
+
+    def _search_index(
+        self, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None,
+        excluded: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One query with ``search_threads`` OpenMP threads (one query gains nothing from more: they
+        spin and wait, ~4x slower on a busy 2-core machine); the process-wide setting is restored."""
+        if self.search_threads is None:
+            return index.search(query, limit, allowed, excluded)
+        previous = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(self.search_threads)
+        try:
+            return index.search(query, limit, allowed, excluded)
+        finally:
+            faiss.omp_set_num_threads(previous)
 
     def measure_recall(
         self, collection: str, sample: int = recall.SAMPLE, tune: bool = True, floor: float = recall.FLOOR,
@@ -80,7 +113,8 @@ class FaissRecall:
                 default = index.auto.nprobe if index.structure == "ivf" else index.hnsw.ef_search
                 ip = index.ip
         if shape is None:
-            return self._record(collection, RecallEstimate(1.0, 0, k, None, None, "exact", points, None, time.time()))
+            exact_search = RecallEstimate(1.0, 0, k, None, None, None, "exact", points, None, time.time())
+            return self._record(collection, exact_search)
         name, current, cap = shape
         reader = Sidecar(coll.sidecar.path)  # its own connection: the scan holds no lock of the store
         try:
@@ -90,13 +124,13 @@ class FaissRecall:
         finally:
             reader.close()
 
-        def measure(value: int) -> tuple[float, float]:
+        def measure(at: tuple[int, int]) -> tuple[float, float]:
             with self._lock, coll.sidecar.read():
                 index = self._sync(coll)
-                saved, index.tuned = index.tuned, value
+                saved = index.tuned
                 try:
                     start = time.perf_counter()
-                    found = [self._search_index(index, q, k + 1, None)[1] for q in queries]
+                    found = [self._search_at(coll, index, q, k + 1, None, None, at)[1] for q in queries]
                     latency = (time.perf_counter() - start) * 1000 / max(len(queries), 1)
                 finally:
                     index.tuned = saved
@@ -109,14 +143,17 @@ class FaissRecall:
 
         fixed = self.fixed.get(name)
         if tune and fixed is None:
-            chosen, _trials = recall.tune(measure, recall.steps(default, max(cap, default)), floor, latency_budget_ms)
-            value, estimate, latency, source = chosen.value, chosen.recall, chosen.latency_ms, "tuned"
+            depth_cap = RESCORE_CAP if name == "nprobe" else 1
+            steps = recall.ladder(default, max(cap, default), 1, depth_cap)
+            chosen, _trials = recall.tune(measure, steps, floor, latency_budget_ms)
+            (value, depth), estimate, latency, source = chosen.value, chosen.recall, chosen.latency_ms, "tuned"
         else:
-            value = current
-            estimate, latency = measure(value)
+            value, depth = current, 1
+            estimate, latency = measure((value, depth))
             source = "setting" if fixed else "default"
-        return self._record(collection, RecallEstimate(round(estimate, 4), len(queries), k, name, value, source,
-                                                       points, round(latency, 3), time.time()))
+        return self._record(collection, RecallEstimate(
+            round(estimate, 4), len(queries), k, name, value, depth if name == "nprobe" else None, source, points,
+            round(latency, 3), time.time()))
 
     def _record(self, collection: str, estimate: RecallEstimate) -> RecallEstimate:
         path = self._folder(collection) / RECALL_FILE
