@@ -155,7 +155,11 @@ class RecallWatch:
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
                 return False
-            if now - self._last.get(collection, float("-inf")) < self.interval:
+            last = self._last.get(collection)
+            if last is None:  # this process has not measured it: the recorded estimate's time (another run's)
+                recorded = check.recall_estimate(collection)
+                last = recorded.measured_at if recorded is not None and not recorded.exact else float("-inf")
+            if now - last < self.interval:
                 return False
             self._last[collection] = now
             self._thread = threading.Thread(target=self.measure, args=(store, collection), daemon=True,
