@@ -132,6 +132,11 @@ class Settings(BaseSettings):
     )
     embed_batch_chunks: int = Field(256, ge=1, description="chunks embedded and written per batch")
     threads: int | None = Field(None, ge=1, description="llama.cpp threads (default: all cores)")
+    cluster: str | None = Field(
+        None, description="Ray cluster to embed on when indexing (docs/deploy.md#indexing-on-a-ray-cluster): 'auto' "
+        "(the cluster `ray start` made on this machine), HOST:PORT of its head, or 'local' (a one-machine cluster "
+        "in this process); none: the writer embeds alone. Needs the cluster extra and token authentication",
+    )
     # indexer watch
     watch_rescan_seconds: float = Field(600.0, ge=0, description="full reconciliation scan interval (0: at start only)")
     watch_polling: bool = Field(False, description="poll instead of inotify (NFS, SMB, some container mounts)")

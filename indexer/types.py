@@ -336,6 +336,7 @@ class IndexReport:
     seconds: float = 0.0
     embed_seconds: float = 0.0
     stages: dict[str, float] = field(default_factory=dict)  # seconds per stage: scan, read, chunk, embed, write
+    cluster: dict[str, Any] | None = None  # what the Ray cluster did (indexer.cluster.embedder.describe), if used
 
     def timed(self, stage: str, seconds: float) -> None:
         """Add ``seconds`` to ``stage`` (what ``-v index`` prints as its stage timings)."""

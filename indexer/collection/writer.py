@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from indexer.cluster.report import note as cluster_note
 from indexer.collection import leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import user_path, within
@@ -223,6 +224,7 @@ class CollectionWriter(PartsView):
         refill points the store lost, and drop unused cached vectors."""
         parts = self.parts
         report = IndexReport()
+        parts.join_cluster()
         with parts.writer_lock():
             pipeline = self._pipeline(parts.ensure_created(), progress)
             pipeline.recover()
@@ -237,6 +239,10 @@ class CollectionWriter(PartsView):
             parts.state.gc_vector_cache(pipeline.model_key)
             parts.repaired()
         parts.agreement_seen = None
+        cluster = parts.cluster_work()
+        if cluster is not None:
+            report.notes.append(cluster_note(cluster))
+            report.cluster = cluster
         self._after_write(report)
         return report
 

@@ -34,7 +34,9 @@ def _env(service: dict[str, Any]) -> dict[str, str]:
 
 
 def _indexer_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {n: s for n, s in compose["services"].items() if s.get("build") or s.get("image", "").startswith("indexer")}
+    """The services that run indexer (the Ray head and workers run `ray start` from the same image)."""
+    return {n: s for n, s in compose["services"].items()
+            if (s.get("build") or s.get("image", "").startswith("indexer")) and not n.startswith("ray-")}
 
 
 def _settings_from(env: dict[str, str]) -> Settings:
@@ -204,3 +206,24 @@ def test_compose_servers_answer_their_healthcheck_host(name):
     for service in _indexer_services(_compose(name)).values():
         settings = _settings_from(_env(service))
         assert "127.0.0.1" in settings.allowed_hosts and "localhost" in settings.allowed_hosts
+
+
+def test_ray_services_require_a_token_publish_nothing_and_run_no_dashboard():
+    """The Ray head and workers of compose.cluster.yml (issue 47): token authentication on every Ray process (the
+    token required from the environment), no published port, no dashboard; the writer joins the head with the
+    same token (no container engine runs here, so the file is checked, not run)."""
+    services = _compose("compose.cluster.yml")["services"]
+    head, worker, writer = services["ray-head"], services["ray-worker"], services["indexer"]
+    for svc in (head, worker, writer):
+        env = _env(svc)
+        assert env["RAY_AUTH_MODE"] == "token"
+        assert env["RAY_AUTH_TOKEN"].startswith("${RAY_AUTH_TOKEN:?"), "the token must come from the environment"
+    for svc in (head, worker):
+        assert not svc.get("ports"), "a Ray port published outside the compose network"
+        assert svc["build"]["args"]["EXTRAS"] == "cluster"
+    assert "--include-dashboard=false" in head["command"][0] and "--head" in head["command"][0]
+    assert "--num-cpus=0" in head["command"][0]  # the head schedules; workers embed
+    assert "--address=ray-head:6379" in worker["command"][0]
+    assert _env(writer)["INDEXER_CLUSTER"] == "ray-head:6379"
+    assert "ray-head" in writer["depends_on"]
+    assert 'ARG EXTRAS=""' in (DOCKER / "Dockerfile").read_text()
