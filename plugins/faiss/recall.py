@@ -4,10 +4,11 @@ A mixin of :class:`plugins.faiss.faiss_store.FaissStore`. A measurement samples 
 collection (uniformly: their ids are hashes, so a random id and the next one stored), computes their exact
 nearest neighbours with the sidecar's float vectors (paged, on a connection of its own: no lock of the store is
 held during the scan), then searches the index with each query (its own point left out) at the search-time
-parameter tried: ``nprobe`` for IVF lists, ``efSearch`` for HNSW. With tuning the parameter starts at its default
-and doubles until the estimate meets the floor or a query's mean time passes the latency budget. The estimate is
-recorded in ``<collection>/recall.json`` (read by status in any process; a searching process reads it when it
-opens the collection) and the tuned value used by every search that follows. An explicit ``ivf_nprobe`` or
+parameters tried: ``nprobe`` and the rescoring depth of the 8-bit codes for IVF lists, ``efSearch`` for HNSW. With
+tuning they start at their defaults and are raised in turn until the estimate meets the floor or a query's mean
+time passes the latency budget. The estimate is recorded in ``<collection>/recall.json`` (read by status in any
+process; a searching process reads it again at most every ``RE_READ_S``, so a choice the watcher's process made
+reaches the server's) and the tuned values used by every search that follows. An explicit ``ivf_nprobe`` or
 ``hnsw_ef_search`` (settings ``faiss_nprobe``, ``faiss_ef_search``) wins and is never tuned.
 """
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 RECALL_FILE = "recall.json"
 PAGE = 20_000  # vectors per step of the exact scan (30 MB at 384 dimensions)
+RE_READ_S = 30.0  # a searching process reads the recorded choice again after this long
 RESCORE_CAP = 16  # the deepest rescoring of IVF's 8-bit codes tried (x limit candidates read from the sidecar)
 _PARAM = {"ivf": "nprobe", "hnsw": "efSearch"}  # the search-time parameter of each structure
 
@@ -46,7 +48,8 @@ class FaissRecall:
 
     _lock: threading.RLock
     fixed: dict[str, int | None]  # parameter name -> an explicit setting (never tuned), None: tuned
-    _recall: dict[str, RecallEstimate | None]  # per collection: the recorded estimate (loaded once)
+    _recall: dict[str, tuple[RecallEstimate | None, float]]  # per collection: the recorded estimate, when read
+    reread_s = RE_READ_S
     _require: Callable[[str], Any]
     _sync: Callable[[Any], VectorIndex]
     _folder: Callable[[str], Path]
@@ -62,9 +65,10 @@ class FaissRecall:
     def _tuned(self, collection: str, index: VectorIndex) -> tuple[int | None, int]:
         """(tuned value of ``index``'s search-time parameter or None: its default or the explicit setting, rescoring
         depth: 1 is none)."""
-        if collection not in self._recall:
-            self._recall[collection] = self.recall_estimate(collection)
-        estimate = self._recall[collection]
+        estimate, read_at = self._recall.get(collection, (None, float("-inf")))
+        if time.monotonic() - read_at > self.reread_s:  # another process (the watcher) may have tuned it since
+            estimate = self.recall_estimate(collection)
+            self._recall[collection] = (estimate, time.monotonic())
         param = _PARAM.get(index.structure)
         if estimate is None or estimate.source != "tuned" or estimate.param != param or self.fixed.get(param or ""):
             return None, 1
@@ -167,7 +171,7 @@ class FaissRecall:
             raise StoreError(f"cannot record the recall estimate of FAISS collection {collection!r} in {path}: "
                              f"{exc}") from exc
         with self._lock:
-            self._recall[collection] = estimate
+            self._recall[collection] = (estimate, time.monotonic())
         return estimate
 
 

@@ -91,6 +91,23 @@ def test_faiss_ivf_tunes_nprobe_and_rescoring_to_the_floor_on_near_duplicates(tm
         reopened.close()
 
 
+def test_a_faiss_reader_already_open_picks_up_a_choice_another_store_made(tmp_path: Path) -> None:
+    ids, vectors = near_duplicates(300, 40, 64, 0.05)
+    writer = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000)
+    reader = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000)  # a server beside the watcher
+    try:
+        fill(writer, ids, vectors)
+        queries = other_queries(len(vectors), 50)
+        assert measured(reader, ids, vectors, queries) < FLOOR  # read the (absent) choice: defaults
+        writer.measure_recall("c", 50, True, FLOOR, 50.0)
+        assert measured(reader, ids, vectors, queries) < FLOOR  # within its re-read interval: still the defaults
+        reader.reread_s = 0.0
+        assert measured(reader, ids, vectors, queries) >= FLOOR - 0.01
+    finally:
+        reader.close()
+        writer.close()
+
+
 def test_an_explicit_faiss_nprobe_wins_and_is_not_tuned(tmp_path: Path) -> None:
     ids, vectors = near_duplicates(300, 40, 64, 0.05)
     store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000, ivf_nprobe=64)
