@@ -29,6 +29,7 @@ from indexer.plugin_api import Metric, RecallEstimate, StoreError, recall
 from plugins.qdrant import selection
 
 RECALL_SUFFIX = ".recall.json"
+RE_READ_S = 30.0  # a process that did not measure reads the recorded choice again after this long
 EF_CAP = 2048  # the widest beam tried
 OVERSAMPLING_CAP = 16  # the most int8 candidates per result rescored with the float vectors
 
@@ -56,7 +57,8 @@ class EdgeRecall:
     def _init_recall(self, fixed_ef: int | None, default_ef: int, oversampling: float | None) -> None:
         self.fixed_ef = fixed_ef  # an explicit setting: never tuned
         self._defaults = (default_ef, oversampling)
-        self._recall: dict[str, RecallEstimate | None] = {}
+        self._recall: dict[str, tuple[RecallEstimate | None, float]] = {}  # per collection: the record, when read
+        self.reread_s = RE_READ_S
 
     def _recall_file(self, collection: str) -> Path:
         return self.path / "edge" / f"{collection}{RECALL_SUFFIX}"
@@ -72,9 +74,10 @@ class EdgeRecall:
         ef, oversampling = self._defaults
         if self.fixed_ef:
             return self.fixed_ef, oversampling
-        if collection not in self._recall:
-            self._recall[collection] = self.recall_estimate(collection)
-        estimate = self._recall[collection]
+        estimate, read_at = self._recall.get(collection, (None, float("-inf")))
+        if time.monotonic() - read_at > self.reread_s:  # a stateless worker: the writer may have tuned it since
+            estimate = self.recall_estimate(collection)
+            self._recall[collection] = (estimate, time.monotonic())
         if estimate is not None and estimate.source == "tuned" and estimate.param == "hnsw_ef" and estimate.value:
             return estimate.value, float(estimate.rescore) if oversampling and estimate.rescore else oversampling
         return ef, oversampling
@@ -161,5 +164,5 @@ class EdgeRecall:
                 raise StoreError(f"cannot record the recall estimate of embedded Qdrant collection {collection!r} "
                                  f"in {path}: {exc}") from exc
         with self._lock:
-            self._recall[collection] = estimate
+            self._recall[collection] = (estimate, time.monotonic())
         return estimate
