@@ -53,6 +53,7 @@ class EdgeRecall:
     _shape: Callable[[str], tuple[int, Metric]]
     _query: Callable[[str, Any], Any]
     count: Callable[[str], int]
+    _pages: Callable[..., Any]
 
     def _init_recall(self, fixed_ef: int | None, default_ef: int, oversampling: float | None) -> None:
         self.fixed_ef = fixed_ef  # an explicit setting: never tuned
@@ -99,7 +100,7 @@ class EdgeRecall:
         if points <= k + 1:  # every point is a candidate: nothing to miss
             exact_search = RecallEstimate(1.0, 0, k, None, None, None, "exact", points, None, time.time())
             return self._record(collection, exact_search)
-        own, queries = self._sample(collection, sample)
+        own, queries = self._sample(collection, sample, points)
         exact_params = qe.SearchParams(exact=True, quantization=qe.QuantizationSearchParams(ignore=True))
 
         def ranked(query: np.ndarray, me: str, params: Any) -> list[tuple[str, float]]:
@@ -131,11 +132,20 @@ class EdgeRecall:
             round(estimate, 4), len(queries), k, "hnsw_ef", value, depth if oversampling else None, source, points,
             round(latency, 3), time.time()))
 
-    def _sample(self, collection: str, size: int) -> tuple[list[str], np.ndarray]:
-        """(ids, vectors) of about ``size`` distinct points, the first at or after each of ``size`` random UUIDs."""
+    def _sample(self, collection: str, size: int, points: int) -> tuple[list[str], np.ndarray]:
+        """(ids, vectors) of about ``size`` distinct points: the first at or after each of ``size`` random UUIDs
+        (cheap, uniform when ids are hashes, as chunk ids are); when that finds fewer than half (ids that are not
+        hashes, e.g. sequential), a uniform choice among every id listed."""
         qe = selection.edge()
         rng = np.random.default_rng(50)
         chosen: dict[str, np.ndarray] = {}
+
+        def keep(records: Any) -> None:
+            for record in records:
+                vector = record.vector
+                dense = vector.get("") if isinstance(vector, dict) else vector
+                chosen[str(record.id)] = np.asarray(dense, dtype=np.float32)
+
         for _ in range(size):
             offset = str(uuid.UUID(int=int(rng.integers(0, 2**63)) << 65 | int(rng.integers(0, 2**63)), version=4))
             for start in (offset, None):  # past the last id: wrap around to the first
@@ -144,10 +154,16 @@ class EdgeRecall:
                     shard = self._require(collection)
                     records, _next = self._call("sample points", lambda s=shard, r=request: s.scroll(r))
                 if records:
-                    vector = records[0].vector
-                    dense = vector.get("") if isinstance(vector, dict) else vector
-                    chosen[str(records[0].id)] = np.asarray(dense, dtype=np.float32)
+                    keep(records[:1])
                     break
+        if len(chosen) < min(size, points) // 2:
+            every = sorted(str(r.id) for page in self._pages(collection, with_payload=False, with_vector=False)
+                           for r in page)
+            picked = [every[i] for i in recall.sample_rows(len(every), size).tolist()]
+            chosen.clear()
+            with self._lock:
+                shard = self._require(collection)
+                keep(self._call("sample points", lambda: shard.retrieve(picked, False, True)))
         ids = sorted(chosen)
         return ids, np.stack([chosen[i] for i in ids]) if ids else np.zeros((0, 1), np.float32)
 

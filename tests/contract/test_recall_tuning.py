@@ -161,3 +161,14 @@ def test_an_explicit_hnsw_ef_wins_and_is_not_tuned(tmp_path: Path) -> None:
         assert store._tuned("c") == (64, 2.0)
     finally:
         store.close()
+
+
+def test_embedded_qdrant_samples_every_kind_of_id(tmp_path: Path) -> None:
+    """Sequential ids (not hashes): random UUID offsets all land past the last one; the sample is still full."""
+    _ids, vectors = near_duplicates(50, 10, 16, 0.3)
+    store = EdgeStore(tmp_path / "qdrant")
+    try:
+        fill(store, [str(uuid.UUID(int=i + 1)) for i in range(len(vectors))], vectors)
+        assert store.measure_recall("c", 50, False, FLOOR, 50.0).sample == 50
+    finally:
+        store.close()
