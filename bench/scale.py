@@ -18,6 +18,11 @@ p50/p95 and write latency measured while it runs, open time of the built folder,
 with a selective filter (1 % of the points), recall@10 against exact (filtered: against exact over the same
 subset), resident memory and bytes on disk per chunk, and recall/latency for several ``hnsw_ef``.
 
+Recall that holds (docs/stores.md#recall-that-holds): both stores through their port report their own recall
+estimate at the defaults and after their self-tuning, beside the recall@10 measured here with the real queries.
+``--vectors mailbox`` replaces the generated points with a mailbox of threads (near-duplicates: every reply quotes
+its thread), where fixed parameters lose neighbours; ``--switch-at`` makes FAISS use IVF lists below 100k.
+
     python bench/scale.py --state DATA/state.sqlite --queries scifact/queries.jsonl --qrels scifact/qrels.tsv
 """
 
@@ -69,6 +74,25 @@ def generated(real: np.ndarray, n: int, seed: int = 7) -> np.ndarray:
         g = rng.normal(size=(m, real.shape[1])).astype(np.float32) / math.sqrt(real.shape[1])
         v = w * a + (1 - w) * b + 0.35 * g
         out[start : start + m] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
+
+
+def mailbox(real: np.ndarray, n: int, seed: int = 11) -> np.ndarray:
+    """A generated mailbox of threads, full of near-duplicates: each thread starts from a real chunk and every reply
+    quotes it (the thread's vector, plus a little of another real chunk: the new lines, plus noise), 2 to 40
+    messages a thread, so a reply's nearest neighbours are its thread's other messages, close together."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, real.shape[1]), dtype=np.float32)
+    done = 0
+    while done < n:
+        size = min(int(rng.integers(2, 41)), n - done)
+        base = real[rng.integers(0, len(real))]
+        new = real[rng.integers(0, len(real), size)]
+        w = rng.uniform(0.02, 0.25, size=(size, 1)).astype(np.float32)
+        g = rng.normal(size=(size, real.shape[1])).astype(np.float32) / math.sqrt(real.shape[1])
+        v = base + w * new + 0.05 * g
+        out[done : done + size] = v / np.linalg.norm(v, axis=1, keepdims=True)
+        done += size
     return out
 
 
@@ -132,7 +156,7 @@ def edge_search(store, queries: np.ndarray, limit: int = 10, where=None) -> tupl
 def bench_edge(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, efs: list[int]) -> None:
     """Our embedded Qdrant store (EdgeStore) at the size of ``data``."""
     from indexer.types import Filter, Metric, Point
-    from plugins.qdrant import edge, edge_build
+    from plugins.qdrant import edge_build
     from plugins.qdrant.edge import EdgeStore
 
     shutil.rmtree(folder, ignore_errors=True)
@@ -183,13 +207,13 @@ def bench_edge(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.nd
     first = time.perf_counter() - t
     print(f"qdrant-edge open: {opened:.2f}s to count {n:,} points, {first:.2f}s to the first search; "
           f"{disk_bytes(folder) / n:,.0f} bytes/chunk on disk")
-    default_ef = edge.HNSW_EF
     for ef in efs:
-        edge.HNSW_EF = ef
+        store.fixed_ef = ef  # as an explicit setting (qdrant_hnsw_ef)
         ms, found = edge_search(store, queries)
         print(f"qdrant-edge hnsw_ef {ef}: p50 {pct(ms, 50):.2f} ms, p95 {pct(ms, 95):.2f} ms, "
               f"recall@10 {recall(found, truth):.3f}", flush=True)
-    edge.HNSW_EF = default_ef
+    store.fixed_ef = None
+    self_tuning("qdrant-edge", store, "bench", queries, truth)
     subset = np.flatnonzero(np.arange(len(data)) % 100 == 7)
     sub_truth = subset[np.argsort(-(queries @ data[subset].T), axis=1)[:, :10]]
     ms, found = edge_search(store, queries, where=Filter(path_prefix="/r/d7"))
@@ -236,6 +260,36 @@ def grow(store, data: np.ndarray, queries: np.ndarray, new: int = 20_000) -> Non
           f"{len(writes)} writes of 10 p50 {pct(writes, 50):.1f} ms max {max(writes):.0f} ms")
     ms, _ = edge_search(store, queries[:200])
     print(f"qdrant-edge after it: p50 {pct(ms, 50):.2f} ms, p95 {pct(ms, 95):.2f} ms")
+
+
+def self_tuning(label: str, store, collection: str, queries: np.ndarray, truth: np.ndarray) -> None:
+    """The store's own recall estimate at its defaults and after its self-tuning, each beside the recall@10 and
+    latency measured here with the real queries against exact search (the estimate should be within 0.02)."""
+    for tune in (False, True):
+        t = time.perf_counter()
+        est = store.measure_recall(collection, 50, tune, 0.97, 5.0)
+        took = time.perf_counter() - t
+        ms, found = edge_search(store, queries)  # any store: the points are named as points_for names them
+        print(f"{label} {'self-tuned' if tune else 'defaults'}: estimate {est.recall:.3f} on {est.sample} sampled "
+              f"chunks ({est.param} {est.value}, rescore {est.rescore}, measured in {took:.1f}s); measured "
+              f"recall@10 {recall(found, truth):.3f}, p50 {pct(ms, 50):.2f} ms, p95 {pct(ms, 95):.2f} ms", flush=True)
+
+
+def bench_faiss_store(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, switch_at: int) -> None:
+    """FAISS through the store port (sidecar, IVF from ``switch_at`` points), with its self-tuning."""
+    from indexer.types import Metric
+    from plugins.faiss import FaissStore
+
+    shutil.rmtree(folder, ignore_errors=True)
+    store = FaissStore(folder, Metric.COSINE, index="auto", auto_switch_at=switch_at, save_every=10**9)
+    store.ensure_collection("bench", data.shape[1], {})
+    t = time.perf_counter()
+    for start in range(0, len(data), 5000):
+        store.upsert("bench", points_for(data, start, min(len(data), start + 5000)))
+    print(f"faiss store: {len(data):,} points written and indexed in {time.perf_counter() - t:.1f}s")
+    self_tuning("faiss store (auto)", store, "bench", queries, truth)
+    store.close()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def bench_local(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray) -> None:
@@ -311,6 +365,9 @@ def main() -> None:
     ap.add_argument("--ef", type=int, nargs="*", default=[64, 128, 256])
     ap.add_argument("--m", type=int, help="HNSW m of the embedded Qdrant shard (default: the store's)")
     ap.add_argument("--ef-construct", type=int, help="HNSW ef_construct (default: the store's)")
+    ap.add_argument("--vectors", choices=["scifact", "mailbox"], default="scifact",
+                    help="scifact: generated around the real chunks; mailbox: threads of near-duplicates")
+    ap.add_argument("--switch-at", type=int, default=AutoParams.switch_at, help="FAISS auto: IVF from this size")
     ap.add_argument("--work", type=Path, help="folder for the store files (default: a temporary one)")
     args = ap.parse_args()
     stores = set(args.stores.split(","))
@@ -318,9 +375,13 @@ def main() -> None:
     real, docs = real_vectors(args.state)
     queries, qids = embed_queries(args.queries, args.max_queries)
     n_real = len(real)
-    data = np.concatenate([real, generated(real, max(0, args.n - n_real))])
+    if args.vectors == "mailbox":  # every point generated: the real chunks only seed the threads
+        data, n_real = mailbox(real, args.n), 0
+    else:
+        data = np.concatenate([real, generated(real, max(0, args.n - n_real))])
     ids = np.arange(len(data), dtype=np.int64)
-    print(f"{len(data):,} vectors ({n_real:,} real chunks), {len(queries)} real queries, dim {data.shape[1]}")
+    print(f"{len(data):,} vectors ({args.vectors}: {n_real:,} real chunks), {len(queries)} real queries, "
+          f"dim {data.shape[1]}")
 
     faiss.omp_set_num_threads(2)
     k = 100
@@ -353,6 +414,10 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     if "faiss" not in stores:
         return
+    work = Path(args.work or tempfile.mkdtemp(prefix="scale-"))
+    bench_faiss_store(work / "faiss", data, queries, truth, args.switch_at)
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
 
     faiss.omp_set_num_threads(2)
     t = time.perf_counter()

@@ -9,7 +9,18 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from indexer.types import Chunk, Document, Filter, Hit, Metric, Normalization, Point, ScanProblem, SourceRef
+from indexer.types import (
+    Chunk,
+    Document,
+    Filter,
+    Hit,
+    Metric,
+    Normalization,
+    Point,
+    RecallEstimate,
+    ScanProblem,
+    SourceRef,
+)
 
 if TYPE_CHECKING:
     from indexer.settings import Settings
@@ -180,6 +191,30 @@ class PayloadFields(Protocol):
 def payload_fields(store: VectorStore) -> PayloadFields | None:
     """The store's payload-filter port, or None (the one place that asks)."""
     return store if isinstance(store, PayloadFields) else None
+
+
+@runtime_checkable
+class RecallCheck(Protocol):
+    """A store whose approximate index measures its own recall and tunes its search-time parameter from it
+    (docs/stores.md#recall-that-holds). A store without it (the default: :func:`recall_check` answers None) is
+    reported as "not measured by this store".
+
+    ``recall_estimate`` is the last recorded estimate (no search: status and /metrics read it), None before the
+    first measurement; ``measure_recall`` measures now (costly: ``sample`` exact searches, run in the background by
+    :mod:`indexer.search.recall`) and, with ``tune`` and no explicit setting, raises the search-time parameter step
+    by step until the estimate meets ``floor`` or ``latency_budget_ms`` (one query) is spent; it records and returns
+    the estimate. A collection searched exactly answers ``source="exact"``, recall 1.0, without sampling."""
+
+    def recall_estimate(self, collection: str) -> RecallEstimate | None: ...
+
+    def measure_recall(
+        self, collection: str, sample: int, tune: bool, floor: float, latency_budget_ms: float
+    ) -> RecallEstimate: ...
+
+
+def recall_check(store: VectorStore) -> RecallCheck | None:
+    """The store's recall measurement, or None (the one place that asks)."""
+    return store if isinstance(store, RecallCheck) else None
 
 
 @runtime_checkable

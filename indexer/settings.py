@@ -42,6 +42,17 @@ class Settings(BaseSettings):
     faiss_index: Literal["flat", "hnsw", "auto"] = Field(
         "auto", description="auto: exact flat index, IVF lists with 8-bit codes from 100,000 chunks on"
     )
+    # recall that holds (docs/stores.md#recall-that-holds): approximate indexes measure their recall@10 against exact
+    # search in the background after writes and raise their search-time parameter to the floor; an explicit
+    # parameter below wins and is never tuned
+    recall_floor: float = Field(0.97, gt=0, le=1, description="recall@10 the approximate indexes are tuned to keep")
+    recall_sample: int = Field(50, ge=1, le=10_000, description="queries per recall measurement")
+    recall_interval: float = Field(600.0, ge=0, description="seconds between two recall measurements of a collection")
+    recall_tuning: bool = Field(True, description="tune hnsw_ef / nprobe / efSearch from the measured recall")
+    recall_latency_budget_ms: float = Field(5.0, gt=0, description="mean query time the tuning may spend")
+    faiss_nprobe: int | None = Field(None, ge=1, description="IVF lists a FAISS search visits (unset: tuned)")
+    faiss_ef_search: int | None = Field(None, ge=1, description="FAISS HNSW search beam (unset: tuned)")
+    qdrant_hnsw_ef: int | None = Field(None, ge=1, description="embedded Qdrant search beam hnsw_ef (unset: tuned)")
     qdrant_url: str | None = None
     qdrant_api_key: str | None = None
     # Qdrant collections created by indexer on a server (distributed mode: docker/compose.cluster.yml); None

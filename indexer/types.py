@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -426,3 +426,42 @@ class SearchResult:
             "timings_ms": self.timings_ms,
             "warning": self.warning,
         }
+
+
+@dataclass(frozen=True)
+class RecallEstimate:
+    """An approximate index's recall@k measured against exact search over the same points (docs/stores.md#recall):
+    ``sample`` queries (the collection's own chunk vectors, each one's own point left out), the search-time
+    parameter ``param`` at ``value`` (``hnsw_ef``, ``nprobe``, ``efSearch``), with ``rescore`` x limit candidates of
+    the int8/8-bit codes rescored with the float vectors. ``source``: ``exact`` (the search is
+    exact: recall 1.0, nothing sampled), ``tuned`` (chosen from the estimate), ``default``, ``setting`` (an explicit
+    setting: not tuned)."""
+
+    recall: float
+    sample: int
+    k: int = 10
+    param: str | None = None
+    value: int | None = None
+    rescore: int | None = None  # candidates per result rescored with the float vectors (x limit); None: no codes
+    source: str = "exact"
+    points: int = 0
+    latency_ms: float | None = None  # mean time of one approximate query of the sample at ``value``
+    measured_at: float = 0.0  # unix time
+
+    @property
+    def exact(self) -> bool:
+        return self.source == "exact"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["exact"] = self.exact
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RecallEstimate | None:
+        """The estimate a store recorded, or None when it is unreadable (an older or damaged record)."""
+        try:
+            known = {f.name for f in fields(cls)}
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except (TypeError, ValueError):
+            return None

@@ -90,6 +90,7 @@ def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
         ("store", f"{info['store']} at {info.get('store_location') or '?'}"),
         ("roots", ", ".join(info.get("roots") or []) or "none yet (`indexer index FOLDER`)"),
         ("search", search),
+        ("recall", (info.get("recall") or {}).get("text") or "not measured"),
         ("last indexed", ago(info.get("last_indexed"))),
         ("watcher", describe_watcher(info.get("watcher"))),
     ]

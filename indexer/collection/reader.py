@@ -23,7 +23,8 @@ from indexer.engine.adapters import model_name
 from indexer.engine.loader import embeds_images
 from indexer.errors import StoreError
 from indexer.models import native
-from indexer.ports import lexical_index
+from indexer.ports import lexical_index, recall_check
+from indexer.search import recall as recall_estimate
 from indexer.search.fusion import FusionConfig
 from indexer.search.lexical import ANALYZER, LEXICAL_VERSION
 from indexer.search.lexical import analyzer as terms_analyzer
@@ -279,6 +280,16 @@ class CollectionReader(PartsView):
         """None when state and store agree, else the problem (:func:`indexer.collection.health.agreement`)."""
         return agreement_checks.agreement(self.parts)
 
+    def recall(self) -> dict[str, Any]:
+        """The approximate index's recall@10 as last measured against exact search (docs/stores.md#recall-that-holds):
+        the estimate (None: not measured yet, or a store that does not measure), the floor, and one line."""
+        check, floor = recall_check(self.parts.store), self.parts.settings.recall_floor
+        estimate = check.recall_estimate(self.name) if check is not None else None
+        text = (recall_estimate.describe(estimate, floor) if check is not None
+                else f"not measured by the {self.parts.record.store if self.parts.record else '?'} store")
+        return {"estimate": estimate.to_dict() if estimate else None, "floor": floor,
+                "below_floor": recall_estimate.below(estimate, floor), "text": text}
+
     def status(self) -> dict[str, Any]:
         parts = self.parts
         if parts.record is None:
@@ -323,6 +334,7 @@ class CollectionReader(PartsView):
             "image_points": parts.state.image_points(self.name),
             "watcher": _watcher_status(parts.settings, self.name),
             "health": health,
+            "recall": self.recall(),
             "failures": [{"path": p, "reason": r} for p, r in parts.state.failures(self.name)],
             "reindex": job.progress(parts.settings.data_dir, self.name, parts.state),
             "last_indexed": _iso(parts.state.last_commit(self.name)),

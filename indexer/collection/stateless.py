@@ -279,6 +279,7 @@ class StatelessReader(CollectionReader):
             "reranker": self.parts.settings.rerank_model, "search_mode": self.parts.settings.search_mode,
             "lexical_index": self.lexical_ready(), "lexical_terms": self.lexical_terms(),
             "health": self.health(), "watcher": None, "roots": [], "writing": [],
+            "recall": self.recall(),  # the writer's recorded estimate (the worker reads the store's record)
         }
 
 

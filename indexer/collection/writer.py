@@ -28,11 +28,14 @@ from indexer.index.reads import DETACH_SECONDS, ReadAhead
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, PayloadScan, Source, lexical_index
 from indexer.search.lexical import ANALYZER
+from indexer.search.recall import RecallWatch
 from indexer.state.database import CollectionRecord
 from indexer.types import Chunk, Document
 
 logger = logging.getLogger(__name__)
 
+
+RECALL_WAIT_S = 300.0  # the longest a closing writer waits for a recall measurement in flight
 
 class CollectionWriter(PartsView):
     """Writes one collection. ``owns_parts``: closing the writer closes its parts (not when it shares them with
@@ -44,8 +47,12 @@ class CollectionWriter(PartsView):
         self._reads: ReadAhead | None = None  # files read in threads, kept across calls (indexer.index.reads)
         self._following = False
         self._sources: dict[str, Source] = {}  # root -> the source sync_paths reads with (its parse workers stay warm)
+        st = parts.settings  # the approximate index's recall, measured (and tuned) in the background after writes
+        self._recall = RecallWatch(tune=st.recall_tuning, floor=st.recall_floor, sample=st.recall_sample,
+                                   interval=st.recall_interval, latency_budget_ms=st.recall_latency_budget_ms)
 
     def close(self) -> None:
+        self._recall.wait(RECALL_WAIT_S)  # a measurement in flight finishes (and records) before the store closes
         if self._reads is not None:
             self._reads.close()
             self._reads = None
@@ -162,6 +169,7 @@ class CollectionWriter(PartsView):
             parts.repaired()
         parts.agreement_seen = None
         report.seconds = time.perf_counter() - started
+        self._after_write(report)
         return report
 
     def forget(self, path: str | Path) -> IndexReport:
@@ -240,7 +248,13 @@ class CollectionWriter(PartsView):
         if cluster is not None:
             report.notes.append(cluster_note(cluster))
             report.cluster = cluster
+        self._after_write(report)
         return report
+
+    def _after_write(self, report: IndexReport) -> None:
+        """After a batch that changed points: the store's recall measured in the background when due."""
+        if report.points_upserted or report.points_deleted:
+            self._recall.after_write(self.parts.store, self.name)
 
     def _mark_lost_points(self) -> list[str]:
         """Files whose points the store lost are re-read on this sync (their vectors come from the cache); returns

@@ -29,6 +29,7 @@ from indexer.ports import (
     PayloadFields,
     Progress,
     Reader,
+    RecallCheck,
     Reranker,
     Source,
     SourceFactory,
@@ -38,7 +39,7 @@ from indexer.ports import (
     StoreSnapshots,
     VectorStore,
 )
-from indexer.search import lexical
+from indexer.search import lexical, recall
 from indexer.settings import Settings, load_settings
 from indexer.state import payload_fields
 from indexer.types import (
@@ -53,6 +54,7 @@ from indexer.types import (
     Metric,
     OutlineNode,
     Point,
+    RecallEstimate,
     ScanProblem,
     SearchRequest,
     Section,
@@ -86,6 +88,8 @@ __all__ = [
     "PreparedImage",
     "Progress",
     "Reader",
+    "RecallCheck",
+    "RecallEstimate",
     "Reranker",
     "ScanProblem",
     "SearchRequest",
@@ -111,6 +115,7 @@ __all__ = [
     "database_error",
     "encodable",
     "lexical",
+    "recall",
     "payload_fields",
     "load_readers",
     "load_settings",

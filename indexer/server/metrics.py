@@ -60,12 +60,33 @@ class Metrics:
             registry=r,
         )
 
+        self.recall = Gauge(
+            "indexer_recall_estimate",
+            "recall@10 of the approximate index against exact search, last measured (1 when the search is exact)",
+            ["collection"],
+            registry=r,
+        )
+        self.recall_sample = Gauge(
+            "indexer_recall_sample_queries", "queries the last recall estimate sampled (0: exact search)",
+            ["collection"], registry=r,
+        )
+        self.recall_below = Gauge(
+            "indexer_recall_below_floor", "1 when the recall estimate is below the floor (recall_floor)",
+            ["collection"], registry=r,
+        )
+
     def observe_status(self, status: dict[str, object]) -> None:
         name = str(status.get("collection"))
         for gauge, key in ((self.points, "points"), (self.chunks, "chunks"), (self.files, "files")):
             value = status.get(key)
             if isinstance(value, (int, float)):
                 gauge.labels(collection=name).set(value)
+        recall = status.get("recall")
+        estimate = recall.get("estimate") if isinstance(recall, dict) else None
+        if isinstance(recall, dict) and isinstance(estimate, dict):
+            self.recall.labels(collection=name).set(float(estimate["recall"]))
+            self.recall_sample.labels(collection=name).set(int(estimate["sample"]))
+            self.recall_below.labels(collection=name).set(1 if recall.get("below_floor") else 0)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import faiss
 import numpy as np
 
 from indexer.plugin_api import (
@@ -53,6 +52,7 @@ from indexer.plugin_api import (
 )
 from plugins.faiss.index import KINDS, AutoParams, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
+from plugins.faiss.recall import FaissRecall, explicit
 from plugins.faiss.selection import exact as _exact
 from plugins.faiss.selection import lexical_ids as _lexical_ids
 from plugins.faiss.selection import point_iid
@@ -89,7 +89,7 @@ class _Collection:
         return self.folder / CACHE
 
 
-class FaissStore:
+class FaissStore(FaissRecall):
     """FAISS collections on disk (see the module docstring for layout, durability and concurrency)."""
 
     name = "faiss"
@@ -102,12 +102,12 @@ class FaissStore:
         *,
         hnsw_m: int = 32,
         hnsw_ef_construction: int = 100,
-        hnsw_ef_search: int = 128,
+        hnsw_ef_search: int | None = None,  # None: 128, tuned from the measured recall (plugins/faiss/recall.py)
         save_every: int = 20_000,
         lock_timeout: float = 60.0,
         search_threads: int | None = 1,
         auto_switch_at: int = AutoParams.switch_at,
-        ivf_nprobe: int = AutoParams.nprobe,
+        ivf_nprobe: int | None = None,  # None: AutoParams.nprobe, tuned from the measured recall
     ) -> None:
         metric = Metric(metric)
         if metric is Metric.MANHATTAN:
@@ -117,8 +117,9 @@ class FaissStore:
         self.path = Path(path)
         self.metric: Metric = metric
         self.index_kind = index
-        self.hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction, ef_search=hnsw_ef_search)
-        self.auto = AutoParams(switch_at=auto_switch_at, nprobe=ivf_nprobe)
+        self.hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction, ef_search=hnsw_ef_search or 128)
+        self.auto = AutoParams(switch_at=auto_switch_at, nprobe=ivf_nprobe or AutoParams.nprobe)
+        self._init_recall(ivf_nprobe, hnsw_ef_search)
         self.save_every = save_every
         self.lock_timeout = lock_timeout
         self.search_threads = search_threads
@@ -140,6 +141,7 @@ class FaissStore:
         opts = dict(options)
         if "path" not in opts:
             raise ConfigError("FAISS store options need a 'path' (the store folder)")
+        opts.update(explicit(settings))  # an explicit nprobe or efSearch setting wins over the tuning
         return cls(Path(opts.pop("path")), metric=metric, **opts)
 
     # --- snapshots (indexer.ports.StoreSnapshots): backup and restore ---------------------------
@@ -183,6 +185,7 @@ class FaissStore:
 
     def _forget(self, collection: str) -> None:
         coll = self._collections.pop(collection, None)
+        self._recall.pop(collection, None)
         if coll is not None:
             coll.sidecar.close()
 
@@ -440,7 +443,7 @@ class FaissStore:
                     if index.structure == "ivf" and allowed is not None and len(allowed) <= self.auto.exact_below:
                         raw, iids = _exact(coll.sidecar.vectors_of(allowed, coll.dim), query, limit, index.ip)
                     else:
-                        raw, iids = self._search_index(index, query, limit, allowed, excluded)
+                        raw, iids = self._search_at(coll, index, query, limit, allowed, excluded)
                         if allowed is not None and len(iids) < min(limit, len(allowed)):
                             # An approximate structure found fewer than the filter matches: search them exactly.
                             raw, iids = _exact(coll.sidecar.vectors_of(allowed, coll.dim), query, limit, index.ip)
@@ -454,21 +457,6 @@ class FaissStore:
             if row is not None:
                 hits.append(Hit(id=row[0], score=float(score), payload=json.loads(row[1])))
         return hits
-
-    def _search_index(
-        self, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None,
-        excluded: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """One query with ``search_threads`` OpenMP threads (one query gains nothing from more: they
-        spin and wait, ~4x slower on a busy 2-core machine); the process-wide setting is restored."""
-        if self.search_threads is None:
-            return index.search(query, limit, allowed, excluded)
-        previous = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(self.search_threads)
-        try:
-            return index.search(query, limit, allowed, excluded)
-        finally:
-            faiss.omp_set_num_threads(previous)
 
     # --- the lexical index (indexer.ports.LexicalSearch) -------------------------------------------
     def lexical_version(self, collection: str) -> str | None:

@@ -85,6 +85,7 @@ class VectorIndex:
         self.dead = 0
         self.structure = "hnsw" if kind == "hnsw" else "flat"  # what is built now: flat, hnsw or ivf
         self.trained_on = 0  # vectors the IVF lists were trained for
+        self.tuned: int | None = None  # the search-time parameter (nprobe, efSearch) chosen from recall, if any
         self.index: Any = self._empty()  # IndexIDMap2, IndexIVFScalarQuantizer or IndexHNSWFlat
 
     @classmethod
@@ -217,7 +218,7 @@ class VectorIndex:
         if n_match <= self.hnsw.exact_below or k * 4 >= n_match:
             return self._exact(q[0], k, np.nonzero(mask)[0])
         # Excluded nodes (tombstones, filtered out) still cost visits: widen the beam in proportion.
-        ef = max(self.hnsw.ef_search, k) * len(mask) / n_match
+        ef = max(self.tuned or self.hnsw.ef_search, k) * len(mask) / n_match
         params = _faiss.SearchParametersHNSW(efSearch=int(min(ef, max(4096, k))))
         bitmap = np.packbits(mask, bitorder="little")
         bitmap_sel = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bitmap))  # referenced until return
@@ -237,13 +238,23 @@ class VectorIndex:
                 return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
             selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
         selector = _excluding(selector, excluded)
-        params = _faiss.SearchParametersIVF(nprobe=self.auto.nprobe)
+        params = _faiss.SearchParametersIVF(nprobe=self.tuned or self.auto.nprobe)
         if selector is not None:
             params.sel = _sel(selector)
         dist, labels = self.index.search(q, k, params=params)
         del selector
         keep = labels[0] >= 0
         return dist[0][keep], labels[0][keep]
+
+    def approximate(self) -> tuple[str, int, int] | None:
+        """(name, value now, most worth trying) of the search-time parameter of an approximate search; None when
+        an unfiltered search is exact (flat, or HNSW over at most ``exact_below`` live vectors)."""
+        if self.structure == "ivf":
+            lists = int(_faiss.extract_index_ivf(self.index).nlist)
+            return "nprobe", self.tuned or self.auto.nprobe, max(lists, self.auto.nprobe)
+        if self.structure == "hnsw" and self.live > self.hnsw.exact_below:
+            return "efSearch", self.tuned or self.hnsw.ef_search, 16 * self.hnsw.ef_search
+        return None
 
     def memory_bytes(self) -> int:
         """Bytes the index occupies when serialized (a close measure of its memory)."""

@@ -170,7 +170,8 @@ class QdrantStore(ClientFields):
         if "path" not in opts:
             raise ConfigError("Qdrant store options need a 'url' (server) or a 'path' (embedded folder)")
         # embedded: Qdrant's own engine (qdrant-edge); a stateless search worker opens it read-only
-        return EdgeStore(Path(opts.pop("path")), metric=metric, read_only=settings.stateless)
+        return EdgeStore(Path(opts.pop("path")), metric=metric, read_only=settings.stateless,
+                         hnsw_ef=settings.qdrant_hnsw_ef)  # an explicit beam wins over the tuning
 
     # --- snapshots (indexer.ports.StoreSnapshots): backup and restore ---------------------------
     @classmethod

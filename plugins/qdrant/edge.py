@@ -13,7 +13,8 @@ place once complete (a killed migration starts over; the old files are left unto
 opens a shard (its WAL is locked), as with local mode.
 
 Search: exact over the points no HNSW covers yet, HNSW with ``hnsw_ef`` = :func:`hnsw_ef` over the rest, on int8
-codes held in RAM, the best ``OVERSAMPLING x limit`` rescored with the float vectors (so scores are exact). The
+codes held in RAM, the best ``OVERSAMPLING x limit`` rescored with the float vectors (so scores are exact); both
+tuned from the measured recall (:mod:`plugins.qdrant.edge_recall`). The
 index and the codes are built in the background once enough points are unindexed
 (:mod:`plugins.qdrant.edge_build`); a migrated collection arrives indexed.
 """
@@ -51,6 +52,7 @@ from plugins.qdrant import selection, space
 from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, build_now, recover
 from plugins.qdrant.edge_copy import EDGE_DIR, EdgeLanguages, copy_points, local_pages
 from plugins.qdrant.edge_fields import EdgeFields, field_indexes
+from plugins.qdrant.edge_recall import EdgeRecall, search_params
 
 logger = logging.getLogger(__name__)
 
@@ -90,14 +92,16 @@ def _distance(metric: Metric) -> Any:
     ]
 
 
-class EdgeStore(EdgeFields, EdgeLanguages):
+class EdgeStore(EdgeFields, EdgeLanguages, EdgeRecall):
     """The VectorStore port (and the lexical port) on qdrant-edge shards in ``path``."""
 
     name = "qdrant"
     cold_indexes = COLD_INDEXES
 
-    def __init__(self, path: Path, metric: Metric = Metric.COSINE, read_only: bool = False) -> None:
+    def __init__(self, path: Path, metric: Metric = Metric.COSINE, read_only: bool = False,
+                 hnsw_ef: int | None = None) -> None:  # hnsw_ef: an explicit beam, never tuned (edge_recall)
         self.path = Path(path)
+        self._init_recall(hnsw_ef, HNSW_EF, OVERSAMPLING if QUANTIZE else None)
         self.metric = Metric(metric)
         # a stateless search worker's: nothing is written (no folder made, no recovery, no flush; writes refused)
         self.read_only = read_only
@@ -337,9 +341,9 @@ class EdgeStore(EdgeFields, EdgeLanguages):
         qe = _edge()
         dims, metric = self._shape(collection)
         query = prepare_vector(vector, dims, metric, "query vector", f"Qdrant collection {collection!r}")
-        nearest = qe.Query.Nearest(query.astype(np.float32).tolist())
+        nearest, tuned = qe.Query.Nearest(query.astype(np.float32).tolist()), self._tuned(collection)
         found = self._selected(collection, where, limit, lambda n, flt, payload: qe.QueryRequest(
-            limit=n, query=nearest, filter=flt, with_payload=payload, params=_search_params(n)))
+            limit=n, query=nearest, filter=flt, with_payload=payload, params=search_params(*tuned, n)))
         negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
         return [Hit(id=pid, score=-score if negate else score, payload=payload) for pid, score, payload in found]
 
@@ -472,6 +476,7 @@ class EdgeStore(EdgeFields, EdgeLanguages):
             shutil.rmtree(self._dir(collection).with_name(collection + RELEX_SUFFIX), ignore_errors=True)
             for made in (self._meta_file(collection), self._languages_file(collection)):
                 made.unlink(missing_ok=True)
+            self._forget_recall(collection)
             local = self.path / "collection" / collection
             if local.is_dir():  # a local-mode copy of it, kept since a migration
                 shutil.rmtree(local, ignore_errors=True)
@@ -565,12 +570,6 @@ def _warm(folder: Path) -> None:
         with contextlib.suppress(OSError), open(data, "rb", buffering=0) as fh:
             while fh.readinto(buffer):
                 pass
-
-
-def _search_params(limit: int) -> Any:
-    qe = _edge()
-    rescore = qe.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING) if QUANTIZE else None
-    return qe.SearchParams(hnsw_ef=hnsw_ef(limit), quantization=rescore)
 
 
 def _metric_from(distance: str) -> Metric:

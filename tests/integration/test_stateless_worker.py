@@ -213,6 +213,7 @@ def test_the_worker_serves_http_searches_and_refuses_what_needs_files(folder, wr
         assert over.status_code == 200 and over.json()["chunks"] > 0
         status = client.get("/status").json()
         assert status["collections"][0]["stateless"] is True
+        assert status["collections"][0]["recall"]["estimate"]["param"] == "hnsw_ef"  # the writer's, read here
         sync = client.post("/sync", json={"collection": NAME})
         assert sync.status_code in (400, 401, 403, 404, 405), sync.text
     assert list(settings.data_dir.iterdir()) == []

@@ -1,0 +1,230 @@
+"""Recall that holds on FAISS (:class:`indexer.plugin_api.RecallCheck`; docs/stores.md#recall-that-holds).
+
+A mixin of :class:`plugins.faiss.faiss_store.FaissStore`. A measurement samples ``sample`` points of the
+collection (uniformly: their ids are hashes, so a random id and the next one stored), computes their exact
+nearest neighbours with the sidecar's float vectors (paged, on a connection of its own: no lock of the store is
+held during the scan), then searches the index with each query (its own point left out) at the search-time
+parameters tried: ``nprobe`` and the rescoring depth of the 8-bit codes for IVF lists, ``efSearch`` for HNSW. With
+tuning they start at their defaults and are raised in turn until the estimate meets the floor or a query's mean
+time passes the latency budget. The estimate is recorded in ``<collection>/recall.json`` (read by status in any
+process; a searching process reads it again at most every ``RE_READ_S``, so a choice the watcher's process made
+reaches the server's) and the tuned values used by every search that follows. An explicit ``ivf_nprobe`` or
+``hnsw_ef_search`` (settings ``faiss_nprobe``, ``faiss_ef_search``) wins and is never tuned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import faiss
+import numpy as np
+
+from indexer.plugin_api import RecallEstimate, StoreError, recall
+from plugins.faiss.index import VectorIndex
+from plugins.faiss.selection import exact
+from plugins.faiss.sidecar import Sidecar
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from indexer.plugin_api import Settings
+
+RECALL_FILE = "recall.json"
+PAGE = 20_000  # vectors per step of the exact scan (30 MB at 384 dimensions)
+RE_READ_S = 30.0  # a searching process reads the recorded choice again after this long
+RESCORE_CAP = 16  # the deepest rescoring of IVF's 8-bit codes tried (x limit candidates read from the sidecar)
+_PARAM = {"ivf": "nprobe", "hnsw": "efSearch"}  # the search-time parameter of each structure
+
+
+class FaissRecall:
+    """RecallCheck on FAISS collections (mixed into FaissStore, whose members these use)."""
+
+    _lock: threading.RLock
+    fixed: dict[str, int | None]  # parameter name -> an explicit setting (never tuned), None: tuned
+    _recall: dict[str, tuple[RecallEstimate | None, float]]  # per collection: the recorded estimate, when read
+    reread_s = RE_READ_S
+    _require: Callable[[str], Any]
+    _sync: Callable[[Any], VectorIndex]
+    _folder: Callable[[str], Path]
+    search_threads: int | None
+
+    def _init_recall(self, nprobe: int | None, ef_search: int | None) -> None:
+        self.fixed = {"nprobe": nprobe, "efSearch": ef_search}
+        self._recall = {}
+
+    def recall_estimate(self, collection: str) -> RecallEstimate | None:
+        return read_estimate(self._folder(collection) / RECALL_FILE)
+
+    def _tuned(self, collection: str, index: VectorIndex) -> tuple[int | None, int]:
+        """(tuned value of ``index``'s search-time parameter or None: its default or the explicit setting, rescoring
+        depth: 1 is none)."""
+        estimate, read_at = self._recall.get(collection, (None, float("-inf")))
+        if time.monotonic() - read_at > self.reread_s:  # another process (the watcher) may have tuned it since
+            estimate = self.recall_estimate(collection)
+            self._recall[collection] = (estimate, time.monotonic())
+        param = _PARAM.get(index.structure)
+        if estimate is None or estimate.source != "tuned" or estimate.param != param or self.fixed.get(param or ""):
+            return None, 1
+        return estimate.value, max(1, estimate.rescore or 1) if index.structure == "ivf" else 1
+
+    def _search_at(
+        self, coll: Any, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None,
+        excluded: np.ndarray | None = None, at: tuple[int | None, int] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The index's search at ``at`` (parameter, rescoring depth; default: the tuned ones): with a depth above 1,
+        ``depth x limit`` candidates of the 8-bit codes are rescored with the sidecar's float vectors (call inside
+        a sidecar read)."""
+        value, depth = self._tuned(coll.name, index) if at is None else at
+        index.tuned = value
+        if depth <= 1:
+            return self._search_index(index, query, limit, allowed, excluded)
+        _raw, iids = self._search_index(index, query, limit * depth, allowed, excluded)
+        return exact(coll.sidecar.vectors_of(iids, coll.dim), query, limit, index.ip)
+
+    def _search_index(
+        self, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None,
+        excluded: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One query with ``search_threads`` OpenMP threads (one query gains nothing from more: they
+        spin and wait, ~4x slower on a busy 2-core machine); the process-wide setting is restored."""
+        if self.search_threads is None:
+            return index.search(query, limit, allowed, excluded)
+        previous = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(self.search_threads)
+        try:
+            return index.search(query, limit, allowed, excluded)
+        finally:
+            faiss.omp_set_num_threads(previous)
+
+    def measure_recall(
+        self, collection: str, sample: int = recall.SAMPLE, tune: bool = True, floor: float = recall.FLOOR,
+        latency_budget_ms: float = recall.LATENCY_BUDGET_MS,
+    ) -> RecallEstimate:
+        k = recall.K
+        with self._lock:
+            coll = self._require(collection)
+            with coll.sidecar.read():
+                index = self._sync(coll)
+                shape = index.approximate()
+                points = coll.sidecar.count()
+                default = index.auto.nprobe if index.structure == "ivf" else index.hnsw.ef_search
+                ip = index.ip
+        if shape is None:
+            exact_search = RecallEstimate(1.0, 0, k, None, None, None, "exact", points, None, time.time())
+            return self._record(collection, exact_search)
+        name, current, cap = shape
+        reader = Sidecar(coll.sidecar.path)  # its own connection: the scan holds no lock of the store
+        try:
+            with reader.read():
+                own, queries = _sample(reader, sample, coll.dim)
+                truth = _exact_top(reader, queries, own, k, ip)
+        finally:
+            reader.close()
+
+        def measure(at: tuple[int, int]) -> tuple[float, float]:
+            with self._lock, coll.sidecar.read():
+                index = self._sync(coll)
+                saved = index.tuned
+                try:
+                    start = time.perf_counter()
+                    found = [self._search_at(coll, index, q, k + 1, None, None, at)[1] for q in queries]
+                    latency = (time.perf_counter() - start) * 1000 / max(len(queries), 1)
+                finally:
+                    index.tuned = saved
+                ids = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+                got_ids, got_vectors = coll.sidecar.vectors_of(ids, coll.dim)
+            vectors = dict(zip(got_ids.tolist(), got_vectors, strict=True))
+            approx = [[(str(i), _score(q, vectors[i], ip)) for i in row.tolist() if i != me and i in vectors][:k]
+                      for q, row, me in zip(queries, found, own.tolist(), strict=True)]
+            return recall.recall_at_k(approx, truth, k), latency
+
+        fixed = self.fixed.get(name)
+        if tune and fixed is None:
+            depth_cap = RESCORE_CAP if name == "nprobe" else 1
+            steps = recall.ladder(default, max(cap, default), 1, depth_cap)
+            chosen, _trials = recall.tune(measure, steps, floor, latency_budget_ms)
+            (value, depth), estimate, latency, source = chosen.value, chosen.recall, chosen.latency_ms, "tuned"
+        else:
+            value, depth = current, 1
+            estimate, latency = measure((value, depth))
+            source = "setting" if fixed else "default"
+        return self._record(collection, RecallEstimate(
+            round(estimate, 4), len(queries), k, name, value, depth if name == "nprobe" else None, source, points,
+            round(latency, 3), time.time()))
+
+    def _record(self, collection: str, estimate: RecallEstimate) -> RecallEstimate:
+        path = self._folder(collection) / RECALL_FILE
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(estimate.to_dict(), sort_keys=True))
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise StoreError(f"cannot record the recall estimate of FAISS collection {collection!r} in {path}: "
+                             f"{exc}") from exc
+        with self._lock:
+            self._recall[collection] = (estimate, time.monotonic())
+        return estimate
+
+
+def explicit(settings: Settings) -> dict[str, int]:
+    """The store options an explicit ``faiss_nprobe`` / ``faiss_ef_search`` setting gives (never tuned)."""
+    pairs = (("ivf_nprobe", settings.faiss_nprobe), ("hnsw_ef_search", settings.faiss_ef_search))
+    return {key: int(value) for key, value in pairs if value is not None}
+
+
+def read_estimate(path: Path) -> RecallEstimate | None:
+    try:
+        return RecallEstimate.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _score(q: np.ndarray, v: np.ndarray, ip: bool) -> float:
+    return float(q @ v) if ip else -float(((q - v) ** 2).sum())
+
+
+def _sample(sidecar: Sidecar, size: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, vectors) of about ``size`` distinct points: the first id at or after each of ``size`` random 63-bit
+    numbers (ids are blake2b hashes, so uniform), wrapping around to the first id."""
+    rng = np.random.default_rng(50)
+    chosen: dict[int, bytes] = {}
+    sql = "SELECT iid, vector FROM points WHERE iid >= ? ORDER BY iid LIMIT 1"
+    for start in rng.integers(0, 2**63 - 1, size=size, dtype=np.int64).tolist():
+        row = sidecar.conn.execute(sql, (start,)).fetchone() or sidecar.conn.execute(sql, (-(2**63),)).fetchone()
+        if row is not None:
+            chosen[int(row[0])] = row[1]
+    ids = np.asarray(sorted(chosen), dtype=np.int64)
+    vectors = np.frombuffer(b"".join(chosen[i] for i in ids.tolist()), dtype="<f4").reshape(len(ids), dim)
+    return ids, vectors.astype(np.float32)
+
+
+def _exact_top(sidecar: Sidecar, queries: np.ndarray, own: np.ndarray, k: int, ip: bool) -> list[Sequence[Any]]:
+    """Each query's exact ``k`` nearest (id, score) over every stored vector, its own point left out."""
+    n = len(queries)
+    best_s = np.full((n, k), -np.inf, dtype=np.float64)
+    best_i = np.full((n, k), -1, dtype=np.int64)
+    sq = (queries.astype(np.float64) ** 2).sum(axis=1)[:, None]
+    cursor = sidecar.conn.execute("SELECT iid, vector FROM points")
+    while rows := cursor.fetchmany(PAGE):
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        scores = (queries @ vectors.T).astype(np.float64)
+        if not ip:
+            scores = -(sq - 2 * scores + (vectors.astype(np.float64) ** 2).sum(axis=1)[None, :])
+        scores[ids[None, :] == own[:, None]] = -np.inf
+        all_s = np.concatenate([best_s, scores], axis=1)
+        all_i = np.concatenate([best_i, np.broadcast_to(ids, (n, len(ids)))], axis=1)
+        top = np.argsort(-all_s, axis=1, kind="stable")[:, :k]
+        best_s = np.take_along_axis(all_s, top, axis=1)
+        best_i = np.take_along_axis(all_i, top, axis=1)
+    return [[(str(i), float(s)) for i, s in zip(ids_row.tolist(), s_row.tolist(), strict=True) if i >= 0 and
+             s > -np.inf] for ids_row, s_row in zip(best_i, best_s, strict=True)]

@@ -1,0 +1,184 @@
+"""Recall that holds on embedded Qdrant (:class:`indexer.plugin_api.RecallCheck`; docs/stores.md#recall-that-holds).
+
+A mixin of :class:`plugins.qdrant.edge.EdgeStore`. A measurement takes ``sample`` points of the collection as
+queries (the first point at or after each of ``sample`` random UUIDs: chunk ids are hashes, so uniform), asks the
+engine for each one's exact neighbours (``exact=True`` with the int8 codes ignored: a full scan of the float
+vectors) and compares the search as it runs (HNSW at ``hnsw_ef``, the best ``oversampling x limit`` of the int8
+codes rescored with the float vectors), each query's own point left out. With tuning, ``hnsw_ef`` and the
+oversampling are raised in turn (:func:`indexer.search.recall.ladder`) until the estimate meets the floor or a
+query's mean time passes the latency budget. The estimate is recorded in ``edge/<collection>.recall.json`` and the
+tuned values used by every search that follows; an explicit ``hnsw_ef`` (setting ``qdrant_hnsw_ef``) wins and is
+never tuned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from indexer.plugin_api import Metric, RecallEstimate, StoreError, recall
+from plugins.qdrant import selection
+
+RECALL_SUFFIX = ".recall.json"
+RE_READ_S = 30.0  # a process that did not measure reads the recorded choice again after this long
+EF_CAP = 2048  # the widest beam tried
+OVERSAMPLING_CAP = 16  # the most int8 candidates per result rescored with the float vectors
+
+
+def search_params(ef: int, oversampling: float | None, limit: int) -> Any:
+    """The engine's search parameters: beam ``max(ef, 2 x limit)``, the int8 codes' best ``oversampling x limit``
+    rescored (None: no codes)."""
+    qe = selection.edge()
+    rescore = qe.QuantizationSearchParams(rescore=True, oversampling=float(oversampling)) if oversampling else None
+    return qe.SearchParams(hnsw_ef=max(int(ef), 2 * limit), quantization=rescore)
+
+
+class EdgeRecall:
+    """RecallCheck on qdrant-edge shards (mixed into EdgeStore, whose members these use)."""
+
+    path: Path
+    read_only: bool
+    _lock: threading.RLock
+    _require: Callable[[str], Any]
+    _call: Callable[..., Any]
+    _shape: Callable[[str], tuple[int, Metric]]
+    _query: Callable[[str, Any], Any]
+    count: Callable[[str], int]
+    _pages: Callable[..., Any]
+
+    def _init_recall(self, fixed_ef: int | None, default_ef: int, oversampling: float | None) -> None:
+        self.fixed_ef = fixed_ef  # an explicit setting: never tuned
+        self._defaults = (default_ef, oversampling)
+        self._recall: dict[str, tuple[RecallEstimate | None, float]] = {}  # per collection: the record, when read
+        self.reread_s = RE_READ_S
+
+    def _recall_file(self, collection: str) -> Path:
+        return self.path / "edge" / f"{collection}{RECALL_SUFFIX}"
+
+    def recall_estimate(self, collection: str) -> RecallEstimate | None:
+        try:
+            return RecallEstimate.from_dict(json.loads(self._recall_file(collection).read_text()))
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def _tuned(self, collection: str) -> tuple[int, float | None]:
+        """(hnsw_ef, oversampling) searches use now: the explicit setting, else the tuned ones, else the defaults."""
+        ef, oversampling = self._defaults
+        if self.fixed_ef:
+            return self.fixed_ef, oversampling
+        estimate, read_at = self._recall.get(collection, (None, float("-inf")))
+        if time.monotonic() - read_at > self.reread_s:  # a stateless worker: the writer may have tuned it since
+            estimate = self.recall_estimate(collection)
+            self._recall[collection] = (estimate, time.monotonic())
+        if estimate is not None and estimate.source == "tuned" and estimate.param == "hnsw_ef" and estimate.value:
+            return estimate.value, float(estimate.rescore) if oversampling and estimate.rescore else oversampling
+        return ef, oversampling
+
+    def _forget_recall(self, collection: str) -> None:
+        self._recall.pop(collection, None)
+        self._recall_file(collection).unlink(missing_ok=True)
+
+    def measure_recall(
+        self, collection: str, sample: int = recall.SAMPLE, tune: bool = True, floor: float = recall.FLOOR,
+        latency_budget_ms: float = recall.LATENCY_BUDGET_MS,
+    ) -> RecallEstimate:
+        qe = selection.edge()
+        k = recall.K
+        _dims, metric = self._shape(collection)
+        negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
+        points = self.count(collection)
+        default_ef, oversampling = self._defaults
+        if points <= k + 1:  # every point is a candidate: nothing to miss
+            exact_search = RecallEstimate(1.0, 0, k, None, None, None, "exact", points, None, time.time())
+            return self._record(collection, exact_search)
+        own, queries = self._sample(collection, sample, points)
+        exact_params = qe.SearchParams(exact=True, quantization=qe.QuantizationSearchParams(ignore=True))
+
+        def ranked(query: np.ndarray, me: str, params: Any) -> list[tuple[str, float]]:
+            request = qe.QueryRequest(limit=k + 1, query=qe.Query.Nearest(query.tolist()), with_payload=False,
+                                      params=params)
+            found = self._query(collection, request)
+            return [(str(p.id), -float(p.score) if negate else float(p.score)) for p in found if str(p.id) != me][:k]
+
+        truth = [ranked(q, me, exact_params) for q, me in zip(queries, own, strict=True)]
+
+        def measure(at: tuple[int, int]) -> tuple[float, float]:
+            ef, depth = at
+            params = search_params(ef, depth if oversampling else None, k + 1)
+            start = time.perf_counter()
+            got = [ranked(q, me, params) for q, me in zip(queries, own, strict=True)]
+            latency = (time.perf_counter() - start) * 1000 / max(len(queries), 1)
+            return recall.recall_at_k(got, truth, k), latency
+
+        start_depth = int(oversampling or 1)
+        if tune and not self.fixed_ef:
+            steps = recall.ladder(default_ef, EF_CAP, start_depth, OVERSAMPLING_CAP if oversampling else start_depth)
+            chosen, _trials = recall.tune(measure, steps, floor, latency_budget_ms)
+            (value, depth), estimate, latency, source = chosen.value, chosen.recall, chosen.latency_ms, "tuned"
+        else:
+            value, depth = self.fixed_ef or default_ef, start_depth
+            estimate, latency = measure((value, depth))
+            source = "setting" if self.fixed_ef else "default"
+        return self._record(collection, RecallEstimate(
+            round(estimate, 4), len(queries), k, "hnsw_ef", value, depth if oversampling else None, source, points,
+            round(latency, 3), time.time()))
+
+    def _sample(self, collection: str, size: int, points: int) -> tuple[list[str], np.ndarray]:
+        """(ids, vectors) of about ``size`` distinct points: the first at or after each of ``size`` random UUIDs
+        (cheap, uniform when ids are hashes, as chunk ids are); when that finds fewer than half (ids that are not
+        hashes, e.g. sequential), a uniform choice among every id listed."""
+        qe = selection.edge()
+        rng = np.random.default_rng(50)
+        chosen: dict[str, np.ndarray] = {}
+
+        def keep(records: Any) -> None:
+            for record in records:
+                vector = record.vector
+                dense = vector.get("") if isinstance(vector, dict) else vector
+                chosen[str(record.id)] = np.asarray(dense, dtype=np.float32)
+
+        for _ in range(size):
+            offset = str(uuid.UUID(int=int(rng.integers(0, 2**63)) << 65 | int(rng.integers(0, 2**63)), version=4))
+            for start in (offset, None):  # past the last id: wrap around to the first
+                request = qe.ScrollRequest(offset=start, limit=1, with_payload=False, with_vector=True)
+                with self._lock:
+                    shard = self._require(collection)
+                    records, _next = self._call("sample points", lambda s=shard, r=request: s.scroll(r))
+                if records:
+                    keep(records[:1])
+                    break
+        if len(chosen) < min(size, points) // 2:
+            every = sorted(str(r.id) for page in self._pages(collection, with_payload=False, with_vector=False)
+                           for r in page)
+            picked = [every[i] for i in recall.sample_rows(len(every), size).tolist()]
+            chosen.clear()
+            with self._lock:
+                shard = self._require(collection)
+                keep(self._call("sample points", lambda: shard.retrieve(picked, False, True)))
+        ids = sorted(chosen)
+        return ids, np.stack([chosen[i] for i in ids]) if ids else np.zeros((0, 1), np.float32)
+
+    def _record(self, collection: str, estimate: RecallEstimate) -> RecallEstimate:
+        path = self._recall_file(collection)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        if not self.read_only:  # a stateless worker keeps its estimate in memory
+            try:
+                tmp.write_text(json.dumps(estimate.to_dict(), sort_keys=True))
+                os.replace(tmp, path)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                raise StoreError(f"cannot record the recall estimate of embedded Qdrant collection {collection!r} "
+                                 f"in {path}: {exc}") from exc
+        with self._lock:
+            self._recall[collection] = (estimate, time.monotonic())
+        return estimate
