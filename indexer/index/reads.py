@@ -94,6 +94,15 @@ class ReadAhead:
         with self._lock:
             self._reads.pop(path, None)
 
+    def ran(self, path: str, since: float) -> float:
+        """Seconds the read of ``path`` ran after ``since`` (``time.monotonic``): what it held the call that
+        started at ``since`` (a read left in the background by an earlier call is charged only its rest)."""
+        read = self._reads.get(path)
+        if read is None or read.running is None:
+            return 0.0
+        end = read.ended if read.ended is not None else time.monotonic()
+        return max(0.0, end - max(read.running, since))
+
     def age(self, path: str) -> float:
         """Seconds the read of ``path`` has been running (0 while it is queued)."""
         read = self._reads.get(path)
