@@ -20,7 +20,7 @@ import logging
 import os
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 import numpy as np
@@ -33,11 +33,19 @@ from indexer.index.batching import BATCH_SECONDS, Batch, Deferred, embed_steps
 from indexer.index.changes import cyclic_gc_paused, refs_below, stat_unchanged
 from indexer.index.context import HeadingContext
 from indexer.index.large import KeptWrites, LargeWrite, SliceBudget
-from indexer.index.points import POINT_NAMESPACE, Prepared, chunk_record, committed, file_record, fingerprint, payload_of, point_id
+from indexer.index.points import (
+    Prepared,
+    chunk_record,
+    committed,
+    file_record,
+    fingerprint,
+    payload_of,
+    point_id,
+)
 from indexer.index.reads import ReadAhead
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, Embedder, Progress, Source, SourcePlugin, VectorStore, embeds_images
-from indexer.state.database import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
+from indexer.state.database import FileRecord, FileStat, FileUpdate, StateStore
 from indexer.types import BAD_NAME, Chunk, Document, IndexReport, Point, ScanProblem, SourceRef
 
 logger = logging.getLogger(__name__)
@@ -266,8 +274,10 @@ class Pipeline:
 
         Files are read smallest first, up to the source's ``parallel_reads`` at a time in threads
         (:mod:`indexer.index.reads`), and taken as each read ends: a slow one (a scan being OCR'd) holds one
-        reader while the others go on, and a batch is written when it is due even while reads are running. Large files go last: ``resumed`` (part-
-        written by an earlier call) first, then those read now, within the call's slice budget (indexer.index.large)."""
+        reader while the others go on, and a batch is written when it is due even while reads are running.
+
+        Large files go last: ``resumed`` (part-written by an earlier call) first, then those read now, within the
+        call's slice budget (:mod:`indexer.index.large`)."""
         batch: Batch[Prepared] = Batch(self.batch_chunks, self.batch_seconds)
         budget = SliceBudget(self.slice_seconds)
         since = time.monotonic()
@@ -349,8 +359,9 @@ class Pipeline:
             if self._context is not None:
                 chunks = self._context(chunks)
             chunks += self._media_chunks(doc, len(chunks))
-            report.timed("chunk", time.perf_counter() - started)
-            report.charge(ref.path, "chunk", time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            report.timed("chunk", seconds)
+            report.charge(ref.path, "chunk", seconds)
         except SourceError as exc:
             if exc.code in ("binary", "missing_library"):  # not text, or no parser installed: skipped, not failed
                 report.skipped.append((ref.path, exc.reason))

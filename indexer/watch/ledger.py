@@ -117,8 +117,8 @@ class Ledger:
             while len(self._named) > SLOW_NAMED_KEPT:
                 del self._named[next(iter(self._named))]
             stages = report.held.get(path, {})
-            why = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in
-                            sorted(stages.items(), key=lambda item: item[1], reverse=True) if seconds >= 0.005)  # fmt: skip
+            ranked = sorted(stages.items(), key=lambda item: item[1], reverse=True)
+            why = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in ranked if seconds >= 0.005)
             logger.warning("%s held batch %d for %.1f s, mostly %s (%s)%s; named once", printable(path), self.batches,
                            row["seconds"], row["stage"], why,
                            ": written in slices between other changes" if path in report.unfinished else "")
