@@ -336,6 +336,8 @@ class IndexReport:
     # Large files part-written (the watcher's calls write a large file's slices for about a second each): the next
     # call of the same writer goes on with them, after the small files it is given
     unfinished: list[str] = field(default_factory=list)
+    # Files indexed as an older version (a read still running from an earlier call was taken): sync them again
+    stale: list[str] = field(default_factory=list)
 
     def timed(self, stage: str, seconds: float) -> None:
         """Add ``seconds`` to ``stage`` (what ``-v index`` prints as its stage timings)."""
@@ -360,6 +362,7 @@ class IndexReport:
         out["partial"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.partial]
         out["reading"] = [printable(p) for p in self.reading]
         out["unfinished"] = [printable(p) for p in self.unfinished]
+        out["stale"] = [printable(p) for p in self.stale]
         del out["held"]  # the whole per-file map can be long: its top three
         out["slowest"] = [{**row, "path": printable(str(row["path"]))} for row in self.slowest(3)]
         return out

@@ -22,6 +22,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from functools import partial
 
 import numpy as np
 
@@ -31,7 +32,6 @@ from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
 from indexer.index.batching import BATCH_SECONDS, Batch, Deferred, embed_steps
 from indexer.index.changes import cyclic_gc_paused, refs_below, stat_unchanged
-from indexer.index.context import HeadingContext
 from indexer.index.large import KeptWrites, LargeWrite, SliceBudget
 from indexer.index.points import (
     Prepared,
@@ -43,8 +43,9 @@ from indexer.index.points import (
     point_id,
 )
 from indexer.index.reads import ReadAhead
+from indexer.index.splitting import Splitter
 from indexer.names import encodable, printable
-from indexer.ports import Chunker, Embedder, Progress, Source, SourcePlugin, VectorStore, embeds_images
+from indexer.ports import Chunker, Embedder, Progress, Source, SourcePlugin, VectorStore
 from indexer.state.database import FileRecord, FileStat, FileUpdate, StateStore
 from indexer.types import BAD_NAME, Chunk, Document, IndexReport, Point, ScanProblem, SourceRef
 
@@ -97,8 +98,7 @@ class Pipeline:
         # longer than that, once every other file of the call is written, is left running in the background.
         self.reads = reads
         self.detach_after = detach_after
-        # "heading": each chunk is embedded with its heading path in front (indexer.index.context)
-        self._context = HeadingContext(embedder) if chunk_context == "heading" else None
+        self._split = Splitter(chunker, embedder, self.progress, self._listening, chunk_context)
         # large files part-written by an earlier call (the watcher's writer keeps them: indexer.index.large); with
         # ``slice_seconds`` a call writes large files' slices for about that long and keeps the rest for the next
         self.kept = kept
@@ -290,15 +290,20 @@ class Pipeline:
             while queue or running:
                 while queue and len(running) < width:
                     ref = queue.popleft()
-                    running[reads.submit(source, ref)] = ref
+                    running[self._submit(reads, source, ref, known.get(ref.path))] = ref
+                self._detach_slow(reads, running, report)  # a read of the file still running from an earlier call
                 waited = time.perf_counter()
                 done, _ = wait(list(running), timeout=self._wait_seconds(batch), return_when=FIRST_COMPLETED)
                 report.timed("read", time.perf_counter() - waited)  # the time spent waiting for reads
                 for future in [f for f in running if f in done]:  # in the order they were started
-                    ref = running.pop(future)
+                    asked = running.pop(future)
+                    ref = reads.read_ref(asked.path) or asked  # the version read (older if it changed since)
+                    if (ref.size, ref.mtime_ns) != (asked.size, asked.mtime_ns):
+                        report.stale.append(ref.path)
                     report.charge(ref.path, "read", reads.ran(ref.path, since))
+                    chunks = reads.prepared(ref.path)
                     reads.taken(ref.path)
-                    prepared = self._prepare(future, ref, known.get(ref.path), report)
+                    prepared = self._prepare(future, ref, known.get(ref.path), report, chunks)
                     if prepared is None:
                         continue
                     if prepared.size <= self.batch_chunks:
@@ -344,10 +349,28 @@ class Pipeline:
             report.reading.append(ref.path)
             del running[future]
 
+    def _submit(self, reads: ReadAhead, source: Source, ref: SourceRef, rec: FileRecord | None) -> Future[Document]:
+        """Start the read of ``ref``. Under the watcher the file is chunked in the reader thread too (unless its
+        content is the one indexed), so a file slow to chunk is left in the background like a slow read."""
+        if self.detach_after is None:
+            return reads.submit(source, ref)
+        indexed = rec.content_hash if rec is not None and rec.status == "indexed" else None
+        return reads.submit(source, ref, partial(self._chunked_unless, indexed))
+
+    def _chunked_unless(self, indexed: str | None, doc: Document) -> list[Chunk] | None:
+        """(A reader thread.) The document's chunks, or None when its content is the ``indexed`` one."""
+        return None if doc.content_hash == indexed else self._split.chunks(doc, quiet=True)
+
     def _prepare(
-        self, read: Future[Document], ref: SourceRef, rec: FileRecord | None, report: IndexReport
+        self,
+        read: Future[Document],
+        ref: SourceRef,
+        rec: FileRecord | None,
+        report: IndexReport,
+        chunked: list[Chunk] | None = None,
     ) -> Prepared | None:
-        """Chunk one file that was read; None when there is nothing to write (failed, or only its stat changed)."""
+        """Chunk one file that was read (``chunked``: done in its reader thread); None when there is nothing to
+        write (failed, or only its stat changed)."""
         try:
             doc = read.result()
             if rec is not None and rec.status == "indexed" and doc.content_hash == rec.content_hash:
@@ -355,10 +378,7 @@ class Pipeline:
                 report.files_touched += 1
                 return None
             started = time.perf_counter()
-            chunks = self._chunk(doc)
-            if self._context is not None:
-                chunks = self._context(chunks)
-            chunks += self._media_chunks(doc, len(chunks))
+            chunks = chunked if chunked is not None else self._split.chunks(doc)
             seconds = time.perf_counter() - started
             report.timed("chunk", seconds)
             report.charge(ref.path, "chunk", seconds)
@@ -378,31 +398,6 @@ class Pipeline:
             logger.warning("%s partly read: %s", printable(ref.path), note)
             report.partial.append((ref.path, note))
         return Prepared(ref, doc, chunks, rec)
-
-    def _chunk(self, doc: Document) -> list[Chunk]:
-        """The document's chunks; a progress that counts them (``chunked``, optional) hears of the first at once
-        and then every quarter second, so a large file's progress moves while it is still being split."""
-        if not self._listening:
-            return list(self.chunker.chunk(doc))
-        chunked = self.progress.chunked
-        chunks: list[Chunk] = []
-        told, last = 0, time.monotonic()
-        for chunk in self.chunker.chunk(doc):
-            chunks.append(chunk)
-            if told == 0 or time.monotonic() - last >= 0.25:  # the first chunk at once, then 4 times a second
-                chunked(len(chunks) - told)
-                told, last = len(chunks), time.monotonic()
-        chunked(len(chunks) - told)
-        return chunks
-
-    def _media_chunks(self, doc: Document, start: int) -> list[Chunk]:
-        """One point per picture the reader attached, after the text chunks, when the model embeds images (a
-        text-only model indexes the text alone, as before media existed)."""
-        if not doc.media or not embeds_images(self.embedder):
-            return []
-        lines = max(1, doc.text.count("\n") + 1) if doc.text else 1
-        return [Chunk(doc.ref.path, start + i, "", 0, 0, 1, lines, 0, metadata=doc.metadata, media=part)
-                for i, part in enumerate(doc.media) if part.kind == "image"]
 
     def _touch(self, ref: SourceRef, doc: Document, rec: FileRecord) -> None:
         """Content unchanged: refresh the stat data so the next run skips the file without reading it."""
@@ -555,7 +550,7 @@ class Pipeline:
             started = time.perf_counter()
             inputs = [c.embed_text for c in texts]  # the text, with its context in front (indexer.index.context)
             embedded = list(self.embedder.embed_batch(inputs, self.normalization)) if texts else []
-            if pictures:  # only chunks _media_chunks made: the embedder embeds images
+            if pictures:  # only chunks the Splitter made for pictures: the embedder embeds images
                 images = self.embedder.embed_images([c.media.data for c in pictures if c.media is not None],
                                                     self.normalization)
                 embedded += list(images)

@@ -453,6 +453,8 @@ class Watcher:
         with self._cond:
             self._writing = None
             self._background |= set(report.reading)
+            for path in report.stale:  # indexed as the version a running read had (it changed since)
+                self._batcher.note(path, What.CLOSED, self._clock())
         if not self._reconciled:
             self._warm_up()
         else:
@@ -522,6 +524,8 @@ class Watcher:
             self._batcher.learn(batch, max(0.0, elapsed), now)  # cost model and per-path rate limit
             for path in unfinished:
                 self._batcher.go_on(path, now, batch.first_seen.get(path))
+            for path in report.stale:  # an older version was indexed (its read had started before the change)
+                self._batcher.note(path, What.CLOSED, now)
         self._backoff.succeeded()
         self._finish_batch(batch, report)
 
