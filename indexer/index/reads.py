@@ -21,7 +21,8 @@ heavy reads beyond ``width`` wait in their lane's queue, in the order they came.
 A read may outlive the call that started it: the watcher (:meth:`ReadAhead.detach`) leaves a read that has run
 longer than a moment in the background, syncs the other changes, and is told (``listener``) when the read ends;
 the next sync of that path takes the finished document instead of reading it again (if the file has changed
-since, that version is indexed first and the file synced again). Detached reads hold no more than their lane's threads, so their number needs no cap.
+since, that version is indexed first and the file synced again). Detached reads hold no more than their lane's
+threads, so their number needs no cap.
 """
 
 from __future__ import annotations
