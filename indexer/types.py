@@ -336,6 +336,9 @@ class IndexReport:
     # Large files part-written (the watcher's calls write a large file's slices for about a second each): the next
     # call of the same writer goes on with them, after the small files it is given
     unfinished: list[str] = field(default_factory=list)
+    # Seconds the reads taken in this call had run in the background before it (left there by earlier calls): no
+    # batch waited for them, but they are what syncing the file cost (the watcher's rate limit counts them)
+    read_before: dict[str, float] = field(default_factory=dict)
     # Files indexed as an older version (a read still running from an earlier call was taken): sync them again
     stale: list[str] = field(default_factory=list)
 
@@ -363,6 +366,7 @@ class IndexReport:
         out["reading"] = [printable(p) for p in self.reading]
         out["unfinished"] = [printable(p) for p in self.unfinished]
         out["stale"] = [printable(p) for p in self.stale]
+        out["read_before"] = {printable(p): round(s, 3) for p, s in self.read_before.items()}
         del out["held"]  # the whole per-file map can be long: its top three
         out["slowest"] = [{**row, "path": printable(str(row["path"]))} for row in self.slowest(3)]
         return out

@@ -301,6 +301,8 @@ class Pipeline:
                     if (ref.size, ref.mtime_ns) != (asked.size, asked.mtime_ns):
                         report.stale.append(ref.path)
                     report.charge(ref.path, "read", reads.ran(ref.path, since))
+                    if reads.ran(ref.path, 0.0) > reads.ran(ref.path, since):  # it ran in the background before
+                        report.read_before[ref.path] = reads.ran(ref.path, 0.0) - reads.ran(ref.path, since)
                     chunks = reads.prepared(ref.path)
                     reads.taken(ref.path)
                     prepared = self._prepare(future, ref, known.get(ref.path), report, chunks)

@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 DETACH_SECONDS = 0.5
 QUEUED_SECONDS = 0.1  # a read queued this long behind others is slow too
 UNTAKEN_SECONDS = 300.0  # a background read's document is kept this long for the sync that takes it
+REMEMBERED = 10_000  # files whose last read's duration is kept (a file read slowly last time is not waited for)
 
 
 @dataclass
@@ -70,6 +71,7 @@ class ReadAhead:
         self._light = ThreadPoolExecutor(self.width, thread_name_prefix="indexer-read")
         self._lock = threading.Lock()
         self._reads: dict[str, _Read] = {}
+        self._took: dict[str, float] = {}  # path -> seconds its last read ran (oldest first)
         self.listener: Callable[[str], None] | None = None
         self._closed = False
 
@@ -143,6 +145,8 @@ class ReadAhead:
         read = self._reads.get(path)
         if read is None or read.future.done():
             return False
+        if self._took.get(path, 0.0) >= after:  # its last read was slow: a hot log re-chunked, a scan
+            return True
         now = time.monotonic()
         return now - read.running >= after if read.running is not None else now - read.started >= QUEUED_SECONDS
 
@@ -176,6 +180,10 @@ class ReadAhead:
             read = self._reads.get(path)
             if read is not None and read.future is future:
                 read.ended = time.monotonic()
+                self._took.pop(path, None)
+                self._took[path] = read.ended - (read.running or read.ended)
+                while len(self._took) > REMEMBERED:
+                    del self._took[next(iter(self._took))]
             tell = read is not None and read.future is future and read.detached and not self._closed
         if tell:
             self._tell(path)

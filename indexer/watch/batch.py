@@ -319,6 +319,14 @@ class ChangeBatcher:
             if seconds >= t.hot_min_seconds:
                 self._not_before[path] = now + seconds * (1.0 / t.hot_share - 1.0)
 
+    def hold_back(self, path: str, seconds: float, now: float) -> None:
+        """``path`` cost ``seconds`` outside the batches (a read left in the background): the same rate limit as
+        a costly sync, so a file slow to read or chunk that changes all the time gets at most ``hot_share``."""
+        t = self.timing
+        if seconds >= t.hot_min_seconds:
+            until = now + seconds * (1.0 / t.hot_share - 1.0)
+            self._not_before[path] = max(self._not_before.get(path, until), until)
+
     def held_back(self, now: float) -> list[str]:
         """Pending paths waiting for their rate limit (status)."""
         return sorted(p for p in self._pending if self._not_before.get(p, now) > now)

@@ -135,3 +135,16 @@ def test_a_large_file_going_on_joins_the_next_batch_at_no_cost_beside_the_edits_
     batcher.note("/r/n0.md", What.CLOSED, 2.0)
     again = batcher.take(3.0)
     assert again is not None and again.going_on == () and len(again) == 1
+
+
+def test_a_read_that_ran_in_the_background_rate_limits_its_file_like_a_costly_sync():
+    batcher = ChangeBatcher(stat=_stat({"/r/app.log": 5_000_000, "/r/note.md": 300}))
+    batcher.hold_back("/r/app.log", 8.0, 0.0)  # its read and chunking took 8 s in a reader thread
+    batcher.hold_back("/r/note.md", 0.1, 0.0)  # cheap: never held back
+    batcher.note("/r/app.log", What.CLOSED, 1.0)
+    batcher.note("/r/note.md", What.CLOSED, 1.0)
+    batch = batcher.take(2.0)
+    assert batch is not None and batch.paths == ("/r/note.md",) and batcher.held_back(2.0) == ["/r/app.log"]
+    share = batcher.timing.hot_share
+    assert batcher.take(8.0 / share - 8.0 - 0.1) is None  # at most hot_share of the time
+    assert batcher.take(8.0 / share) is not None

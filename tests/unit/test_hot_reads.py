@@ -65,8 +65,15 @@ def test_a_file_slow_to_chunk_is_left_in_the_background_and_read_once_at_a_time(
         # the version read is indexed under its own size and time, and the file is said to be synced again
         assert third.stale == [log] and third.files_indexed == 1
         assert state.files_at("c", [log])[log].mtime_ns == 1000
+        assert third.read_before[log] >= 0.2  # what its sync cost in the background (the watcher rate-limits it)
+        chunker.gate.clear()
+        started = time.monotonic()
         fourth = pipe.sync_paths(src, root, [log], IndexReport())
-        assert fourth.stale == [] and fourth.files_indexed == 1 and src.reads[log] == 2
+        # a new read of a file whose last read was slow is not waited for at all
+        assert fourth.reading == [log] and time.monotonic() - started < 0.25
+        chunker.gate.set()
+        fifth = pipe.sync_paths(src, root, [log], IndexReport())
+        assert fifth.stale == [] and fifth.files_indexed == 1 and src.reads[log] == 2
         assert sorted(str(p.payload["text"]) for p in store.points.values() if p.payload["path"] == log) == [
             "line one", "line three", "line two"]
     finally:
