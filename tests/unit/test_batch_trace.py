@@ -148,3 +148,11 @@ def test_a_read_that_ran_in_the_background_rate_limits_its_file_like_a_costly_sy
     share = batcher.timing.hot_share
     assert batcher.take(8.0 / share - 8.0 - 0.1) is None  # at most hot_share of the time
     assert batcher.take(8.0 / share) is not None
+
+
+def test_indexer_status_names_the_last_slow_batch():
+    from indexer.state.watch_files import describe
+
+    slow = {"batch": 12, "seconds": 3.5, "paths": [{"path": "/r/app.log", "seconds": 3.4, "stage": "chunk"}]}
+    line = describe({"running": True, "pid": 7, "state": "idle", "queued": 0, "last_slow_batch": slow})
+    assert "last slow batch (12): /r/app.log held it 3.4s, mostly chunk" in line
