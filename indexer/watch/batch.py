@@ -134,8 +134,9 @@ class BatchTiming:
     # (a 5 MB log appended every 100 ms cost 7-16 s a sync on a busy 2-core machine: synced every 4-8 min).
     hot_share: float = 0.03
     # Syncs cheaper than this never hold a path back: a file edited again and again by hand (each sync ~0.1 s on a
-    # busy machine) must not wait; only a path costing more than a whole batch is rate-limited.
-    hot_min_seconds: float = 0.5
+    # busy machine, 0.7 s once beside a log chunked in a reader thread) must not wait; only a path costing a
+    # second or more (the watcher's slow-file threshold) is rate-limited.
+    hot_min_seconds: float = 1.0
 
 
 class CostModel:
@@ -308,20 +309,21 @@ class ChangeBatcher:
             self._going_on.discard(entry.path)
         return replace(_fold(chosen, sizes, costs), going_on=going_on)
 
-    def learn(self, batch: Batch, elapsed: float, now: float) -> None:
+    def learn(self, batch: Batch, elapsed: float, now: float, charged: dict[str, float] | None = None) -> None:
         """A batch took ``elapsed`` seconds, ending at ``now``: refine the cost model and rate-limit its costly
-        paths (one changing continuously gets at most ``hot_share`` of the time)."""
-        t = self.timing
+        paths (one changing continuously gets at most ``hot_share`` of the time). ``charged``: the seconds the
+        batch's trace charged to each file it synced (``IndexReport.held``); the rate limit goes by them where
+        known, not by a share of the batch's time (which holds its waits and its neighbours' work: a note synced
+        beside a slow read would be held back for half a minute)."""
         shares = self.costs.learn(batch.costs, batch.sizes, elapsed)
         for path in [p for p, until in self._not_before.items() if until <= now]:
             del self._not_before[path]
         for path, seconds in shares.items():
-            if seconds >= t.hot_min_seconds:
-                self._not_before[path] = now + seconds * (1.0 / t.hot_share - 1.0)
+            self.hold_back(path, seconds if charged is None else charged.get(path, seconds), now)
 
     def hold_back(self, path: str, seconds: float, now: float) -> None:
-        """``path`` cost ``seconds`` outside the batches (a read left in the background): the same rate limit as
-        a costly sync, so a file slow to read or chunk that changes all the time gets at most ``hot_share``."""
+        """Rate-limit ``path``, which cost ``seconds`` (a sync, or a read left in the background): a file that
+        costs that much and changes all the time gets at most ``hot_share`` of the time."""
         t = self.timing
         if seconds >= t.hot_min_seconds:
             until = now + seconds * (1.0 / t.hot_share - 1.0)

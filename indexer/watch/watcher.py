@@ -521,7 +521,8 @@ class Watcher:
             # nor are a large file's slices (written for about a second per batch, after the others)
             elapsed -= sum(sum(report.held.get(p, {}).values()) for p in unfinished | set(batch.going_on))
             batch = replace(batch, costs={p: c for p, c in batch.costs.items() if p not in reading | unfinished})
-            self._batcher.learn(batch, max(0.0, elapsed), now)  # cost model and per-path rate limit
+            charged = {p: sum(report.held[p].values()) for p in batch.costs if p in report.held}
+            self._batcher.learn(batch, max(0.0, elapsed), now, charged)  # cost model and per-path rate limit
             for path in unfinished:
                 self._batcher.go_on(path, now, batch.first_seen.get(path))
             for path in report.stale:  # an older version was indexed (its read had started before the change)

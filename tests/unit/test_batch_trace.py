@@ -156,3 +156,18 @@ def test_indexer_status_names_the_last_slow_batch():
     slow = {"batch": 12, "seconds": 3.5, "paths": [{"path": "/r/app.log", "seconds": 3.4, "stage": "chunk"}]}
     line = describe({"running": True, "pid": 7, "state": "idle", "queued": 0, "last_slow_batch": slow})
     assert "last slow batch (12): /r/app.log held it 3.4s, mostly chunk" in line
+
+
+def test_the_rate_limit_goes_by_a_files_own_charge_not_by_its_batchs_time():
+    batcher = ChangeBatcher(stat=_stat({"/r/note.md": 300, "/r/app.log": 5_000_000}))
+    batcher.note("/r/note.md", What.CLOSED, 0.0)
+    batch = batcher.take(0.1)
+    assert batch is not None
+    # the batch took 3 s (it waited for a read it then left, CPU taken by a log chunked in a reader thread), but
+    # the note itself was charged 0.2 s: it is not held back for 3 s / hot_share
+    batcher.learn(batch, 3.0, 3.1, charged={"/r/note.md": 0.2})
+    batcher.note("/r/note.md", What.CLOSED, 3.2)
+    assert batcher.held_back(3.3) == [] and batcher.take(3.3) is not None
+    batcher.learn(batch, 0.5, 4.0, charged={"/r/note.md": 1.5})  # a file that did cost that much is held back
+    batcher.note("/r/note.md", What.CLOSED, 4.1)
+    assert batcher.held_back(4.2) == ["/r/note.md"]
