@@ -35,6 +35,13 @@ BACKOFF_MAX = 30.0
 ATTEMPTS_PER_PATH = 3
 
 
+def own_work(stages: dict[str, float]) -> float:
+    """The seconds a file's own content cost a batch (read, chunk, embed: ``IndexReport.held``), what the rate
+    limit goes by. Not its write and commit shares: those hold the store's work for everyone (the first write
+    loading the index, a checkpoint), and a note must not be held back for minutes for being written then."""
+    return sum(seconds for stage, seconds in stages.items() if stage in ("read", "chunk", "embed"))
+
+
 class Ledger:
     """Counts, errors and freshness of one watcher (read by its status; changed under the watcher's lock)."""
 

@@ -47,7 +47,7 @@ from indexer.state.watch_files import (
 )
 from indexer.types import IndexReport
 from indexer.watch.batch import Batch, ChangeBatcher, What
-from indexer.watch.ledger import ATTEMPTS_PER_PATH, Backoff, Failure, Ledger
+from indexer.watch.ledger import ATTEMPTS_PER_PATH, Backoff, Failure, Ledger, own_work
 from indexer.watch.observers import OVERFLOW
 from indexer.watch.root_watches import RootWatches
 from indexer.watch.status_file import StatusFile
@@ -521,7 +521,7 @@ class Watcher:
             # nor are a large file's slices (written for about a second per batch, after the others)
             elapsed -= sum(sum(report.held.get(p, {}).values()) for p in unfinished | set(batch.going_on))
             batch = replace(batch, costs={p: c for p, c in batch.costs.items() if p not in reading | unfinished})
-            charged = {p: sum(report.held[p].values()) for p in batch.costs if p in report.held}
+            charged = {p: own_work(report.held[p]) for p in batch.costs if p in report.held}
             self._batcher.learn(batch, max(0.0, elapsed), now, charged)  # cost model and per-path rate limit
             for path in unfinished:
                 self._batcher.go_on(path, now, batch.first_seen.get(path))

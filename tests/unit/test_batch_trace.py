@@ -171,3 +171,11 @@ def test_the_rate_limit_goes_by_a_files_own_charge_not_by_its_batchs_time():
     batcher.learn(batch, 0.5, 4.0, charged={"/r/note.md": 1.5})  # a file that did cost that much is held back
     batcher.note("/r/note.md", What.CLOSED, 4.1)
     assert batcher.held_back(4.2) == ["/r/note.md"]
+
+
+def test_the_rate_limit_counts_a_files_own_work_not_the_stores_write():
+    from indexer.watch.ledger import own_work
+
+    # a note written when the store loaded its index (2.3 s of write): its own work is 0.12 s
+    assert own_work({"read": 0.11, "embed": 0.01, "write": 2.26, "commit": 0.09}) == pytest.approx(0.12)
+    assert own_work({"read": 0.2, "chunk": 7.9, "write": 0.01}) == pytest.approx(8.1)  # a hot log re-chunked
