@@ -21,9 +21,9 @@ llama-cpp: setup
 setup: $(VENV)/.installed
 
 # The framework packages the Qdrant-attach tests build real collections with (LangChain, LlamaIndex, Haystack)
-# and the OCR extra (pytesseract, pypdfium2): test-only, so `make demo` does not pull them.
+# the OCR extra (pytesseract, pypdfium2) and the cluster extra (Ray: the cluster tests run a local Ray cluster): test-only, so `make demo` does not pull them.
 $(VENV)/.test-extras: $(VENV)/.installed pyproject.toml
-	$(BIN)/python -m pip install -e '.[dev,attach-tests,ocr]'
+	$(BIN)/python -m pip install -e '.[dev,attach-tests,ocr,cluster]'
 	touch $@
 
 demo: setup

@@ -14,6 +14,7 @@ libraries are translated at the adapter that calls them (``raise StoreError(...)
     │   ├── StoreUnavailableError   the store cannot be reached (retryable)
     │   └── CollectionMismatchError the collection was made with another model/normalization/metric
     ├── StateError           the SQLite state store is unusable (corrupt, locked, newer schema)
+    ├── ClusterError         the Ray cluster cannot be joined or used (indexing with ``--cluster``)
     └── LockedError          a collection, store or model build is held by another process (wait and retry)
 
 Messages name the problem and the fix.
@@ -79,6 +80,10 @@ class CollectionMismatchError(StoreError):
 
 class StateError(IndexerError):
     """The state store is unusable."""
+
+
+class ClusterError(IndexerError):
+    """The Ray cluster named by the ``cluster`` setting cannot be joined (unreachable, no token) or used."""
 
 
 class LockedError(IndexerError):

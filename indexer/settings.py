@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     qdrant_write_consistency_factor: int | None = Field(
         None, ge=1, description="replicas that must confirm a write (at most the replication factor)"
     )
+    # A search worker without a state database (docs/deploy.md#stateless-workers): it answers from the store named
+    # by store, store_options (an embedded Qdrant folder's path) or qdrant_url, and the models, and writes nothing
+    stateless: bool = Field(False, description="search worker: answer from the Qdrant store alone, no state database")
+    qdrant_read_consistency: str | None = Field(
+        None, description="replicas a Qdrant server search asks: majority, quorum, all or a number (unset: one)"
+    )
     embed_model: str = "all-MiniLM-L6-v2"
     rerank_model: str | None = None
     query_prompt: str | None = Field(None, description="prefix for queries (default: the model's, if any)")
@@ -115,6 +121,11 @@ class Settings(BaseSettings):
     )
     embed_batch_chunks: int = Field(256, ge=1, description="chunks embedded and written per batch")
     threads: int | None = Field(None, ge=1, description="llama.cpp threads (default: all cores)")
+    cluster: str | None = Field(
+        None, description="Ray cluster to embed on when indexing (docs/deploy.md#indexing-on-a-ray-cluster): 'auto' "
+        "(the cluster `ray start` made on this machine), HOST:PORT of its head, or 'local' (a one-machine cluster "
+        "in this process); none: the writer embeds alone. Needs the cluster extra and token authentication",
+    )
     # indexer watch
     watch_rescan_seconds: float = Field(600.0, ge=0, description="full reconciliation scan interval (0: at start only)")
     watch_polling: bool = Field(False, description="poll instead of inotify (NFS, SMB, some container mounts)")

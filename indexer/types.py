@@ -230,9 +230,16 @@ class Filter:
     file_types: tuple[str, ...] = ()  # reader kinds or extensions without dot, e.g. ("md", "py")
     ids: frozenset[str] | None = None
     hidden: frozenset[str] = frozenset()
+    # A stateless worker's filter (indexer.ports.PayloadFields: only a store with that port gets these): the
+    # clauses themselves, evaluated by the store on the payload the writer keeps for them, with each metadata
+    # field's kind ((name, kind) pairs), and whether points a writer has not committed are left out.
+    clauses: tuple[Clause, ...] = ()
+    kinds: tuple[tuple[str, str], ...] = ()
+    committed: bool = False
 
     def is_empty(self) -> bool:
-        return self.path_prefix is None and not self.file_types and self.ids is None and not self.hidden
+        return (self.path_prefix is None and not self.file_types and self.ids is None and not self.hidden
+                and not self.clauses and not self.committed)
 
 
 FILTER_OPS = ("=", "==", "!=", "<", "<=", ">", ">=", "^=", "~", "in")
@@ -341,6 +348,7 @@ class IndexReport:
     read_before: dict[str, float] = field(default_factory=dict)
     # Files indexed as an older version (a read still running from an earlier call was taken): sync them again
     stale: list[str] = field(default_factory=list)
+    cluster: dict[str, Any] | None = None  # what the Ray cluster did (indexer.cluster.embedder.describe), if used
 
     def timed(self, stage: str, seconds: float) -> None:
         """Add ``seconds`` to ``stage`` (what ``-v index`` prints as its stage timings)."""

@@ -18,7 +18,15 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from indexer.cli.options import STATE, CollectionOpt, JsonOpt, VerboseOpt, add_verbose_everywhere, set_verbose
+from indexer.cli.options import (
+    STATE,
+    ClusterOpt,
+    CollectionOpt,
+    JsonOpt,
+    VerboseOpt,
+    add_verbose_everywhere,
+    set_verbose,
+)
 from indexer.cli.progress import BarProgress, progress_bars
 from indexer.codec import decode_result, request_json, result_json
 from indexer.collection.facade import Collection, list_collections, open_collection
@@ -115,12 +123,14 @@ def index(
     repair: bool = typer.Option(
         False, "--repair", help="Rebuild the store's copy first (damaged or unreadable), from cached vectors and files."
     ),
+    cluster: str | None = ClusterOpt,
     as_json: bool = JsonOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
     """Add folders as roots of a collection and sync them, or re-sync every root; unchanged files are skipped."""
     try:
-        with _open(collection, store=store, qdrant_url=qdrant_url, metric=metric, embed_model=model) as col:
+        with _open(collection, store=store, qdrant_url=qdrant_url, metric=metric, embed_model=model,
+                   cluster=cluster) as col:
             if repair:
                 col.repair_store()
             with progress_bars(err, as_json) as progress:
@@ -398,13 +408,15 @@ def watch(
         None, "--rescan", metavar="SECONDS",
         help=f"Seconds between full rescans (default {default('watch_rescan_seconds'):g}).",
     ),
+    cluster: str | None = ClusterOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
     """Keep a collection in step with its folders until Ctrl-C or SIGTERM; one log line per batch."""
     from indexer.cli.watch import watch_command
 
     try:
-        code = watch_command(paths, collection, polling, rescan, lambda m: err.print(m, highlight=False))
+        code = watch_command(paths, collection, polling, rescan, lambda m: err.print(m, highlight=False),
+                             cluster=cluster)
     except IndexerError as exc:
         raise _fail(exc) from exc
     raise typer.Exit(code)

@@ -14,6 +14,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from indexer.cli.options import ClusterOpt
 from indexer.errors import IndexerError, InputError
 from indexer.settings import load_settings
 
@@ -112,6 +113,7 @@ def reindex(
     model: str | None = typer.Option(None, "--model", metavar="MODEL", help="New embedding model (name or .gguf)."),
     collection: str | None = _COLLECTION,
     abort: bool = typer.Option(False, "--abort", help="Cancel a reindex under way; the old vectors stay."),
+    cluster: str | None = ClusterOpt,
     as_json: bool = _JSON,
 ) -> None:
     """Switch a collection to another embedding model without downtime (searches use the old vectors until the
@@ -123,7 +125,7 @@ def reindex(
     if not abort and not model:
         raise _fail(InputError("pass --model NEW (or --abort to cancel a reindex under way)"), as_json)
     try:
-        with open_collection(collection) as col:
+        with open_collection(collection, cluster=cluster) as col:
             if abort:
                 cancelled = job.abort(col)
                 result: dict[str, Any] = {"collection": col.name, "aborted": cancelled}

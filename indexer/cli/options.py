@@ -42,6 +42,10 @@ VerboseOpt: Any = typer.Option(
 CollectionOpt: Any = typer.Option(
     None, "--collection", "-c", metavar="NAME", help="Collection name (default: 'default')."
 )
+ClusterOpt: Any = typer.Option(
+    None, "--cluster", metavar="ADDRESS",
+    help="Embed on a Ray cluster: auto (the one `ray start` made here), HOST:PORT, or local (docs/deploy.md).",
+)
 JsonOpt: Any = typer.Option(
     False, "--json", help='Machine-readable output on stdout; an error prints {"error": {"type", "message"}}.'
 )

@@ -13,6 +13,8 @@ def serve_command(
     host: str = typer.Option(None, "--host", help="address to bind (default 127.0.0.1: this machine only)"),
     port: int = typer.Option(None, "--port", help=f"port (default {default('server_port')}; 0 picks a free one)"),
     watch: bool = typer.Option(True, "--watch/--no-watch", help="keep the collections' roots in sync (live)"),
+    stateless: bool = typer.Option(None, "--stateless", help="a search worker: answer from the Qdrant store and the "
+                                   "models alone, no state database, nothing written (docs/deploy.md)"),
     public: bool = typer.Option(False, "--public", help="allow a non-loopback address without API keys"),
     rerank_model: str | None = typer.Option(None, help="reranker model (.gguf path or name)"),
     log_level: str = typer.Option("warning", help="uvicorn log level"),
@@ -21,7 +23,7 @@ def serve_command(
     from indexer.server.run import serve
 
     try:
-        settings = load_settings(server_host=host, server_port=port, rerank_model=rerank_model)
+        settings = load_settings(server_host=host, server_port=port, rerank_model=rerank_model, stateless=stateless)
         serve(settings, watch=watch, allow_public=public, log_level=log_level)
     except IndexerError as exc:
         typer.echo(f"error: {exc}", err=True)

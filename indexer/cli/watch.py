@@ -67,8 +67,9 @@ def watch_command(
     polling: bool | None = None,
     rescan: float | None = None,
     announce: Callable[[str], None] | None = None,
+    cluster: str | None = None,
 ) -> int:
     """``indexer watch``: open the collection, log one line per batch, watch until a signal. Returns the exit code."""
     logging.getLogger("indexer.watch").setLevel(logging.INFO)  # the batch lines are the command's output
-    with open_collection(collection, watch_polling=polling, watch_rescan_seconds=rescan) as col:
+    with open_collection(collection, watch_polling=polling, watch_rescan_seconds=rescan, cluster=cluster) as col:
         return run_watch(col, paths or None, announce=announce)

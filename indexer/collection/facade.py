@@ -24,6 +24,7 @@ from indexer.collection.records import (
     single_process,
 )
 from indexer.collection.writer import CollectionWriter
+from indexer.errors import InputError
 from indexer.index.pipeline import IndexReport, Progress
 from indexer.ports import Source
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult
@@ -173,18 +174,28 @@ def open_parts(name: str | None = None, settings: Settings | None = None, **over
 
 def open_collection(name: str | None = None, settings: Settings | None = None, **overrides: Any) -> Collection:
     """Open (or prepare to create) a collection. ``overrides`` are settings fields, e.g. ``store="qdrant"``."""
+    if (settings.stateless if settings is not None else overrides.get("stateless")):
+        raise InputError("the stateless setting is for search workers (`indexer serve --stateless`, or open_reader): "
+                         "query the worker over HTTP; a collection with both faces needs the state database")
     parts = open_parts(name, settings, **overrides)
     return Collection(parts.settings, parts.state, parts.record)
 
 
 def open_reader(name: str, settings: Settings) -> CollectionReader:
-    """A reader of collection ``name`` over parts of its own."""
+    """A reader of collection ``name`` over parts of its own; with the ``stateless`` setting, a search worker's
+    reader of the store alone (:mod:`indexer.collection.stateless`: no state database, nothing written)."""
+    if settings.stateless:
+        from indexer.collection.stateless import open_stateless_reader
+
+        return open_stateless_reader(name, settings)
     return CollectionReader(open_parts(name, settings))
 
 
 def open_writer(name: str, settings: Settings, beside: CollectionParts | None = None) -> CollectionWriter:
     """A writer of collection ``name``. Beside a reader's parts whose store admits one process at a time
     (embedded Qdrant) it is their second face; else it has parts of its own, and so its own embedding context."""
+    if settings.stateless:
+        raise InputError(f"a stateless search worker does not write collection {name!r}; index through the writer")
     if beside is not None and beside.single_process:
         return CollectionWriter(beside, owns_parts=False)
     return CollectionWriter(open_parts(name, settings))

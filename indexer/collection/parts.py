@@ -83,7 +83,37 @@ class CollectionParts:
         return self.model
 
     def _load_model(self) -> LlamaEmbedder:
-        """The engine under :attr:`model`: the recorded file, tokenized as the documents were, its identity the
+        """The engine under :attr:`model`; with the ``cluster`` setting, large batches go to the Ray cluster's
+        workers (:mod:`indexer.cluster`; it connects on the first such batch, so a search never does)."""
+        return self.on_cluster(self._load_local_model())
+
+    def on_cluster(self, embedder: LlamaEmbedder) -> LlamaEmbedder:
+        """``embedder`` as is, or, with the ``cluster`` setting, taken over by a ClusterEmbedder (same identity)."""
+        if not self.settings.cluster:
+            return embedder
+        from indexer.cluster.embedder import ClusterEmbedder
+
+        return ClusterEmbedder.around(embedder, self.settings.cluster)
+
+    def join_cluster(self) -> None:
+        """Join the ``cluster`` setting's Ray cluster now (a writer's run starts here): unreachable is a clear
+        ClusterError before any work, not a failure in the middle."""
+        if self.settings.cluster:
+            from indexer.cluster.connect import connect
+
+            connect(self.settings.cluster)
+
+    def cluster_work(self) -> dict[str, Any] | None:
+        """What the Ray cluster did for this process (workers, nodes, refusals, losses, rate per node), when the
+        model embeds on one."""
+        from indexer.cluster.embedder import ClusterEmbedder
+
+        if not self.settings.cluster or not self.model.loaded or not isinstance(self.model.engine, ClusterEmbedder):
+            return None
+        return self.model.engine.describe()
+
+    def _load_local_model(self) -> LlamaEmbedder:
+        """The llama.cpp engine: the recorded file, tokenized as the documents were, its identity the
         record's (a rebuilt file with the same weights keeps the vectors; other weights are a mismatch)."""
         path = self.record.model_path if self.record else str(loader.resolve(self.settings.embed_model))
         if not Path(path).exists():

@@ -54,6 +54,8 @@ def broad(total: int, fraction: float) -> bool:
 class CollectionReader(PartsView):
     """Searches and reads one collection. ``owns_parts``: closing the reader closes its parts."""
 
+    committed_only = False  # the store leaves out uncommitted points by their payload marker (a stateless worker)
+
     def __init__(self, parts: CollectionParts, *, owns_parts: bool = True) -> None:
         self.parts = parts
         self._owns_parts = owns_parts
@@ -117,9 +119,14 @@ class CollectionReader(PartsView):
             budget=self._rerank_budget,
             select=self.select,
             hidden=self.hidden,
+            committed_only=self.committed_only,
         )
-        warning = agreement_checks.search_warning(parts)
+        warning = self.search_warning()
         return replace(result, warning=warning) if warning else result
+
+    def search_warning(self) -> str | None:
+        """Why a search's hits may be incomplete (state and store disagree), or None."""
+        return agreement_checks.search_warning(self.parts)
 
     def hidden(self) -> frozenset[str]:
         """Point ids no search may see: written but not committed (a large file's slices while it is written, so

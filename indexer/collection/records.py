@@ -16,6 +16,10 @@ def open_state(settings: Settings) -> StateStore:
 
 def list_collections(settings: Settings | None = None) -> list[CollectionRecord]:
     settings = settings or load_settings()
+    if settings.stateless:  # a search worker: the collection its store holds (no state database)
+        from indexer.collection.stateless import stateless_records
+
+        return stateless_records(settings)
     state = open_state(settings)
     try:
         return state.list_collections()

@@ -121,7 +121,8 @@ def run(
     if job is not None and vectors_name(live) == job.target:  # switched before an interruption: finish up
         _cleanup(col, job)
         return ReindexReport(col.name, job.model_id, job.model_id, {}, {}, True, time.perf_counter() - started)
-    embedder = loader.load_embedder(col.settings, model_path)
+    col.join_cluster()  # with the cluster setting: unreachable is a clear error before any work
+    embedder = col.on_cluster(loader.load_embedder(col.settings, model_path))
     try:
         if job is None:
             if embedder.model_id == live.model_id and Path(model_path).resolve() == Path(live.model_path).resolve():

@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from indexer.cluster.report import note as cluster_note
 from indexer.collection import leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
-from indexer.index import large
+from indexer.index import large, payloads
 from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.reads import DETACH_SECONDS, ReadAhead
@@ -223,6 +224,7 @@ class CollectionWriter(PartsView):
         refill points the store lost, and drop unused cached vectors."""
         parts = self.parts
         report = IndexReport()
+        parts.join_cluster()
         with parts.writer_lock():
             pipeline = self._pipeline(parts.ensure_created(), progress)
             pipeline.recover()
@@ -232,9 +234,15 @@ class CollectionWriter(PartsView):
             for root in roots():
                 pipeline.sync(parts.source_for(root), root, report)
             report.points_deleted += self._remove_orphans()
+            # points written before the payload keys filters read (Qdrant): given them, resumably, no re-embedding
+            payloads.backfill(parts.store, self.name, lambda paths: parts.state.files_at(self.name, paths))
             parts.state.gc_vector_cache(pipeline.model_key)
             parts.repaired()
         parts.agreement_seen = None
+        cluster = parts.cluster_work()
+        if cluster is not None:
+            report.notes.append(cluster_note(cluster))
+            report.cluster = cluster
         return report
 
     def _mark_lost_points(self, in_flight: int = 0) -> list[str]:

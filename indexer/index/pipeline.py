@@ -33,15 +33,8 @@ from indexer.errors import IndexerError, SourceError
 from indexer.index.batching import BATCH_SECONDS, Batch, Deferred, embed_steps
 from indexer.index.changes import cyclic_gc_paused, refs_below, stat_unchanged
 from indexer.index.large import KeptWrites, LargeWrite, SliceBudget
-from indexer.index.points import (
-    Prepared,
-    chunk_record,
-    committed,
-    file_record,
-    fingerprint,
-    payload_of,
-    point_id,
-)
+from indexer.index.payloads import PayloadKeeper, fingerprint, point_payload
+from indexer.index.points import Prepared, chunk_record, committed, file_record, point_id
 from indexer.index.reads import ReadAhead
 from indexer.index.splitting import Splitter
 from indexer.names import encodable, printable
@@ -103,6 +96,7 @@ class Pipeline:
         # ``slice_seconds`` a call writes large files' slices for about that long and keeps the rest for the next
         self.kept = kept
         self.slice_seconds = slice_seconds if kept is not None else None
+        self.keeper = PayloadKeeper(store, collection)  # the filter language's payload keys (Qdrant)
 
     # -- recovery ----------------------------------------------------------------------------------------
     def recover(self) -> int:
@@ -114,6 +108,8 @@ class Pipeline:
             logger.info("recovering: deleting %d uncommitted points of an interrupted run", len(orphans))
             self.store.delete(self.collection, orphans)
         self.state.clear_pending(self.collection, keep)
+        if not keep:  # a kept large file's slices keep their marker (hidden from workers) until it is committed
+            self.keeper.recover()
         return len(orphans)
 
     def drop_kept(self, path: str) -> bool:
@@ -405,6 +401,7 @@ class Pipeline:
         """Content unchanged: refresh the stat data so the next run skips the file without reading it."""
         chunks = tuple(self.state.chunks(self.collection, ref.path))
         record = FileRecord(ref.path, ref.root, ref.size, ref.mtime_ns, doc.content_hash, "indexed", None, doc.kind)
+        self.keeper.restat([(ref, [c.point_id for c in chunks])])  # modified, size: no point re-written
         self.state.commit_files(self.collection, [FileUpdate(record, chunks)])
         self.progress.file_done(ref.path)
 
@@ -434,9 +431,9 @@ class Pipeline:
         for prepared in batch:
             records = []
             for chunk in prepared.chunks:
-                payload = payload_of(prepared, chunk)
+                payload = point_payload(prepared, chunk)
                 pid = point_id(prepared.ref.path, chunk.index, chunk.content_hash, fingerprint(payload))
-                points.append(Point(pid, vectors[chunk.content_hash], payload))
+                points.append(Point(pid, vectors[chunk.content_hash], self.keeper.add(payload, prepared, chunk)))
                 records.append(chunk_record(pid, chunk))
             updates.append(FileUpdate(file_record(prepared), tuple(records)))
 
@@ -460,8 +457,11 @@ class Pipeline:
             self.store.upsert(self.collection, points)
         if stale:
             self.store.delete(self.collection, stale)
+        self.keeper.restat([(p.ref, [r.point_id for r in u.chunks if r.point_id in held])
+                            for p, u in zip(batch, updates, strict=True)])
         wrote = time.perf_counter()
         self.state.commit_files(self.collection, updates)
+        self.keeper.committed([p.id for p in points])
         committed_at = time.perf_counter()
         report.timed("write", wrote - started)
         report.timed("commit", committed_at - wrote)
@@ -499,8 +499,10 @@ class Pipeline:
         self.state.add_pending(self.collection, [(pid, path) for pid in stale])
         if stale:
             self.store.delete(self.collection, stale)
+        self.keeper.restat([(prepared.ref, [pid for pid in new_ids if pid in write.held])])
         wrote = time.perf_counter()
         self.state.commit_files(self.collection, [FileUpdate(file_record(prepared), tuple(write.records))])
+        self.keeper.committed(write.fresh)
         done = time.perf_counter()
         report.timed("write", wrote - started)
         report.timed("commit", done - wrote)
@@ -519,11 +521,11 @@ class Pipeline:
         vectors = self._vectors(part, report)
         points = []
         for chunk in part:
-            payload = payload_of(prepared, chunk)
+            payload = point_payload(prepared, chunk)
             pid = point_id(path, chunk.index, chunk.content_hash, fingerprint(payload))
             write.records.append(chunk_record(pid, chunk))
             if pid not in write.held:
-                points.append(Point(pid, vectors[chunk.content_hash], payload))
+                points.append(Point(pid, vectors[chunk.content_hash], self.keeper.add(payload, prepared, chunk)))
         started = time.perf_counter()
         self.state.add_pending(self.collection, [(p.id, path) for p in points])
         if points:

@@ -1,4 +1,4 @@
-"""A file read and chunked (:class:`Prepared`) and what its points are made of: ids, payloads, the state's rows.
+"""A file read and chunked (:class:`Prepared`), its points' ids and the state's rows (payloads: indexer.index.payloads).
 
 Point ids are deterministic (path, chunk index, chunk text, the rest of the payload), so replaying a write is
 idempotent (see :mod:`indexer.index.pipeline`)."""
@@ -6,10 +6,8 @@ idempotent (see :mod:`indexer.index.pipeline`)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 from indexer.state.database import ChunkRecord, FileRecord
 from indexer.types import Chunk, Document, SourceRef
@@ -40,12 +38,6 @@ class Prepared:
         return len(self.chunks)
 
 
-def fingerprint(payload: dict[str, object]) -> str:
-    """What a point's payload holds beside its path, chunk index and text (lines, bytes, heading, page, ...)."""
-    skip = ("path", "chunk_index", "text", "content_hash")
-    return json.dumps({k: v for k, v in payload.items() if k not in skip}, sort_keys=True, default=str)
-
-
 def committed(rec: FileRecord | None) -> bool:
     """A file whose points are all in the store: indexed, and not marked for re-writing (lost points)."""
     return rec is not None and rec.status == "indexed" and bool(rec.content_hash)
@@ -61,35 +53,3 @@ def chunk_record(pid: str, chunk: Chunk) -> ChunkRecord:
     """The state's row of a written chunk, with its filterable metadata and location values."""
     return ChunkRecord(pid, chunk.path, chunk.index, chunk.content_hash, chunk.n_tokens,
                        (*chunk.metadata, *chunk.location))
-
-
-def payload_of(prepared: Prepared, chunk: Chunk) -> dict[str, object]:
-    path = prepared.ref.path
-    suffix = Path(path).suffix.lower().lstrip(".")
-    out = text_payload(prepared, chunk, path, suffix)
-    if chunk.media is not None:  # an image point: no text (no lexical side, nothing for a cross-encoder)
-        out |= {"media": chunk.media.kind, "width": chunk.media.width, "height": chunk.media.height}
-    return out
-
-
-def text_payload(prepared: Prepared, chunk: Chunk, path: str, suffix: str) -> dict[str, object]:
-    return {
-        "path": path,
-        "root": prepared.ref.root,
-        "rel_path": prepared.ref.rel_path,
-        "file_type": suffix or prepared.doc.kind,
-        "kind": prepared.doc.kind,
-        "chunk_index": chunk.index,
-        "text": chunk.text,
-        "start_line": chunk.start_line,
-        "end_line": chunk.end_line,
-        "start_byte": chunk.start_byte,
-        "end_byte": chunk.end_byte,
-        "page": chunk.page,
-        "heading": list(chunk.heading),
-        "locator": chunk.locator,
-        "location": dict(chunk.location),
-        "metadata": dict(chunk.metadata),
-        "content_hash": chunk.content_hash,
-        "n_tokens": chunk.n_tokens,
-    }

@@ -26,6 +26,7 @@ from indexer.names import encodable, printable
 from indexer.ports import (
     Embedder,
     LexicalSearch,
+    PayloadFields,
     Progress,
     Reader,
     Reranker,
@@ -39,9 +40,11 @@ from indexer.ports import (
 )
 from indexer.search import lexical
 from indexer.settings import Settings, load_settings
+from indexer.state import payload_fields
 from indexer.types import (
     BAD_NAME,
     ROOT_UNAVAILABLE,
+    Clause,
     Document,
     Filter,
     Hit,
@@ -60,6 +63,7 @@ __all__ = [
     "PLUGIN_API_VERSION",
     "BAD_NAME",
     "COLLECTION_NAME_RULE",
+    "Clause",
     "ROOT_UNAVAILABLE",
     "CollectionMismatchError",
     "ConfigError",
@@ -77,6 +81,7 @@ __all__ = [
     "Metric",
     "Normalization",
     "OutlineNode",
+    "PayloadFields",
     "Point",
     "PreparedImage",
     "Progress",
@@ -106,6 +111,7 @@ __all__ = [
     "database_error",
     "encodable",
     "lexical",
+    "payload_fields",
     "load_readers",
     "load_settings",
     "lock_for",

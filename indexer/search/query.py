@@ -21,7 +21,7 @@ from indexer.search.rerank import RerankBudget, rerank_stage
 from indexer.search.rows import matched_rows
 from indexer.search.snippets import matched_lines, snippet, without_shown_headings
 from indexer.settings import default as settings_default
-from indexer.types import MAX_FACETS, MAX_QUERY_CHARS, Filter, Hit, SearchHit, SearchRequest, SearchResult
+from indexer.types import MAX_FACETS, MAX_QUERY_CHARS, Clause, Filter, Hit, SearchHit, SearchRequest, SearchResult
 
 if TYPE_CHECKING:
     from indexer.settings import Settings
@@ -52,6 +52,10 @@ class Selection:
     # query): the search then runs among them once instead of widening to most of the collection
     listing: Callable[[], frozenset[str]] | None = None
     note: str | None = None  # when nothing matches: the clause that left no chunk
+    # a stateless worker's selection: the clauses go to the store itself (indexer.ports.PayloadFields), with each
+    # metadata field's kind, and the store evaluates them on the payload the writer keeps (no id list)
+    clauses: tuple[Clause, ...] = ()
+    kinds: tuple[tuple[str, str], ...] = ()
 
 
 Selector = Callable[[SearchRequest], Selection]
@@ -242,13 +246,15 @@ def run_search(
     budget: RerankBudget | None = None,
     select: Selector | None = None,
     hidden: Callable[[], frozenset[str]] | None = None,
+    committed_only: bool = False,
 ) -> SearchResult:
     """Run one search. ``reranker`` may be None when the caller skipped loading it because the query asked for no
     rerank; ``reranker_configured`` then says whether one exists (for the note in the result). ``select``
     evaluates the request's filter clauses exactly (the collection's state database); the store then searches
     among the matching points only, so a filter never loses a match to a limited candidate list. ``hidden``
     gives the point ids no search may return (written, not yet committed: a large file mid-write), which the
-    store excludes inside its search, filtered or not."""
+    store excludes inside its search, filtered or not; ``committed_only`` (a stateless worker, which has no state to
+    ask): the store leaves out the points its payload marks as not yet committed."""
     if req.k is None or req.candidates is None:
         raise ValueError("run_search needs a prepared request (indexer.search.query.prepare fills in k and candidates)")
     k, candidates = req.k, req.candidates
@@ -274,6 +280,8 @@ def run_search(
         timings["filter"] = (time.perf_counter() - t0) * 1000
     if selection.ids is not None:
         where = Filter(req.path_prefix, req.file_types, ids=selection.ids)
+    if selection.clauses or committed_only:
+        where = replace(where or Filter(), clauses=selection.clauses, kinds=selection.kinds, committed=committed_only)
     unseen = hidden() if hidden is not None else frozenset()
     if unseen:
         where = replace(where, hidden=unseen) if where is not None else Filter(hidden=unseen)

@@ -59,6 +59,7 @@ def client_url(host: str, port: int) -> str:
 def serve(settings: Settings, *, watch: bool = True, allow_public: bool = False, log_level: str = "warning") -> None:
     from indexer.server.app import create_app
 
+    watch = watch and not settings.stateless  # a stateless search worker never writes: the writer watches
     host, port = settings.server_host, settings.server_port
     if not is_loopback(host) and not (settings.api_keys or settings.admin_api_keys) and not allow_public:
         raise ConfigError(
@@ -120,7 +121,7 @@ class _AnnouncingServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
-        if self.started:
+        if self.started and not self._settings.stateless:  # a worker writes nothing in its data directory
             announce.write(self._settings.data_dir, self._ann)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

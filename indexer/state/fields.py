@@ -96,6 +96,42 @@ def clause_order(shares: Sequence[float]) -> list[int]:
     return sorted(range(len(shares)), key=lambda i: shares[i])
 
 
+def wanted_fields(clauses: Sequence[Clause], facets: Sequence[str]) -> list[str]:
+    """The metadata fields a filter and its facets name (not the built-in ones)."""
+    return [c.field for c in clauses if c.field not in BUILTIN] + [f for f in facets if f not in FACETABLE_BUILTIN]
+
+
+def check_names(collection: str, wanted: Sequence[str], facets: Sequence[str], known: Iterable[str]) -> None:
+    """Every field named exists in the collection (``known``); facets are facetable. An InputError names the
+    unknown one and lists the fields there are (the state's check and a stateless worker's)."""
+    known = set(known)
+    for name in facets:
+        if name in ("path", "size"):
+            raise InputError(
+                f"{name} cannot be a facet (its values are all different); facets: type, folder, modified and "
+                "the metadata fields (`indexer fields`)"
+            )
+    for name in wanted:
+        if name not in known:
+            listed = [*BUILTIN, *sorted(n for n in known if n not in INTERNAL)]
+            close = difflib.get_close_matches(name, [*listed, "folder"], n=3, cutoff=0.7)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise InputError(
+                f"collection {collection!r} has no field {name!r}; {hint}filterable fields: "
+                f"{', '.join(listed[:40])} (`indexer fields` lists them with example values)"
+            )
+
+
+def kind_of(n: int, numbers: int, dates: int) -> str:
+    """A field's kind from its values' counts: date or number when most of its values read as one, else text."""
+    return _kind(n, numbers, dates)
+
+
+def check_kind(c: Clause, kind: str) -> None:
+    """The clause's operator and values fit its field's kind (else an InputError naming the clause)."""
+    _check_kind(c, kind)
+
+
 def _check_kind(c: Clause, kind: str) -> None:
     if c.field in BUILTIN:
         return
@@ -319,9 +355,7 @@ class FieldIndex:
     def check(self, collection: str, clauses: Sequence[Clause], facets: Sequence[str] = ()) -> dict[str, str]:
         """Every field named exists in the collection (or is built in); an InputError names the unknown one and
         lists the fields there are. Returns the kinds of the metadata fields named (:meth:`kinds`)."""
-        wanted = [c.field for c in clauses if c.field not in BUILTIN] + [
-            f for f in facets if f not in FACETABLE_BUILTIN
-        ]
+        wanted = wanted_fields(clauses, facets)
         if not wanted:
             return {}
         if not self.complete(collection):
@@ -329,22 +363,7 @@ class FieldIndex:
                 f"collection {collection!r} was indexed before metadata filters; run `indexer index -c {collection}` "
                 "once to record its fields (no re-embedding), then filter on them"
             )
-        known = self.names(collection)
-        for name in facets:
-            if name in ("path", "size"):
-                raise InputError(
-                    f"{name} cannot be a facet (its values are all different); facets: type, folder, modified and "
-                    "the metadata fields (`indexer fields`)"
-                )
-        for name in wanted:
-            if name not in known:
-                listed = [*BUILTIN, *sorted(n for n in known if n not in INTERNAL)]
-                close = difflib.get_close_matches(name, [*listed, "folder"], n=3, cutoff=0.7)
-                hint = f"did you mean {' or '.join(close)}? " if close else ""
-                raise InputError(
-                    f"collection {collection!r} has no field {name!r}; {hint}filterable fields: "
-                    f"{', '.join(listed[:40])} (`indexer fields` lists them with example values)"
-                )
+        check_names(collection, wanted, facets, self.names(collection))
         return self.kinds(collection, wanted)
 
     def kinds(self, collection: str, names: Sequence[str]) -> dict[str, str]:

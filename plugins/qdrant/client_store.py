@@ -47,7 +47,8 @@ from indexer.plugin_api import (
     prepare_vector,
     restore_folder,
 )
-from plugins.qdrant import selection
+from plugins.qdrant import clauses, selection
+from plugins.qdrant.client_fields import ClientFields, read_consistency_of
 from plugins.qdrant.edge import EdgeStore
 from plugins.qdrant.edge_build import BUILD_SUFFIX
 from plugins.qdrant.snapshots import server_restore, server_snapshot
@@ -84,7 +85,7 @@ def qdrant_distribution(settings: Settings) -> dict[str, int | None]:
     }
 
 
-class QdrantStore:
+class QdrantStore(ClientFields):
     """Qdrant behind the VectorStore port; exactly one of ``url`` (server) or ``path`` (embedded)."""
 
     name = "qdrant"
@@ -100,6 +101,7 @@ class QdrantStore:
         shard_number: int | None = None,
         replication_factor: int | None = None,
         write_consistency_factor: int | None = None,
+        read_consistency: str | int | None = None,
     ) -> None:
         if (url is None) == (path is None):
             raise ConfigError("QdrantStore needs exactly one of url (a Qdrant server) or path (embedded)")
@@ -119,6 +121,7 @@ class QdrantStore:
             if v is not None
         }
         self.metric: Metric = Metric(metric)
+        self.read_consistency = read_consistency_of(read_consistency)  # searches and reads of a replicated cluster
         self.url = url
         self.path = Path(path) if path is not None else None
         self.retries = max(1, retries)
@@ -161,11 +164,13 @@ class QdrantStore:
         if opts.get("url"):
             url = str(opts.pop("url"))
             extra = {**qdrant_distribution(settings), **opts}
-            return cls(url=url, api_key=settings.qdrant_api_key, metric=metric, **extra)
+            return cls(url=url, api_key=settings.qdrant_api_key, metric=metric,
+                       read_consistency=settings.qdrant_read_consistency, **extra)
         opts.pop("url", None)
         if "path" not in opts:
             raise ConfigError("Qdrant store options need a 'url' (server) or a 'path' (embedded folder)")
-        return EdgeStore(Path(opts.pop("path")), metric=metric)  # embedded: Qdrant's own engine (qdrant-edge)
+        # embedded: Qdrant's own engine (qdrant-edge); a stateless search worker opens it read-only
+        return EdgeStore(Path(opts.pop("path")), metric=metric, read_only=settings.stateless)
 
     # --- snapshots (indexer.ports.StoreSnapshots): backup and restore ---------------------------
     @classmethod
@@ -265,16 +270,9 @@ class QdrantStore:
         if self.url is None:
             return
         for field in INDEXED_FIELDS:
-            self._call(
-                "create a payload index",
-                partial(
-                    self.client.create_payload_index,
-                    collection,
-                    field,
-                    field_schema=qm.PayloadSchemaType.KEYWORD,
-                    wait=True,
-                ),
-            )
+            self._call("create a payload index", partial(self.client.create_payload_index, collection, field,
+                                                         field_schema=qm.PayloadSchemaType.KEYWORD, wait=True))
+        self.ensure_field_indexes(collection)  # the filter language's (plugins/qdrant/client_fields.py)
 
     def _create(self, collection: str, dimensions: int, metric: Metric, meta: Mapping[str, Any] | None) -> None:
         self.client.create_collection(
@@ -392,12 +390,16 @@ class QdrantStore:
                 partial(self.client.delete, collection, qm.PointIdsList(points=part), wait=True),
             )
 
+    def _store_filter(self, where: Filter | None) -> qm.Filter | None:
+        return _filter(where)
+
     def search(self, collection: str, vector: np.ndarray, limit: int, where: Filter | None = None) -> list[Hit]:
         if limit <= 0:
             return []
         query, metric = self._prepare(collection, vector, "query vector")
         found = self._selected(collection, where, limit, lambda n, flt, payload: self.client.query_points(
-            collection, query=query, limit=n, query_filter=flt, with_payload=payload))
+            collection, query=query, limit=n, query_filter=flt, with_payload=payload,
+            consistency=self.read_consistency))
         negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
         return [Hit(id=pid, score=-score if negate else score, payload=payload) for pid, score, payload in found]
 
@@ -414,7 +416,8 @@ class QdrantStore:
             return int(self._call("count points", lambda: self.client.count(collection, exact=False)).count)
 
         def payloads(ids: list[str]) -> dict[str, dict[str, Any]]:
-            records = self._call("read payloads", lambda: self.client.retrieve(collection, ids, with_payload=True))
+            records = self._call("read payloads", lambda: self.client.retrieve(
+                collection, ids, with_payload=True, consistency=self.read_consistency))
             return {str(r.id): dict(r.payload or {}) for r in records}
 
         return selection.search(where, limit, count, run, payloads)
@@ -451,7 +454,8 @@ class QdrantStore:
         sparse = qm.SparseVector(indices=indices, values=values)
         using = lexical.sparse_name(version)
         found = self._selected(collection, where, limit, lambda n, flt, payload: self.client.query_points(
-            collection, query=sparse, using=using, limit=n, query_filter=flt, with_payload=payload))
+            collection, query=sparse, using=using, limit=n, query_filter=flt, with_payload=payload,
+            consistency=self.read_consistency))
         return [Hit(id=pid, score=score, payload=payload) for pid, score, payload in found]
 
     def ensure_lexical(self, collection: str) -> bool:
@@ -574,6 +578,10 @@ def _client_filter(where: Filter) -> qm.Filter | None:
         must.append(qm.FieldCondition(key="file_type", match=qm.MatchAny(any=list(where.file_types))))
     if where.ids is not None:  # the exact selection of the filter's other clauses (indexer.state.fields)
         must.append(qm.HasIdCondition(has_id=sorted(where.ids)))
+    if where.clauses:  # a stateless worker's clauses, on the payload the writer keeps (plugins/qdrant/clauses.py)
+        must.append(clauses.clauses_filter(where.clauses, dict(where.kinds)))
+    if where.committed:  # points a writer has not committed (a large file mid-write): never seen by a worker
+        must.append(clauses.COMMITTED)
     # points written but not committed (a large file mid-write): never seen, filtered or not
     must_not: list[Any] = [qm.HasIdCondition(has_id=sorted(where.hidden))] if where.hidden else []
     return qm.Filter(must=must or None, must_not=must_not or None) if must or must_not else None

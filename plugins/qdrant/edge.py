@@ -50,6 +50,7 @@ from indexer.plugin_api import (
 from plugins.qdrant import selection, space
 from plugins.qdrant.edge_build import OLD_SUFFIX, BackgroundBuilder, build_now, recover
 from plugins.qdrant.edge_copy import copy_points, local_pages
+from plugins.qdrant.edge_fields import EdgeFields, field_indexes
 
 logger = logging.getLogger(__name__)
 
@@ -90,20 +91,28 @@ def _distance(metric: Metric) -> Any:
     ]
 
 
-class EdgeStore:
+class EdgeStore(EdgeFields):
     """The VectorStore port (and the lexical port) on qdrant-edge shards in ``path``."""
 
     name = "qdrant"
+    cold_indexes = COLD_INDEXES
 
-    def __init__(self, path: Path, metric: Metric = Metric.COSINE) -> None:
+    def __init__(self, path: Path, metric: Metric = Metric.COSINE, read_only: bool = False) -> None:
         self.path = Path(path)
         self.metric = Metric(metric)
+        # a stateless search worker's: nothing is written (no folder made, no recovery, no flush; writes refused)
+        self.read_only = read_only
         self._shards: dict[str, Any] = {}
         self._shapes: dict[str, tuple[int, Metric]] = {}
         self._terms: dict[str, str | None] = {}  # the analyzer version of each open shard's sparse vector
         self._lock = threading.RLock()  # the shards: every engine call
         self._writes = threading.RLock()  # taken before _lock by writers; a build holds it to copy and swap
         self.builder = BackgroundBuilder(self._lock, self._writes, self._shards.get)
+        if read_only:
+            if not (self.path / EDGE_DIR).is_dir():
+                raise StoreError(f"no embedded Qdrant store at {self.path}; point store_options (path) at the "
+                                 "writer's store folder (<its data dir>/qdrant/<collection>)")
+            return
         try:
             (self.path / EDGE_DIR).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -151,9 +160,9 @@ class EdgeStore:
                 self._terms.pop(collection, None)
                 with contextlib.suppress(Exception):
                     shard.close()
-            if not self.builder.building(collection):
+            if not self.builder.building(collection) and not self.read_only:
                 recover(folder)
-            if not (folder / "edge_config.json").exists() and not self._migrate_local(collection):
+            if not (folder / "edge_config.json").exists() and (self.read_only or not self._migrate_local(collection)):
                 return None
             shard = _load(folder, self._call)
             self._shards[collection] = shard
@@ -187,8 +196,10 @@ class EdgeStore:
         config = self._config(dimensions, self.metric)
         shard = self._call("create a shard", lambda: qe.EdgeShard.create(str(folder), config))
         schema = qe.KeywordIndexParams(memory=qe.Memory.Cold) if COLD_INDEXES else qe.PayloadSchemaType.Keyword
-        for field in INDEXED_FIELDS:
-            index = qe.UpdateOperation.create_field_index(field, schema)
+        indexes = [(field, schema) for field in INDEXED_FIELDS]
+        indexes += [(key, params) for key, _, params in field_indexes(qe, COLD_INDEXES)]  # the filter language's
+        for field, params in indexes:
+            index = qe.UpdateOperation.create_field_index(field, params)
             self._call("create a payload index", partial(shard.update, index))
         return shard
 
@@ -283,6 +294,8 @@ class EdgeStore:
         """Apply updates to the live shard and flush, under the lock (a background build's swap never falls
         between them); each is journaled for a build in progress; then start a build if one is due. Each update
         first checks the disk's free space (:mod:`plugins.qdrant.space`)."""
+        if self.read_only:
+            raise StoreError(f"the embedded Qdrant store {self.path} is open read-only (a stateless search worker)")
         with self._writes, self._lock:
             shard = self._require(collection)
             for op, (kind, items), points in operations:
@@ -467,17 +480,21 @@ class EdgeStore:
 
     def flush(self) -> None:
         with self._lock:
-            for shard in self._shards.values():
+            for shard in [] if self.read_only else self._shards.values():
                 self._call("flush", shard.flush)
 
     def close(self) -> None:
         self.builder.cancel()
         with self._lock:
-            shards, self._shards = list(self._shards.values()), {}
-        for shard in shards:
+            shards, self._shards = list(self._shards.items()), {}
+        for name, shard in shards:
             try:
-                shard.flush()
+                if not self.read_only:
+                    shard.flush()
                 shard.close()
+                if not self.read_only and space.free_bytes(self.path) > space.CREATE_RESERVE and any(  # a full disk:
+                        self._dir(name).glob("segments/*/payload_index/*/tracker_journal.dat")):  # never
+                    _load(self._dir(name), self._call, warm=False).close()  # folds the journals a reader would
             except Exception as exc:  # closing must not mask the caller's own error
                 logger.warning("closing an embedded Qdrant shard in %s: %s", self.path, exc)
 

@@ -67,6 +67,22 @@ while (rounds := pickle.load(sys.stdin.buffer)) is not None:  # journal rounds, 
         if kind == "delete":
             shard.update(qe.UpdateOperation.delete_points(items))
             continue
+        if kind == "set_payload":
+            for ids, payload in items:
+                shard.update(qe.UpdateOperation.set_payload(ids, payload))
+            continue
+        if kind == "unmark":
+            keys = ["uncommitted"]
+            marked = qe.Filter(must_not=[qe.IsEmptyCondition("uncommitted")])
+            shard.update(qe.UpdateOperation.delete_payload(items, keys) if items else
+                         qe.UpdateOperation.delete_payload_by_filter(marked, keys))
+            continue
+        if kind == "index":
+            schemas = {"keyword": qe.KeywordIndexParams(prefix=True), "bool": qe.BoolIndexParams(),
+                       "integer": qe.IntegerIndexParams(lookup=True, range=True), "float": qe.FloatIndexParams()}
+            for key, schema in items:
+                shard.update(qe.UpdateOperation.create_field_index(key, schemas[schema]))
+            continue
         points = [qe.Point(id=i, payload=p, vector={n: qe.SparseVector(indices=v[0], values=v[1])
                                                      if isinstance(v, tuple) else v.tolist() for n, v in vec.items()})
                   for i, vec, p in items]
@@ -150,7 +166,9 @@ class BackgroundBuilder:
 
     def record(self, collection: str, kind: str, items: list[Any], points: int = 0) -> None:
         """Called with the gate and the lock held for each update applied to the live shard: ``("upsert",
-        [(id, {vector name: list | (indices, values)}, payload)])`` or ``("delete", [id, ...])``."""
+        [(id, {vector name: list | (indices, values)}, payload)])``, ``("delete", [id, ...])``, ``("set_payload",
+        [(ids, payload)])``, ``("unmark", [id, ...])`` (none: every marked point) or ``("index", [(key, schema
+        name)])`` (plugins/qdrant/edge_fields.py)."""
         build = self._builds.get(collection)
         if build is not None and build.journal is not None and not build.cancelled:
             build.journal.append((kind, items))

@@ -16,9 +16,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from indexer.plugin_api import Filter, StoreError
+from plugins.qdrant import clauses
 
 CHECK_FROM = 2_000
 CHECK_SHARE = 0.4
@@ -68,6 +70,10 @@ def _edge_filter(where: Filter) -> Any:
         must.append(qe.FieldCondition("file_type", match=qe.MatchAny(list(where.file_types))))
     if where.ids is not None:  # the exact selection of the filter's other clauses (indexer.state.fields)
         must.append(qe.HasIdCondition(set(where.ids)))
+    if where.clauses:  # a stateless worker's clauses, on the payload the writer keeps (plugins/qdrant/clauses.py)
+        must.append(clauses.to_edge(clauses.clauses_filter(where.clauses, dict(where.kinds))))
+    if where.committed:  # points a writer has not committed (a large file mid-write): never seen by a worker
+        must.append(clauses.to_edge(clauses.COMMITTED))
     # points written but not committed (a large file mid-write): never seen, filtered or not
     must_not = [qe.HasIdCondition(set(where.hidden))] if where.hidden else []
     return qe.Filter(must=must or None, must_not=must_not or None) if must or must_not else None
@@ -84,7 +90,7 @@ def checked_depth(where: Filter | None, limit: int, points: int) -> tuple[Filter
     share = len(where.ids) / points
     if len(where.ids) < CHECK_FROM or share < CHECK_SHARE:
         return None
-    rest = Filter(where.path_prefix, where.file_types, None, where.hidden)
+    rest = replace(where, ids=None)
     return rest, max(2 * limit, int(limit * 1.5 / min(share, 1.0)))
 
 

@@ -131,6 +131,7 @@ def attach(
     metadata_field: str | None = None,
     source_field: str | None = None,
     as_name: str | None = None,
+    shard_key: str | None = None,
     sample: int = DEFAULT_SAMPLE,
     settings: Settings | None = None,
     embedder: Embedder | None = None,
@@ -142,8 +143,9 @@ def attach(
     Only reads happen here. ``vector`` picks the dense vector (default: the one our model fits; "" is the unnamed
     vector); ``add_vector`` names a vector to create for our model on first index, when the collection uses named
     vectors and has none that fits (Qdrant >= 1.18). ``layout``/``*_field`` override the detected payload layout.
-    Without ``url`` and ``path``, the ``qdrant_url`` setting is used. ``embedder``, ``reranker`` and ``client``
-    (an open client on that location) are borrowed, not closed."""
+    Without ``url`` and ``path``, the ``qdrant_url`` setting is used. ``shard_key``: the key rule of a
+    custom-sharded collection's writes (``NAME`` or ``field:PATH``; plugins/qdrant_attach/sharding.py).
+    ``embedder``, ``reranker`` and ``client`` (an open client on that location) are borrowed, not closed."""
     settings = settings or load_settings()
     if url is None and path is None:
         url = settings.qdrant_url
@@ -163,6 +165,7 @@ def attach(
         if recorded is not None:  # what the attachment was made with, unless this call says otherwise
             vector = recorded.store_options.get("vector", "") if vector is None and add_vector is None else vector
             base = Layout.from_dict(recorded.store_options["layout"]).with_written_source() if layout is None else base
+            shard_key = recorded.store_options.get("shard_key") if shard_key is None else shard_key
         chosen = with_overrides(
             base, kind=layout, text_field=text_field, metadata_field=metadata_field, source_field=source_field
         )
@@ -180,6 +183,7 @@ def attach(
         layout=chosen,
         vector=vector,
         add_vector=add_vector,
+        shard_key=shard_key,
         name=as_name or default_name(report.name),
         embedder=embedder,
         reranker=reranker,
@@ -219,6 +223,7 @@ class AttachedCollection:
         vector: str | None,
         add_vector: str | None,
         name: str,
+        shard_key: str | None = None,
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
         borrowed_client: bool = False,
@@ -233,6 +238,7 @@ class AttachedCollection:
         self.name = name
         self._requested = vector
         self._add_vector = add_vector
+        self.shard_key = shard_key
         self._embedder = embedder
         self._owns_embedder = embedder is None
         self._reranker = reranker
@@ -474,6 +480,8 @@ class AttachedCollection:
             "layout": self.layout.to_dict(),
             "marker": self.name,
         }
+        if self.shard_key:  # a custom-sharded collection's writes name a shard key (sharding.py)
+            options["shard_key"] = self.shard_key
         if self.url is not None:
             options["url"] = self.url
         else:

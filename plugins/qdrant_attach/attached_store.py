@@ -41,6 +41,7 @@ from indexer.plugin_api import (
 from plugins.qdrant_attach.connect import call, close_client, open_client
 from plugins.qdrant_attach.inspection import dense_vectors
 from plugins.qdrant_attach.layout import Layout, get_path
+from plugins.qdrant_attach.sharding import ShardKeyRule, by_key, custom_sharded, refusal
 
 if TYPE_CHECKING:
     from indexer.plugin_api import Settings
@@ -69,6 +70,7 @@ class AttachedStore:
         api_key: str | None = None,
         meta: Mapping[str, str] | None = None,
         client: QdrantClient | None = None,
+        shard_key: str | None = None,
         **_ignored: Any,
     ) -> None:
         self.metric = Metric(metric)
@@ -85,6 +87,8 @@ class AttachedStore:
             client = open_client(url, Path(qdrant_path) if qdrant_path else None, api_key)
         self.client = client
         self._checked = False
+        self.shard_rule = ShardKeyRule.parse(shard_key)  # a custom-sharded collection's writes (sharding.py)
+        self.sharded = False  # known once _check has read the collection
 
     # -- plugin factory (indexer.ports.StoreFactory) ------------------------------------------------------
     @classmethod
@@ -120,6 +124,7 @@ class AttachedStore:
                 "it attached to: restore it, or detach (`indexer qdrant detach`)"
             )
         info = call(self.where, "read the collection", lambda: self.client.get_collection(self.collection))
+        self.sharded = custom_sharded(info)
         _, dense = dense_vectors(info)
         vec = next((v for v in dense if v.name == self.vector), None)
         dims = self.meta.get("dimensions")
@@ -163,6 +168,8 @@ class AttachedStore:
         if not points:
             return
         self._check()
+        if self.sharded and self.shard_rule is None:
+            raise refusal(self.collection, self.where)
         dims = int(self.meta.get("dimensions", 0)) or len(np.asarray(points[0].vector).reshape(-1))
         latest = {canonical_id(p.id): p for p in points}
         self._refuse_foreign(list(latest))
@@ -173,9 +180,17 @@ class AttachedStore:
             payload = self.layout.build(uid, text, _metadata(self.layout, p.payload), self.marker)
             vector: Any = {self.vector: vec.tolist()} if self.vector else vec.tolist()
             structs.append(qm.PointStruct(id=uid, vector=vector, payload=payload))
-        for start in range(0, len(structs), BATCH):
-            batch = structs[start : start + BATCH]
-            call(self.where, "upsert points", partial(self.client.upsert, self.collection, batch, wait=True))
+        for key, group in self._by_shard(structs, lambda s: s.payload or {}).items():
+            for start in range(0, len(group), BATCH):
+                batch = group[start : start + BATCH]
+                call(self.where, "upsert points", partial(self.client.upsert, self.collection, batch, wait=True,
+                                                          shard_key_selector=key))
+
+    def _by_shard(self, items: list[Any], payload_of: Any) -> dict[str | None, list[Any]]:
+        """``items`` by the shard key each is written with (None: the collection is not custom-sharded)."""
+        if not self.sharded or self.shard_rule is None:
+            return {None: items}
+        return {key: group for key, group in by_key(items, payload_of, self.shard_rule, self.collection).items()}
 
     def _refuse_foreign(self, ids: list[str]) -> None:
         """Our uuid5 ids never collide with theirs in practice; this proves it before every write."""
@@ -212,15 +227,14 @@ class AttachedStore:
         for start in range(0, len(unique), PAGE):
             part: list[qm.ExtendedPointId] = list(unique[start : start + PAGE])
             found = call(self.where, "read points", partial(self._retrieve, part))
-            ours: list[qm.ExtendedPointId] = [r.id for r in found if self.layout.is_ours(r.payload or {}, self.marker)]
+            ours = [r for r in found if self.layout.is_ours(r.payload or {}, self.marker)]
             if len(ours) < len(found):
                 logger.warning("not deleting %d point(s) that indexer did not write", len(found) - len(ours))
-            if ours:
-                call(
-                    self.where,
-                    "delete points",
-                    partial(self.client.delete, self.collection, qm.PointIdsList(points=ours), wait=True),
-                )
+            for key, group in self._by_shard(ours, lambda r: r.payload or {}).items() if ours else ():
+                mine: list[qm.ExtendedPointId] = [r.id for r in group]
+                call(self.where, "delete points", partial(self.client.delete, self.collection,
+                                                          qm.PointIdsList(points=mine), wait=True,
+                                                          shard_key_selector=key))
 
     def drop(self, collection: str) -> None:
         """Delete our points only; the collection, its config and everyone else's points stay. Another name

@@ -190,12 +190,15 @@ def index(
     as_name: str | None = AsOpt,
     model: str | None = ModelOpt,
     allow_other_model: bool = typer.Option(False, "--allow-other-model", help="write even if their vectors differ"),
+    shard_key: str | None = typer.Option(None, "--shard-key", help="a custom-sharded collection's shard key for our "
+                                         "points: NAME, or field:PATH (each point's from its payload)"),
     as_json: bool = JsonOpt,
 ) -> None:
     """Index folders into an existing collection, as points in its own payload layout (theirs stay untouched)."""
     with _attached(
         name, url, path, api_key=api_key, vector=vector, add_vector=add_vector, layout=layout, text_field=text_field,
         metadata_field=metadata_field, source_field=source_field, as_name=as_name, embed_model=model, as_json=as_json,
+        shard_key=shard_key,
     ) as col:
         report = col.index(paths, allow_other_model=allow_other_model)
         attached_as = col.name

@@ -24,8 +24,11 @@ pytestmark = pytest.mark.slow
 FILES = 3_000
 QUERY = "pumps and valves number 1234"
 # tmpfs size and the filler that leaves a run short of space mid-way (measured: qdrant stops after ~2,000 of the
-# 3,000 points, FAISS at its first save of the index)
-LIMITS = {"qdrant": (130, 30), "faiss": (60, 52)}
+# 3,000 points, FAISS at its first save of the index). Qdrant's payload indexes (the filter language's payload
+# keys added ten, issue 48) take ~2 MB each a segment on a tmpfs (a tmpfs backs every page a memory map touches),
+# and a shard reopened after a stop short of space rebuilds them beside the old ones (measured: +57 MB for 26 MB of
+# indexes): hence a larger disk, and a filler that still stops the first run mid-way.
+LIMITS = {"qdrant": (230, 115), "faiss": (60, 52)}
 
 
 @pytest.fixture

@@ -34,7 +34,9 @@ def _env(service: dict[str, Any]) -> dict[str, str]:
 
 
 def _indexer_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {n: s for n, s in compose["services"].items() if s.get("build") or s.get("image", "").startswith("indexer")}
+    """The services that run indexer (the Ray head and workers run `ray start` from the same image)."""
+    return {n: s for n, s in compose["services"].items()
+            if (s.get("build") or s.get("image", "").startswith("indexer")) and not n.startswith("ray-")}
 
 
 def _settings_from(env: dict[str, str]) -> Settings:
@@ -82,9 +84,13 @@ def test_compose_files_wire_the_indexer_to_qdrant_with_keys_from_the_environment
         settings = _settings_from(env)
         assert settings.store == "qdrant"
         host = env["INDEXER_QDRANT_URL"].split("//")[1].split(":")[0]
-        assert host in qdrants, f"INDEXER_QDRANT_URL names {host}, not a Qdrant service"
+        assert host in qdrants or set(_upstream("qdrant_nodes")) == {f"{q}:6333" for q in qdrants} and host == "lb", (
+            f"INDEXER_QDRANT_URL names {host}, not a Qdrant service nor the load balancer over all of them")
         assert env["INDEXER_QDRANT_API_KEY"].startswith("${QDRANT_API_KEY")
         assert env["INDEXER_API_KEYS"].startswith("${INDEXER_API_KEYS:?")  # required: serve binds 0.0.0.0
+        if settings.stateless:  # a search worker: its own empty data directory, no shared state volume
+            assert service["tmpfs"] == ["/data"] and not service.get("volumes")
+            continue
         assert any(str(v).endswith(":/data") for v in service["volumes"])
         for port in service.get("ports", []):
             published, container = str(port).rsplit(":", 1)
@@ -92,6 +98,8 @@ def test_compose_files_wire_the_indexer_to_qdrant_with_keys_from_the_environment
         assert _health_path(service["healthcheck"]["test"]) == "/readyz"
         assert service["build"]["dockerfile"] == "docker/Dockerfile"
         assert (DOCKER / service["build"]["context"]).resolve() == DOCKER.parent.resolve()
+    for service in indexers.values():  # the stateless workers above skipped the writer's checks: these apply too
+        assert _health_path(service["healthcheck"]["test"]) == "/readyz"
 
 
 def test_the_watched_folder_is_mounted_read_only_and_indexed_before_serving():
@@ -112,11 +120,44 @@ def test_cluster_is_three_nodes_in_distributed_mode_with_consistent_replication(
         assert "--bootstrap http://qdrant-0:6335" in nodes[name]["command"] and name in nodes[name]["command"]
     for service in _indexer_services(compose).values():
         s = _settings_from(_env(service))
+        if s.stateless:  # a search worker creates no collection
+            continue
         assert s.qdrant_shard_number and s.qdrant_replication_factor and s.qdrant_write_consistency_factor
         assert s.qdrant_write_consistency_factor <= s.qdrant_replication_factor <= len(nodes)
         assert s.qdrant_shard_number >= len(nodes)  # every node holds shards
     search = compose["services"]["search"]
-    assert search["command"] == ["serve", "--no-watch"]  # scaled workers never write
+    assert search["command"] == ["serve", "--no-watch", "--stateless"]  # scaled workers never write
+    worker = _settings_from(_env(search))
+    assert worker.stateless and worker.qdrant_read_consistency == "majority"
+    writer = _settings_from(_env(compose["services"]["indexer"]))
+    replicas = writer.qdrant_replication_factor or 1
+    # a majority read and the confirmed write overlap in at least one replica: every worker sees a committed write
+    assert writer.qdrant_write_consistency_factor + (replicas // 2 + 1) > replicas
+
+
+def _upstream(name: str) -> list[str]:
+    """The servers of an nginx upstream in docker/nginx/cluster.conf."""
+    text = (DOCKER / "nginx" / "cluster.conf").read_text()
+    block = re.search(rf"upstream {name} \{{(.*?)\}}", text, flags=re.S)
+    assert block, f"no upstream {name}"
+    return re.findall(r"^\s*server\s+(\S+?)(?:\s+resolve)?;", block.group(1), flags=re.M)
+
+
+def test_cluster_load_balancer_spreads_over_every_qdrant_node_and_every_search_worker():
+    compose = _compose("compose.cluster.yml")
+    services = compose["services"]
+    lb = services["lb"]
+    assert re.fullmatch(r"nginx:1\.(2[7-9]|[3-9]\d)(\.\d+)?-alpine", lb["image"])  # `resolve` needs >= 1.27.3
+    assert "./nginx/cluster.conf:/etc/nginx/conf.d/default.conf:ro" in lb["volumes"]
+    nodes = sorted(n for n in services if n.startswith("qdrant-"))
+    assert sorted(_upstream("qdrant_nodes")) == [f"{n}:6333" for n in nodes]
+    assert _upstream("search_workers") == [f"search:{SERVER_PORT}"]
+    text = (DOCKER / "nginx" / "cluster.conf").read_text()
+    assert re.search(r"listen 6333;.*?proxy_pass http://qdrant_nodes;", text, flags=re.S)
+    assert re.search(r"listen 8490;.*?proxy_pass http://search_workers;.*?proxy_set_header Host \$host;", text,
+                     flags=re.S)
+    assert lb["ports"] == ["127.0.0.1:8490:8490"] and "resolver 127.0.0.11" in text
+    assert _env(services["search"])["INDEXER_QDRANT_URL"] == "http://lb:6333"
 
 
 def test_dockerfile_is_multi_stage_non_root_with_volumes_and_a_readyz_healthcheck():
@@ -165,3 +206,24 @@ def test_compose_servers_answer_their_healthcheck_host(name):
     for service in _indexer_services(_compose(name)).values():
         settings = _settings_from(_env(service))
         assert "127.0.0.1" in settings.allowed_hosts and "localhost" in settings.allowed_hosts
+
+
+def test_ray_services_require_a_token_publish_nothing_and_run_no_dashboard():
+    """The Ray head and workers of compose.cluster.yml (issue 47): token authentication on every Ray process (the
+    token required from the environment), no published port, no dashboard; the writer joins the head with the
+    same token (no container engine runs here, so the file is checked, not run)."""
+    services = _compose("compose.cluster.yml")["services"]
+    head, worker, writer = services["ray-head"], services["ray-worker"], services["indexer"]
+    for svc in (head, worker, writer):
+        env = _env(svc)
+        assert env["RAY_AUTH_MODE"] == "token"
+        assert env["RAY_AUTH_TOKEN"].startswith("${RAY_AUTH_TOKEN:?"), "the token must come from the environment"
+    for svc in (head, worker):
+        assert not svc.get("ports"), "a Ray port published outside the compose network"
+        assert svc["build"]["args"]["EXTRAS"] == "cluster"
+    assert "--include-dashboard=false" in head["command"][0] and "--head" in head["command"][0]
+    assert "--num-cpus=0" in head["command"][0]  # the head schedules; workers embed
+    assert "--address=ray-head:6379" in worker["command"][0]
+    assert _env(writer)["INDEXER_CLUSTER"] == "ray-head:6379"
+    assert "ray-head" in writer["depends_on"]
+    assert 'ARG EXTRAS=""' in (DOCKER / "Dockerfile").read_text()

@@ -45,6 +45,8 @@ def _pipeline(tmp_path: Path, chunker: _SlowChunker, reads: ReadAhead):  # type:
 def test_a_file_slow_to_chunk_is_left_in_the_background_and_read_once_at_a_time(tmp_path):
     root = str(tmp_path)
     chunker, reads = _SlowChunker(), ReadAhead(2)
+    ended: list[str] = []
+    reads.listener = ended.append
     pipe, store, state = _pipeline(tmp_path, chunker, reads)
     src = _PathSource(root)
     log, note = f"{root}/app.log", f"{root}/note.md"
@@ -61,6 +63,9 @@ def test_a_file_slow_to_chunk_is_left_in_the_background_and_read_once_at_a_time(
         assert second.reading == [log] and time.monotonic() - started < 0.25  # left at once: it runs already
         assert src.reads[log] == 1  # not a second read of the same file
         chunker.gate.set()
+        deadline = time.monotonic() + 10
+        while log not in ended and time.monotonic() < deadline:  # the watcher syncs it again when it ends
+            time.sleep(0.01)
         third = pipe.sync_paths(src, root, [log], IndexReport())
         # the version read is indexed under its own size and time, and the file is said to be synced again
         assert third.stale == [log] and third.files_indexed == 1
@@ -71,7 +76,11 @@ def test_a_file_slow_to_chunk_is_left_in_the_background_and_read_once_at_a_time(
         fourth = pipe.sync_paths(src, root, [log], IndexReport())
         # a new read of a file whose last read was slow is not waited for at all
         assert fourth.reading == [log] and time.monotonic() - started < 0.25
+        ended.clear()
         chunker.gate.set()
+        deadline = time.monotonic() + 10
+        while log not in ended and time.monotonic() < deadline:
+            time.sleep(0.01)
         fifth = pipe.sync_paths(src, root, [log], IndexReport())
         assert fifth.stale == [] and fifth.files_indexed == 1 and src.reads[log] == 2
         assert sorted(str(p.payload["text"]) for p in store.points.values() if p.payload["path"] == log) == [

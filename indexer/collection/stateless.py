@@ -1,0 +1,296 @@
+"""A stateless search worker's collection: every search answered from a Qdrant collection and the models alone, with
+no state database (setting ``stateless``; docs/deploy.md#stateless-workers).
+
+The collection's record is read from the store's collection meta (model, normalization, metric, dimensions,
+prompts, tokenizer), never from ``state.sqlite``, and nothing is written: no state database is created or
+migrated, no repair marker, no store write. Filters go to the store as clauses (:class:`indexer.types.Filter`'s
+``clauses``), evaluated on the payload keys the writer keeps for them (:mod:`indexer.state.payload_fields`,
+``plugins/qdrant/clauses.py``) with the same meaning as the state's evaluator; a clause with no exact Qdrant form is
+an InputError naming it. Points a writer has not committed are left out by their payload marker. Facets of
+``type``, ``folder`` and ``modified`` come from Qdrant's facet API; a metadata facet is refused (it needs the
+writer's state). ``/files`` and ``/thumbnail`` are refused: a worker has no files. FAISS keeps the state route (it
+has no payload filters: opening it stateless is refused).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from indexer.collection.parts import CollectionParts
+from indexer.collection.reader import CollectionReader
+from indexer.core import registry
+from indexer.core.normalization import Normalization
+from indexer.engine import loader
+from indexer.engine.adapters import LlamaEmbedder, model_name
+from indexer.errors import CollectionMismatchError, ConfigError, InputError, NotFoundError, StateError, StoreError
+from indexer.ports import PayloadFields, payload_fields
+from indexer.search.query import SearchRequest, SearchResult, Selection
+from indexer.settings import Settings
+from indexer.state.database import CollectionRecord
+from indexer.state.field_values import BUILTIN
+from indexer.state.fields import FACET_VALUES, INTERNAL, check_kind, check_names, kind_of, wanted_fields
+from indexer.state.payload_fields import DATE, FACET_KEYS, NUMBER
+from indexer.types import Filter, Metric
+
+KINDS_SECONDS = 5.0  # a worker counts its fields' kinds at most this often (a writer's commits change them)
+NAMES_LIMIT = 10_000  # field names counted by one facet call
+
+
+class _NoState:
+    """Where a stateless collection's parts would hold a state database: anything asked of it is a StateError
+    naming what needs the writer (closing is a no-op)."""
+
+    def close(self) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise StateError(f"a stateless search worker has no state database ({name} needs one); ask the writer")
+
+
+class StatelessParts(CollectionParts):
+    """The parts of a collection opened from its store alone."""
+
+    def __init__(self, settings: Settings, record: CollectionRecord) -> None:
+        super().__init__(settings, _NoState(), record)  # type: ignore[arg-type]
+
+    def follow(self) -> bool:
+        return False  # a reindex switch is the writer's; a worker is restarted on the new collection
+
+    def _load_model(self) -> LlamaEmbedder:
+        from indexer.collection import tokenizer_record
+
+        rec = self.require_record()
+        if not Path(rec.model_path).exists():
+            raise ConfigError(f"the embedding model of collection {self.name!r} is missing: {rec.model_path}; "
+                              "give the worker the writer's model (embed_model)")
+        embedder = loader.load_embedder(self.settings, rec.model_path)
+        tokenizer_record.apply(embedder, self.store.collection_meta(self.name) or {}, self.name)
+        if embedder.model_id != rec.model_id:
+            embedder.close()
+            raise CollectionMismatchError(
+                f"the model {rec.model_path} is {embedder.model_id!r}, but collection {self.name!r} was embedded "
+                f"with {rec.model_id!r}; give the worker the writer's model file (embed_model)")
+        return embedder
+
+    def mark_repairing(self) -> None:
+        raise StateError(f"a stateless search worker never repairs collection {self.name!r}; the writer does")
+
+
+_RECORDS: dict[str, CollectionRecord] = {}  # read once per store and collection (an embedded store admits one
+_RECORDS_LOCK = threading.Lock()  # opener at a time: the worker's reader holds it from then on)
+
+
+def stateless_record(settings: Settings, name: str) -> CollectionRecord:
+    """The record of collection ``name`` as its store's meta says (the store: ``store``, ``store_options`` or
+    ``qdrant_url``), read once per process; a NotFoundError when the store holds no such collection."""
+    options = registry.new_store_options(settings, name)
+    mark = repr((settings.store, sorted(options.items()), name, settings.embed_model))
+    with _RECORDS_LOCK:
+        if mark not in _RECORDS:
+            _RECORDS[mark] = _read_record(settings, name, options)
+        return _RECORDS[mark]
+
+
+def _read_record(settings: Settings, name: str, options: dict[str, Any]) -> CollectionRecord:
+    store = registry.open_store(settings.store, registry.absolute_options(options, settings.data_dir),
+                                Metric(settings.metric), settings)
+    try:
+        if payload_fields(store) is None:
+            raise ConfigError(f"a stateless search worker needs a store that filters on payloads (qdrant), not "
+                              f"{settings.store!r}; a FAISS collection is searched through its writer's state")
+        meta = store.collection_meta(name)
+    finally:
+        store.close()
+    location = options.get("url") or options.get("path")
+    if meta is None or "indexer.model_id" not in meta:
+        raise NotFoundError(f"the {settings.store} store at {location} has no collection {name!r} written by "
+                            "indexer; point store_options (path) or qdrant_url at the writer's store")
+    return CollectionRecord(
+        name=name, store=settings.store, store_options=options, metric=meta.get("indexer.metric", settings.metric),
+        model_id=meta["indexer.model_id"], model_path=str(loader.resolve(settings.embed_model)),
+        normalization=Normalization.parse(meta["indexer.normalization"]), dimensions=int(meta["dimensions"]))
+
+
+class StatelessReader(CollectionReader):
+    """Searches one collection from its store and the models alone (see the module's docstring)."""
+
+    def __init__(self, parts: StatelessParts) -> None:
+        super().__init__(parts)
+        self._kinds: tuple[float, dict[str, str]] | None = None
+        self._filled = False
+        self._lock = threading.Lock()
+
+    committed_only = True
+
+    def _search(self, request: SearchRequest | str, **options: Any) -> SearchResult:
+        image = options.get("image", None if isinstance(request, str) else request.image)
+        if isinstance(image, (str, os.PathLike)):
+            self._no_files("an image query by path (send the image's bytes)")
+        return super()._search(request, **options)
+
+    def search_warning(self) -> str | None:
+        return None  # no state to compare with: the writer checks agreement
+
+    def _port(self) -> PayloadFields:
+        port = payload_fields(self.parts.store)
+        if port is None:
+            raise ConfigError(f"the store of collection {self.name!r} does not filter on payloads")
+        return port
+
+    def hidden(self) -> frozenset[str]:
+        return frozenset()  # the store leaves out uncommitted points by their marker (committed_only)
+
+    def _ready(self, port: PayloadFields) -> None:
+        if not self._filled:
+            if not port.filled(self.name):
+                raise InputError(
+                    f"collection {self.name!r} has points without the payload keys filters read (written before "
+                    f"them); run `indexer index -c {self.name}` on the writer once (no re-embedding), then filter")
+            self._filled = True
+
+    def field_kinds(self) -> dict[str, tuple[int, str]]:
+        """Each metadata field's (chunks that have it, kind), counted by Qdrant's facet API over the committed
+        points (kept :data:`KINDS_SECONDS`)."""
+        with self._lock:
+            if self._kinds is not None and time.monotonic() - self._kinds[0] < KINDS_SECONDS:
+                return dict(self._kinds[1])  # type: ignore[arg-type]
+        port, committed = self._port(), Filter(committed=True)
+
+        def counts(key: str) -> dict[str, int]:
+            return dict(port.facet(self.name, key, committed, NAMES_LIMIT) or [])
+
+        names = counts("filter.names")  # NAME, and #NAME / @NAME for its values that read as numbers / dates
+        out = {n: (c, kind_of(c, names.get(NUMBER + n, 0), names.get(DATE + n, 0)))
+               for n, c in names.items() if not n.startswith((NUMBER, DATE))}
+        with self._lock:
+            self._kinds = (time.monotonic(), out)  # type: ignore[assignment]
+        return out
+
+    def select(self, req: SearchRequest) -> Selection:
+        port = self._port()
+        wanted = wanted_fields(req.where, req.facets)
+        if req.where or wanted:
+            self._ready(port)
+        known = self.field_kinds() if wanted else {}
+        check_names(self.name, wanted, req.facets, known)
+        for name in req.facets:
+            if name not in FACET_KEYS:
+                raise InputError(
+                    f"facet {name!r}: a stateless search worker counts facets of type, folder and modified (Qdrant's "
+                    "facet API over their payload indexes); a metadata facet needs the writer's state: search "
+                    "through the writer for it")
+        kinds = {n: known[n][1] for n in wanted if n in known}
+        for c in req.where:
+            check_kind(c, "text" if c.field in BUILTIN else kinds.get(c.field, "text"))
+        pairs = tuple(sorted(kinds.items()))
+        where = Filter(req.path_prefix, req.file_types, clauses=tuple(req.where), kinds=pairs, committed=True)
+        facets = {n: self._facet(port, FACET_KEYS[n], where) for n in req.facets}
+        if not req.where:
+            return Selection(None, None, facets, clauses=(), kinds=pairs)
+        matched = port.count_where(self.name, where)
+        note = self._emptied(req, pairs) if not matched else None
+        return Selection(None, matched, facets, note=note, clauses=tuple(req.where), kinds=pairs)
+
+    def _facet(self, port: PayloadFields, key: str, where: Filter) -> list[tuple[str, int]]:
+        """The state's facet: the FACET_VALUES values with most chunks, ties by value (Qdrant orders ties its own
+        way: a few more are asked, then sorted and cut)."""
+        found = port.facet(self.name, key, where, FACET_VALUES + 20) or []
+        return sorted(found, key=lambda vc: (-vc[1], vc[0]))[:FACET_VALUES]
+
+    def _emptied(self, req: SearchRequest, kinds: tuple[tuple[str, str], ...]) -> str:
+        port = self._port()
+        for i, clause in enumerate(req.where):
+            upto = Filter(req.path_prefix, req.file_types, clauses=tuple(req.where[: i + 1]), kinds=kinds,
+                          committed=True)
+            if not port.count_where(self.name, upto):
+                alone = port.count_where(self.name, Filter(clauses=(clause,), kinds=kinds, committed=True))
+                why = "together with the clauses before it" if alone and i else "on its own"
+                return (f"no chunk matches '{clause.text}' {why}; `indexer fields` lists the fields and their "
+                        "commonest values")
+        return "no chunk matches the path and type filters"
+
+    # -- what a worker shows without a state ---------------------------------------------------------------
+    def fields(self) -> list[dict[str, Any]]:
+        port = self._port()
+        self._ready(port)
+        chunks = port.count_where(self.name, Filter(committed=True))
+        types = port.facet(self.name, "file_type", Filter(committed=True), 3) or []
+        out: list[dict[str, Any]] = [
+            {"field": "path", "kind": "path", "chunks": chunks, "examples": []},
+            {"field": "type", "kind": "text", "chunks": chunks, "examples": [list(t) for t in types]},
+            {"field": "modified", "kind": "date", "chunks": chunks, "examples": []},
+            {"field": "size", "kind": "number", "chunks": chunks, "examples": []},
+        ]
+        ranked = sorted(self.field_kinds().items(), key=lambda item: (-item[1][0], item[0]))
+        out += [{"field": n, "kind": kind, "chunks": c, "examples": []} for n, (c, kind) in ranked if n not in INTERNAL]
+        return out
+
+    def overview(self, watcher: dict[str, Any] | None = None) -> dict[str, Any]:
+        rec = self.parts.require_record()
+        port = self._port()
+        settings = self.parts.settings
+        return {
+            "collection": self.name, "now": time.time(), "stateless": True,
+            "files": None, "failed_files": None, "chunks": port.count_where(self.name, Filter(committed=True)),
+            "roots": [], "last_commit": None, "model": model_name(rec.model_id),
+            "reranker": model_name(Path(settings.rerank_model).name) if settings.rerank_model else None,
+            "store": rec.store, "search_mode": settings.search_mode,
+            "watcher": {"running": False, "state": "stateless worker", "queued": 0,
+                        "freshness_ms": {"last": None, "p50": None, "p95": None}, "updated_at": None,
+                        "line": "a stateless search worker: the writer indexes"},
+            "folders": port.facet(self.name, "filter.folder", Filter(committed=True), FACET_VALUES),
+            "examples": [],
+        }
+
+    def _no_files(self, what: str) -> NoReturn:
+        raise NotFoundError(f"{what}: a stateless search worker has no files (only the collection and the models); "
+                            "ask the writer, which reads them")
+
+    def indexed_file(self, path: str, query: str | None = None,
+                     lines: tuple[int, int | None] = (1, None)) -> dict[str, Any]:
+        self._no_files("the text of an indexed file")
+
+    def thumbnail(self, path: str, size: int = 256) -> bytes:
+        self._no_files("a thumbnail")
+
+    def health(self) -> dict[str, Any]:
+        points = self.parts.store.count(self.name)
+        return {"ok": True, "store_points": points, "state_points": None,
+                "note": "a stateless search worker: no state to compare (the writer checks agreement)"}
+
+    def agreement(self) -> str | None:
+        try:
+            self.parts.store.count(self.name)
+        except StoreError as exc:
+            return str(exc)
+        return None
+
+    def status(self) -> dict[str, Any]:
+        rec = self.parts.require_record()
+        return {
+            "collection": self.name, "stateless": True, "files": None, "failed_files": None,
+            "chunks": None, "points": self.parts.store.count(self.name), "store": rec.store,
+            "store_location": self.parts.store_location(rec), "metric": rec.metric, "model": rec.model_id,
+            "model_name": model_name(rec.model_id), "model_path": rec.model_path, "dimensions": rec.dimensions,
+            "reranker": self.parts.settings.rerank_model, "search_mode": self.parts.settings.search_mode,
+            "lexical_index": self.lexical_ready(), "lexical_terms": self.lexical_terms(),
+            "health": self.health(), "watcher": None, "roots": [], "writing": [],
+        }
+
+
+def open_stateless_reader(name: str, settings: Settings) -> StatelessReader:
+    """A stateless worker's reader of collection ``name`` (setting ``stateless``): nothing is written."""
+    return StatelessReader(StatelessParts(settings.model_copy(update={"collection": name}),
+                                          stateless_record(settings, name)))
+
+
+def stateless_records(settings: Settings) -> list[CollectionRecord]:
+    """The collections a stateless worker serves: its ``collection`` setting's."""
+    return [stateless_record(settings, settings.collection)]
+
+
+__all__ = ["StatelessReader", "open_stateless_reader", "stateless_records"]

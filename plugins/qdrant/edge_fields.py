@@ -1,0 +1,126 @@
+"""The payload-filter port (:class:`indexer.plugin_api.PayloadFields`) of the embedded store: what lets a stateless
+worker answer filters, facets and ``/fields`` from an embedded Qdrant shard (docs/deploy.md#stateless-workers).
+
+A mixin of :class:`plugins.qdrant.edge.EdgeStore`: every write goes through the store's ``_apply`` (its lock,
+free-space check, flush, and the journal a background index build replays)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from indexer.plugin_api import Filter, canonical_id, payload_fields
+from plugins.qdrant import clauses, selection
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+BATCH = 1024
+PAGE = 512
+
+
+def field_indexes(qe: Any, cold: bool) -> list[tuple[str, str, Any]]:
+    """(payload key, schema name, index schema) of the keys the filter language reads
+    (indexer.state.payload_fields)."""
+    memory = qe.Memory.Cold if cold else None
+    keyword = qe.KeywordIndexParams(memory=memory, prefix=True)
+    integer = qe.IntegerIndexParams(lookup=True, range=True, memory=memory)
+    out = [(k, "keyword", keyword) for k in payload_fields.KEYWORD_INDEXES]
+    out += [(k, "integer", integer) for k in payload_fields.INTEGER_INDEXES]
+    out += [(k, "bool", qe.BoolIndexParams(memory=memory)) for k in payload_fields.BOOL_INDEXES]
+    return out
+
+
+def schema_of(qe: Any, kind: str, cold: bool) -> Any:
+    """The qdrant-edge index schema of a kind name (keyword, integer, float, bool)."""
+    memory = qe.Memory.Cold if cold else None
+    return {"keyword": lambda: qe.KeywordIndexParams(memory=memory, prefix=True),
+            "integer": lambda: qe.IntegerIndexParams(lookup=True, range=True, memory=memory),
+            "float": lambda: qe.FloatIndexParams(memory=memory),
+            "bool": lambda: qe.BoolIndexParams(memory=memory)}[kind]()
+
+
+class EdgeFields:
+    """PayloadFields on qdrant-edge shards (mixed into EdgeStore, whose members these use)."""
+
+    path: Path
+    cold_indexes: bool
+    _apply: Callable[..., None]
+    _require: Callable[[str], Any]
+    _call: Callable[..., Any]
+    _lock: Any
+
+    def set_payloads(self, collection: str, updates: Sequence[tuple[Sequence[str], Mapping[str, Any]]]) -> None:
+        qe = selection.edge()
+        ops = []
+        for ids, payload in updates:
+            uids = sorted({canonical_id(i) for i in ids})
+            for start in range(0, len(uids), BATCH):
+                part, values = uids[start:start + BATCH], dict(payload)
+                ops.append((qe.UpdateOperation.set_payload(part, values), ("set_payload", [(part, values)]), 0))
+        if ops:
+            self._apply(collection, ops)
+
+    def unmark(self, collection: str, ids: Sequence[str] | None) -> None:
+        qe = selection.edge()
+        keys = [payload_fields.UNCOMMITTED]
+        if ids is None:
+            marked = clauses.to_edge(clauses.MARKED)
+            self._apply(collection, [(qe.UpdateOperation.delete_payload_by_filter(marked, keys), ("unmark", []), 0)])
+            return
+        uids = sorted({canonical_id(i) for i in ids})
+        self._apply(collection, [(qe.UpdateOperation.delete_payload(uids[s:s + BATCH], keys),
+                                  ("unmark", uids[s:s + BATCH]), 0) for s in range(0, len(uids), BATCH)])
+
+    def unfilled(self, collection: str) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+        qe = selection.edge()
+        lacking = qe.Filter(must=[qe.IsEmptyCondition(payload_fields.FILTER)])
+        offset: Any = None
+        while True:
+            request = qe.ScrollRequest(offset=offset, limit=PAGE, filter=lacking, with_payload=True,
+                                       with_vector=False)
+            with self._lock:
+                shard = self._require(collection)
+                records, offset = self._call("list points", partial(shard.scroll, request))
+            if records:
+                yield [(str(r.id), dict(r.payload or {})) for r in records]
+            if offset is None:
+                return
+
+    def ensure_field_indexes(self, collection: str, extra: Mapping[str, str] | None = None) -> None:
+        qe = selection.edge()
+        with self._lock:
+            shard = self._require(collection)
+            have = set(self._call("read the payload indexes", lambda: shard.info()).payload_schema)
+        more = payload_fields.capped(dict(extra or {}), have)
+        wanted = [*field_indexes(qe, self.cold_indexes), *((k, kind, schema_of(qe, kind, self.cold_indexes))
+                                                            for k, kind in more.items())]
+        ops = [(qe.UpdateOperation.create_field_index(k, schema), ("index", [(k, name)]), 0)
+               for k, name, schema in wanted if k not in have]
+        if ops:
+            self._apply(collection, ops)
+
+    def filled(self, collection: str) -> bool:
+        qe = selection.edge()
+        lacking = qe.Filter(must=[qe.IsEmptyCondition(payload_fields.FILTER)])
+        with self._lock:
+            shard = self._require(collection)
+            return int(self._call("count points", lambda: shard.count(qe.CountRequest(exact=True,
+                                                                                        filter=lacking)))) == 0
+
+    def count_where(self, collection: str, where: Filter | None) -> int:
+        qe = selection.edge()
+        flt = selection.edge_filter(where)
+        with self._lock:
+            shard = self._require(collection)
+            return int(self._call("count points", lambda: shard.count(qe.CountRequest(exact=True, filter=flt))))
+
+    def facet(self, collection: str, key: str, where: Filter | None, limit: int) -> list[tuple[str, int]] | None:
+        qe = selection.edge()
+        request = qe.FacetRequest(key, limit=limit, exact=True, filter=selection.edge_filter(where))
+        with self._lock:
+            shard = self._require(collection)
+            found = self._call("count facet values", lambda: shard.facet(request))
+        return [(str(h.value), int(h.count)) for h in found.hits]
