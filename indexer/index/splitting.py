@@ -27,10 +27,20 @@ class Splitter:
     def chunks(self, doc: Document, quiet: bool = False) -> list[Chunk]:
         """Its chunks (with their heading context when configured), then its pictures' points. ``quiet``: no
         progress calls (a reader thread)."""
-        chunks = list(self.chunker.chunk(doc)) if quiet else self._chunk(doc)
+        chunks = self._yielding(doc) if quiet else self._chunk(doc)
         if self._context is not None:
             chunks = self._context(chunks)
         return chunks + self._pictures(doc, len(chunks))
+
+    def _yielding(self, doc: Document) -> list[Chunk]:
+        """(A reader thread.) The chunks, handing the interpreter over after each one: a 5 MB log chunked in the
+        background must not hold the interpreter lock the batch's thread needs between each of its many short
+        steps (Python lets a thread keep it up to 5 ms before handing it over)."""
+        chunks: list[Chunk] = []
+        for chunk in self.chunker.chunk(doc):
+            chunks.append(chunk)
+            time.sleep(0)  # releases the GIL: a thread waiting for it runs now
+        return chunks
 
     def _chunk(self, doc: Document) -> list[Chunk]:
         """The document's chunks; a progress that counts them (``chunked``, optional) hears of the first at once
