@@ -25,7 +25,7 @@ def ray_token() -> str:
     return os.environ["RAY_AUTH_TOKEN"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # torn down after its module: its processes never linger beside the other tests
 def ray_cluster(ray_token: str) -> Iterator[Any]:
     from ray.cluster_utils import Cluster
 

@@ -107,6 +107,43 @@ def test_a_node_killed_mid_run_loses_and_duplicates_nothing(ray_cluster, referen
         ray_cluster.wait_for_nodes()
 
 
+def test_the_whole_cluster_lost_mid_run_the_writer_finishes_alone(ray_cluster, reference, embed_model_path,
+                                                                   monkeypatch, caplog):
+    """Every worker node killed at half the run: the writer embeds the rest itself (said once), and the points are
+    the one-machine index's."""
+    root, want = reference
+    monkeypatch.setattr("indexer.index.batching.EMBED_STEP_TOKENS", 1024)
+    monkeypatch.setattr("indexer.cluster.embedder.MIN_CLUSTER_CHARS", 1)
+    monkeypatch.setattr("indexer.cluster.embedder.PART_CHARS", 1000)
+
+    class _KillAll(Progress):
+        done, killed = 0, False
+
+        def embedded(self, chunks: int, tokens: int) -> None:
+            self.done += chunks
+            if not self.killed and self.done >= len(want["ids"]) // 2:
+                self.killed = True
+                for node in list(ray_cluster.worker_nodes):
+                    ray_cluster.remove_node(node, allow_graceful=False)
+
+    try:
+        with open_collection("orphaned", embed_model=str(embed_model_path), cluster=ray_cluster.address) as col:
+            killer = _KillAll()
+            report = col.index([root], progress=killer)
+            got = _snapshot(col)
+        assert killer.killed
+        assert report.files_indexed == 96 and not report.failed
+        assert got["ids"] == want["ids"] and got["tops"] == want["tops"]
+        work = report.cluster
+        assert work is not None and work["given_up"] and work["local_texts"] > 0, work
+        assert any("finished alone" in n for n in report.notes)
+        assert sum("is lost" in r.message for r in caplog.records) == 1  # said once
+    finally:
+        while len(ray_cluster.worker_nodes) < 2:
+            ray_cluster.add_node(**NODE)
+        ray_cluster.wait_for_nodes()
+
+
 def test_a_worker_with_another_weight_file_is_refused(ray_cluster, embed_model_path, embed_model_alt_path, caplog):
     from indexer.cluster.connect import connect
     from indexer.cluster.embedder import ClusterEmbedder
