@@ -335,12 +335,35 @@ class IndexReport:
     reading: list[str] = field(default_factory=list)  # still being read in the background (the watcher's syncs)
     seconds: float = 0.0
     embed_seconds: float = 0.0
-    stages: dict[str, float] = field(default_factory=dict)  # seconds per stage: scan, read, chunk, embed, write
+    stages: dict[str, float] = field(default_factory=dict)  # seconds per stage: scan, read, chunk, embed, write, commit
+    # The per-file trace: seconds per stage charged to each path (read: its own read's time within the call;
+    # chunk; embed: each embedding step split among its chunks' paths; write and commit: split among the files
+    # written together). What ``slowest`` ranks: which file held a batch, and in which stage.
+    held: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Large files part-written (the watcher's calls write a large file's slices for about a second each): the next
+    # call of the same writer goes on with them, after the small files it is given
+    unfinished: list[str] = field(default_factory=list)
+    # Seconds the reads taken in this call had run in the background before it (left there by earlier calls): no
+    # batch waited for them, but they are what syncing the file cost (the watcher's rate limit counts them)
+    read_before: dict[str, float] = field(default_factory=dict)
+    # Files indexed as an older version (a read still running from an earlier call was taken): sync them again
+    stale: list[str] = field(default_factory=list)
     cluster: dict[str, Any] | None = None  # what the Ray cluster did (indexer.cluster.embedder.describe), if used
 
     def timed(self, stage: str, seconds: float) -> None:
         """Add ``seconds`` to ``stage`` (what ``-v index`` prints as its stage timings)."""
         self.stages[stage] = self.stages.get(stage, 0.0) + seconds
+
+    def charge(self, path: str, stage: str, seconds: float) -> None:
+        """Charge ``seconds`` of ``stage`` to the file ``path`` (the per-file trace, :attr:`held`)."""
+        stages = self.held.setdefault(path, {})
+        stages[stage] = stages.get(stage, 0.0) + seconds
+
+    def slowest(self, n: int = 3) -> list[dict[str, Any]]:
+        """The ``n`` files charged the most seconds: path, seconds and the stage most of them went to."""
+        ranked = sorted(self.held.items(), key=lambda item: sum(item[1].values()), reverse=True)[:n]
+        return [{"path": path, "seconds": round(sum(stages.values()), 3), "stage": max(stages, key=stages.__getitem__)}
+                for path, stages in ranked if stages]  # fmt: skip
 
     def to_dict(self) -> dict[str, object]:
         """As JSON data for output: names that are not UTF-8 with ``\\x`` escapes (:func:`indexer.names.printable`)."""
@@ -349,6 +372,11 @@ class IndexReport:
         out["skipped"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.skipped]
         out["partial"] = [{"path": printable(p), "reason": printable(r)} for p, r in self.partial]
         out["reading"] = [printable(p) for p in self.reading]
+        out["unfinished"] = [printable(p) for p in self.unfinished]
+        out["stale"] = [printable(p) for p in self.stale]
+        out["read_before"] = {printable(p): round(s, 3) for p, s in self.read_before.items()}
+        del out["held"]  # the whole per-file map can be long: its top three
+        out["slowest"] = [{**row, "path": printable(str(row["path"]))} for row in self.slowest(3)]
         return out
 
 

@@ -21,7 +21,7 @@ from indexer.collection import blind_spots, leftovers, reindex
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
-from indexer.index import payloads
+from indexer.index import large, payloads
 from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.reads import DETACH_SECONDS, ReadAhead
@@ -45,6 +45,7 @@ class CollectionWriter(PartsView):
         self.parts = parts
         self._owns_parts = owns_parts
         self._reads: ReadAhead | None = None  # files read in threads, kept across calls (indexer.index.reads)
+        self._kept = large.KeptWrites()  # large files part-written by the watcher's calls (indexer.index.large)
         self._following = False
         self._sources: dict[str, Source] = {}  # root -> the source sync_paths reads with (its parse workers stay warm)
         st = parts.settings  # the approximate index's recall, measured (and tuned) in the background after writes
@@ -67,6 +68,7 @@ class CollectionWriter(PartsView):
         background and return; ``listener(path)`` hears when it ends (the watcher syncs the path again, and
         the finished document is taken). None: every call waits for its reads (the default)."""
         if listener is None:  # the watcher stops: reads left in the background end now (their paths are queued)
+            self._kept = large.KeptWrites()  # part-written large files too (the next call's recover deletes them)
             if self._reads is not None:
                 self._reads.close()
                 self._reads = None
@@ -100,9 +102,11 @@ class CollectionWriter(PartsView):
         return self.parts.source_for(root)
 
     def warm_up(self) -> None:
-        """Load the embedding model and embed one text, so the first change does not pay for the first call."""
+        """Load the embedding model and embed one text, and load the store's index with one search (a FAISS
+        collection of 17,000 points: about 2 s on a 2-core machine), so the first change pays for neither."""
         rec = self.parts.require_record()
-        self.parts.document_embedder.embed_batch(["warm up"], rec.normalization)
+        vectors = self.parts.document_embedder.embed_batch(["warm up"], rec.normalization)
+        self.parts.store.search(self.name, vectors[0], 1)
 
     # -- operations ----------------------------------------------------------------------------------------
     def index(self, paths: Sequence[str | Path], progress: Progress | None = None) -> IndexReport:
@@ -157,11 +161,15 @@ class CollectionWriter(PartsView):
         report = IndexReport()
         started = time.perf_counter()
         with parts.writer_lock():
-            pipeline = self._pipeline(parts.ensure_created(), progress)
+            pipeline = self._pipeline(parts.ensure_created(), progress, kept=True)
             pipeline.recover()
             # the repair a full sync does: files whose points the store lost (e.g. its files were deleted, and
             # ensure_created re-made it empty) are re-written with this batch, from the vector cache
-            lost = self._mark_lost_points()
+            lost = self._mark_lost_points(self._kept.fresh())
+            if lost:  # the orphans removed below would take the kept large files' slices: they start over
+                for path in self._kept.paths():
+                    pipeline.drop_kept(path)
+                    report.unfinished.append(path)
             for root, group in _group_by_root([*paths, *lost], parts.state.roots(self.name)).items():
                 pipeline.sync_paths(self._kept_source(root), root, group, report)
             if lost:
@@ -256,12 +264,13 @@ class CollectionWriter(PartsView):
         if report.points_upserted or report.points_deleted:
             self._recall.after_write(self.parts.store, self.name)
 
-    def _mark_lost_points(self) -> list[str]:
+    def _mark_lost_points(self, in_flight: int = 0) -> list[str]:
         """Files whose points the store lost are re-read on this sync (their vectors come from the cache); returns
-        their paths. The full id comparison runs only when the counts disagree (``health()`` always compares)."""
+        their paths. The full id comparison runs only when the counts disagree (``health()`` always compares);
+        ``in_flight``: points of part-written large files the store holds beyond the committed ones."""
         parts, name = self.parts, self.name
         expected = parts.state.count_points(name)
-        if expected == 0 or parts.store.count(name) == expected:
+        if expected == 0 or parts.store.count(name) in (expected, expected + in_flight):
             return []
         lost = parts.state.point_ids(name) - parts.store.list_ids(name)
         if not lost:
@@ -307,10 +316,15 @@ class CollectionWriter(PartsView):
         n = fields.backfill(self.name, payloads)
         logger.info("recorded %d filterable field values of collection %r", n, self.name)
 
-    def _pipeline(self, rec: CollectionRecord, progress: Progress | None) -> Pipeline:
+    def _pipeline(self, rec: CollectionRecord, progress: Progress | None, *, kept: bool = False) -> Pipeline:
         """The pipeline for this collection. The model is loaded on the first chunk or embedding, so a run that
-        finds nothing changed never pays for it."""
+        finds nothing changed never pays for it. ``kept`` (``sync_paths``): large files part-written by an
+        earlier call go on, and under the watcher a call writes large files' slices for about
+        ``LARGE_WRITE_SECONDS`` (indexer.index.large). Any other call (a full sync, forget) forgets them: its
+        ``recover`` deletes their slices, and a full sync writes every file whole."""
         parts = self.parts
+        if not kept:
+            self._kept = large.KeptWrites()
         return Pipeline(
             collection=self.name,
             state=parts.state,
@@ -323,6 +337,8 @@ class CollectionWriter(PartsView):
             reads=self._read_ahead(),
             detach_after=DETACH_SECONDS if self._following else None,
             chunk_context=self.parts.chunk_context,
+            kept=self._kept if kept else None,
+            slice_seconds=large.LARGE_WRITE_SECONDS if kept and self._following else None,
         )
 
     def _attach_root(self, root: str, notes: list[str]) -> str:

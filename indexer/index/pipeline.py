@@ -16,17 +16,13 @@ deletes first (``recover``). Either way the next run ends with exactly the index
 
 from __future__ import annotations
 
-import gc
-import hashlib
 import logging
 import os
 import time
-import uuid
-from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter, deque
+from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from contextlib import contextmanager
-from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -35,46 +31,26 @@ from indexer.core.normalization import Normalization, cache_tag
 from indexer.core.paths import within
 from indexer.errors import IndexerError, SourceError
 from indexer.index.batching import BATCH_SECONDS, Batch, Deferred, embed_steps
-from indexer.index.context import HeadingContext
+from indexer.index.changes import cyclic_gc_paused, refs_below, stat_unchanged
+from indexer.index.large import KeptWrites, LargeWrite, SliceBudget
 from indexer.index.payloads import PayloadKeeper, fingerprint, point_payload
+from indexer.index.points import Prepared, chunk_record, committed, file_record, point_id
 from indexer.index.reads import ReadAhead
+from indexer.index.splitting import Splitter
 from indexer.names import encodable, printable
-from indexer.ports import Chunker, Embedder, Progress, Source, SourcePlugin, VectorStore, embeds_images
-from indexer.state.database import ChunkRecord, FileRecord, FileStat, FileUpdate, StateStore
+from indexer.ports import Chunker, Embedder, Progress, Source, SourcePlugin, VectorStore
+from indexer.state.database import FileRecord, FileStat, FileUpdate, StateStore
 from indexer.types import BAD_NAME, Chunk, Document, IndexReport, Point, ScanProblem, SourceRef
 
 logger = logging.getLogger(__name__)
 
-POINT_NAMESPACE = uuid.UUID("7f1d5a52-3c1e-4f0e-9a57-5f3f2b8d4c10")
-RACY_WINDOW_NS = 2_000_000_000  # stat data younger than this (vs. the state write) cannot prove "unchanged"
 # Scan problems that leave an already indexed file failed with its points kept (docs/indexing.md); any other
 # problem (binary now, symlink escaping the root, ...) means the file is no longer part of the index.
 KEEP_ON_PROBLEM = frozenset({"too_large", "permission", "error"})
 
 
-def point_id(path: str, chunk_index: int, content_hash: str, fingerprint: str = "") -> str:
-    """Deterministic UUID of a chunk: the same file content always maps to the same ids. With ``fingerprint``
-    (what else the point's payload holds: lines, bytes, heading, page, ...) an unchanged id means an unchanged
-    point, so a re-synced file re-writes only the points that changed."""
-    key = f"{path}\n{chunk_index}\n{content_hash}" + (f"\n{fingerprint}" if fingerprint else "")
-    name = key.encode("utf-8", "surrogateescape")  # any name the OS allows
-    return str(uuid.UUID(bytes=hashlib.sha1(POINT_NAMESPACE.bytes + name).digest()[:16], version=5))
-
-
 class _NoProgress(Progress):
     """Nobody listens (every member of :class:`Progress` is a no-op)."""
-
-
-@dataclass
-class _Prepared:
-    ref: SourceRef
-    doc: Document
-    chunks: list[Chunk]
-    previous: FileRecord | None = None  # the file's record before this sync
-
-    @property
-    def size(self) -> int:
-        return len(self.chunks)
 
 
 class Pipeline:
@@ -95,6 +71,8 @@ class Pipeline:
         reads: ReadAhead | None = None,
         detach_after: float | None = None,
         chunk_context: str = "none",
+        kept: KeptWrites | None = None,
+        slice_seconds: float | None = None,
     ) -> None:
         self.collection = collection
         self.state = state
@@ -113,20 +91,38 @@ class Pipeline:
         # longer than that, once every other file of the call is written, is left running in the background.
         self.reads = reads
         self.detach_after = detach_after
-        # "heading": each chunk is embedded with its heading path in front (indexer.index.context)
-        self._context = HeadingContext(embedder) if chunk_context == "heading" else None
+        self._split = Splitter(chunker, embedder, self.progress, self._listening, chunk_context)
+        # large files part-written by an earlier call (the watcher's writer keeps them: indexer.index.large); with
+        # ``slice_seconds`` a call writes large files' slices for about that long and keeps the rest for the next
+        self.kept = kept
+        self.slice_seconds = slice_seconds if kept is not None else None
         self.keeper = PayloadKeeper(store, collection)  # the filter language's payload keys (Qdrant)
 
     # -- recovery ----------------------------------------------------------------------------------------
     def recover(self) -> int:
-        """Delete points an interrupted run wrote but never committed. Returns how many were deleted."""
-        orphans = self.state.pending_orphans(self.collection)
+        """Delete points an interrupted run wrote but never committed (not those of the large files this writer
+        is still writing: :attr:`kept`). Returns how many were deleted."""
+        keep = self.kept.paths() if self.kept is not None else []
+        orphans = self.state.pending_orphans(self.collection, keep)
         if orphans:
             logger.info("recovering: deleting %d uncommitted points of an interrupted run", len(orphans))
             self.store.delete(self.collection, orphans)
-        self.state.clear_pending(self.collection)
-        self.keeper.recover()
+        self.state.clear_pending(self.collection, keep)
+        if not keep:  # a kept large file's slices keep their marker (hidden from workers) until it is committed
+            self.keeper.recover()
         return len(orphans)
+
+    def drop_kept(self, path: str) -> bool:
+        """Forget the kept progress of ``path`` (it changed, was deleted, or a full sync re-reads everything): the
+        points it wrote that no committed chunk owns are deleted now. False when nothing was kept."""
+        write = self.kept.pop(path) if self.kept is not None else None
+        if write is None:
+            return False
+        owned = set(self.state.chunk_ids(self.collection, [path]).get(path, []))
+        written = [pid for pid in write.fresh if pid not in owned]
+        if written:
+            self.store.delete(self.collection, written)
+        return True
 
     # -- sync ----------------------------------------------------------------------------------------------
     def sync(self, source: Source | SourcePlugin, root: str, report: IndexReport | None = None) -> IndexReport:
@@ -135,7 +131,7 @@ class Pipeline:
         report = report or IndexReport()
         started = time.perf_counter()
         self.recover()
-        with _cyclic_gc_paused():
+        with cyclic_gc_paused():
             refs = {ref.path: ref for ref in source.scan()}
             stats = self.state.file_stats(self.collection, root)
             report.files_seen += len(refs)
@@ -163,7 +159,7 @@ class Pipeline:
         done = self.progress.file_done if self._listening else None
         for path, ref in refs.items():
             row = stats.get(path)
-            if row is not None and _stat_unchanged(row, ref):
+            if row is not None and stat_unchanged(row, ref):
                 unchanged += 1
                 if done is not None:
                     done(path)
@@ -189,23 +185,42 @@ class Pipeline:
             if encodable(path):  # nothing is stored under a name that is not UTF-8 (the source reports it)
                 known.update(self.state.files_under(self.collection, path))
             if os.path.isdir(path):
-                refs.update((r.path, r) for r in _refs_below(source, path))
+                refs.update((r.path, r) for r in refs_below(source, path))
             else:
                 ref = source.ref_for(path)
                 if ref is not None:
                     refs[ref.path] = ref
         report.files_seen += len(refs)
+        resumed = self._resumed(paths, refs)
+        going_on = {w.path for w in resumed}
         todo = []
         for path, ref in refs.items():
             rec = known.get(path)
-            if rec is not None and _stat_unchanged((rec.size, rec.mtime_ns, rec.status, rec.checked_ns), ref):
+            if path in going_on:
+                continue
+            if rec is not None and stat_unchanged((rec.size, rec.mtime_ns, rec.status, rec.checked_ns), ref):
                 report.files_unchanged += 1
             else:
                 todo.append(ref)
-        self._process(source, todo, known, report)
+        self._process(source, todo, known, report, resumed)
         kept = self._keep_unreadable(list(source.problems)[seen_problems:], known, report)
         self.remove_files([p for p in known if p not in refs and p not in kept], report)
         return report
+
+    def _resumed(self, paths: Sequence[str], refs: dict[str, SourceRef]) -> list[LargeWrite]:
+        """The kept large writes this call goes on with: those of ``paths`` whose file is the one read (same size
+        and modification time). A kept file that changed or is gone is dropped (read again if it is there)."""
+        if self.kept is None or not len(self.kept):
+            return []
+        resumed = []
+        for path in self.kept.paths():
+            write = self.kept.get(path)
+            ref = refs.get(path)
+            if write is not None and ref is not None and write.key == (ref.size, ref.mtime_ns):
+                resumed.append(write)
+            elif ref is not None or any(within(path, p) for p in paths):
+                self.drop_kept(path)
+        return resumed
 
     def _keep_unreadable(
         self, problems: Sequence[ScanProblem], known: dict[str, FileRecord], report: IndexReport
@@ -243,16 +258,26 @@ class Pipeline:
             report.points_deleted += len(ids)
 
     def _process(
-        self, source: Source, todo: Iterable[SourceRef], known: dict[str, FileRecord], report: IndexReport
+        self,
+        source: Source,
+        todo: Iterable[SourceRef],
+        known: dict[str, FileRecord],
+        report: IndexReport,
+        resumed: Sequence[LargeWrite] = (),
     ) -> None:
         """Read, chunk and write ``todo`` in batches bounded by count and time; a file larger than a batch is
         written on its own in slices, after the small files (:mod:`indexer.index.batching`).
 
         Files are read smallest first, up to the source's ``parallel_reads`` at a time in threads
         (:mod:`indexer.index.reads`), and taken as each read ends: a slow one (a scan being OCR'd) holds one
-        reader while the others go on, and a batch is written when it is due even while reads are running."""
-        batch: Batch[_Prepared] = Batch(self.batch_chunks, self.batch_seconds)
-        large: Deferred[_Prepared] = Deferred()
+        reader while the others go on, and a batch is written when it is due even while reads are running.
+
+        Large files go last: ``resumed`` (part-written by an earlier call) first, then those read now, within the
+        call's slice budget (:mod:`indexer.index.large`)."""
+        batch: Batch[Prepared] = Batch(self.batch_chunks, self.batch_seconds)
+        budget = SliceBudget(self.slice_seconds)
+        since = time.monotonic()
+        large: Deferred[Prepared] = Deferred()
         reads = self.reads or ReadAhead(1)
         width = max(1, min(reads.width, int(source.parallel_reads or 1)))
         queue = deque(sorted(todo, key=lambda r: r.size))  # small files first
@@ -261,20 +286,28 @@ class Pipeline:
             while queue or running:
                 while queue and len(running) < width:
                     ref = queue.popleft()
-                    running[reads.submit(source, ref)] = ref
+                    running[self._submit(reads, source, ref, known.get(ref.path))] = ref
+                self._detach_slow(reads, running, report)  # a read of the file still running from an earlier call
                 waited = time.perf_counter()
                 done, _ = wait(list(running), timeout=self._wait_seconds(batch), return_when=FIRST_COMPLETED)
                 report.timed("read", time.perf_counter() - waited)  # the time spent waiting for reads
                 for future in [f for f in running if f in done]:  # in the order they were started
-                    ref = running.pop(future)
+                    asked = running.pop(future)
+                    ref = reads.read_ref(asked.path) or asked  # the version read (older if it changed since)
+                    if (ref.size, ref.mtime_ns) != (asked.size, asked.mtime_ns):
+                        report.stale.append(ref.path)
+                    report.charge(ref.path, "read", reads.ran(ref.path, since))
+                    if reads.ran(ref.path, 0.0) > reads.ran(ref.path, since):  # it ran in the background before
+                        report.read_before[ref.path] = reads.ran(ref.path, 0.0) - reads.ran(ref.path, since)
+                    chunks = reads.prepared(ref.path)
                     reads.taken(ref.path)
-                    prepared = self._prepare(future, ref, known.get(ref.path), report)
+                    prepared = self._prepare(future, ref, known.get(ref.path), report, chunks)
                     if prepared is None:
                         continue
                     if prepared.size <= self.batch_chunks:
                         batch.add(prepared)
                     elif not large.offer(prepared):
-                        self._write_large(prepared, report)
+                        self._write_large(self._start_large(prepared), report, budget)
                 stalled = batch.items and not done and (not queue or self.detach_after is not None)
                 if batch.due() or stalled:
                     # due; or no read ended within the wait: only slow reads left, or (the watcher, where a change
@@ -284,13 +317,13 @@ class Pipeline:
                     self._detach_slow(reads, running, report)
             if batch.items:
                 self._write_batch(batch.take(), report)
-            for prepared in large.items:
-                self._write_large(prepared, report)
+            for write in [*resumed, *(self._start_large(p) for p in large.items)]:
+                self._write_large(write, report, budget)
         finally:
             if self.reads is None:
                 reads.close()
 
-    def _wait_seconds(self, batch: Batch[_Prepared]) -> float | None:
+    def _wait_seconds(self, batch: Batch[Prepared]) -> float | None:
         """How long to wait for a read: until the open batch is due, or the next check for slow reads."""
         waits = []
         if batch.items:
@@ -314,10 +347,28 @@ class Pipeline:
             report.reading.append(ref.path)
             del running[future]
 
+    def _submit(self, reads: ReadAhead, source: Source, ref: SourceRef, rec: FileRecord | None) -> Future[Document]:
+        """Start the read of ``ref``. Under the watcher the file is chunked in the reader thread too (unless its
+        content is the one indexed), so a file slow to chunk is left in the background like a slow read."""
+        if self.detach_after is None:
+            return reads.submit(source, ref)
+        indexed = rec.content_hash if rec is not None and rec.status == "indexed" else None
+        return reads.submit(source, ref, partial(self._chunked_unless, indexed))
+
+    def _chunked_unless(self, indexed: str | None, doc: Document) -> list[Chunk] | None:
+        """(A reader thread.) The document's chunks, or None when its content is the ``indexed`` one."""
+        return None if doc.content_hash == indexed else self._split.chunks(doc, quiet=True)
+
     def _prepare(
-        self, read: Future[Document], ref: SourceRef, rec: FileRecord | None, report: IndexReport
-    ) -> _Prepared | None:
-        """Chunk one file that was read; None when there is nothing to write (failed, or only its stat changed)."""
+        self,
+        read: Future[Document],
+        ref: SourceRef,
+        rec: FileRecord | None,
+        report: IndexReport,
+        chunked: list[Chunk] | None = None,
+    ) -> Prepared | None:
+        """Chunk one file that was read (``chunked``: done in its reader thread); None when there is nothing to
+        write (failed, or only its stat changed)."""
         try:
             doc = read.result()
             if rec is not None and rec.status == "indexed" and doc.content_hash == rec.content_hash:
@@ -325,11 +376,10 @@ class Pipeline:
                 report.files_touched += 1
                 return None
             started = time.perf_counter()
-            chunks = self._chunk(doc)
-            if self._context is not None:
-                chunks = self._context(chunks)
-            chunks += self._media_chunks(doc, len(chunks))
-            report.timed("chunk", time.perf_counter() - started)
+            chunks = chunked if chunked is not None else self._split.chunks(doc)
+            seconds = time.perf_counter() - started
+            report.timed("chunk", seconds)
+            report.charge(ref.path, "chunk", seconds)
         except SourceError as exc:
             if exc.code in ("binary", "missing_library"):  # not text, or no parser installed: skipped, not failed
                 report.skipped.append((ref.path, exc.reason))
@@ -345,32 +395,7 @@ class Pipeline:
         for note in doc.notes:  # indexed, with parts left out: said, never silent
             logger.warning("%s partly read: %s", printable(ref.path), note)
             report.partial.append((ref.path, note))
-        return _Prepared(ref, doc, chunks, rec)
-
-    def _chunk(self, doc: Document) -> list[Chunk]:
-        """The document's chunks; a progress that counts them (``chunked``, optional) hears of the first at once
-        and then every quarter second, so a large file's progress moves while it is still being split."""
-        if not self._listening:
-            return list(self.chunker.chunk(doc))
-        chunked = self.progress.chunked
-        chunks: list[Chunk] = []
-        told, last = 0, time.monotonic()
-        for chunk in self.chunker.chunk(doc):
-            chunks.append(chunk)
-            if told == 0 or time.monotonic() - last >= 0.25:  # the first chunk at once, then 4 times a second
-                chunked(len(chunks) - told)
-                told, last = len(chunks), time.monotonic()
-        chunked(len(chunks) - told)
-        return chunks
-
-    def _media_chunks(self, doc: Document, start: int) -> list[Chunk]:
-        """One point per picture the reader attached, after the text chunks, when the model embeds images (a
-        text-only model indexes the text alone, as before media existed)."""
-        if not doc.media or not embeds_images(self.embedder):
-            return []
-        lines = max(1, doc.text.count("\n") + 1) if doc.text else 1
-        return [Chunk(doc.ref.path, start + i, "", 0, 0, 1, lines, 0, metadata=doc.metadata, media=part)
-                for i, part in enumerate(doc.media) if part.kind == "image"]
+        return Prepared(ref, doc, chunks, rec)
 
     def _touch(self, ref: SourceRef, doc: Document, rec: FileRecord) -> None:
         """Content unchanged: refresh the stat data so the next run skips the file without reading it."""
@@ -398,7 +423,7 @@ class Pipeline:
         self.progress.file_done(ref.path)
 
     # -- the write path --------------------------------------------------------------------------------
-    def _write_batch(self, batch: list[_Prepared], report: IndexReport) -> None:
+    def _write_batch(self, batch: list[Prepared], report: IndexReport) -> None:
         all_chunks = [c for p in batch for c in p.chunks]
         vectors = self._vectors(all_chunks, report)
         points: list[Point] = []
@@ -409,15 +434,15 @@ class Pipeline:
                 payload = point_payload(prepared, chunk)
                 pid = point_id(prepared.ref.path, chunk.index, chunk.content_hash, fingerprint(payload))
                 points.append(Point(pid, vectors[chunk.content_hash], self.keeper.add(payload, prepared, chunk)))
-                records.append(_chunk_record(pid, chunk))
-            updates.append(FileUpdate(_file_record(prepared), tuple(records)))
+                records.append(chunk_record(pid, chunk))
+            updates.append(FileUpdate(file_record(prepared), tuple(records)))
 
         new_ids = {p.id for p in points}
         old_ids = self.state.chunk_ids(self.collection, [p.ref.path for p in batch])
         stale = [pid for ids in old_ids.values() for pid in ids if pid not in new_ids]
         # A point whose id a committed, intact file already owns is in the store as is (the id covers its whole
         # payload): an appended line re-writes one point, not the file's thousands.
-        intact = {p.ref.path for p in batch if _committed(p.previous)}
+        intact = {p.ref.path for p in batch if committed(p.previous)}
         held = {pid for path, ids in old_ids.items() if path in intact for pid in ids}
         points = [p for p in points if p.id not in held]
 
@@ -434,9 +459,15 @@ class Pipeline:
             self.store.delete(self.collection, stale)
         self.keeper.restat([(p.ref, [r.point_id for r in u.chunks if r.point_id in held])
                             for p, u in zip(batch, updates, strict=True)])
+        wrote = time.perf_counter()
         self.state.commit_files(self.collection, updates)
         self.keeper.committed([p.id for p in points])
-        report.timed("write", time.perf_counter() - started)
+        committed_at = time.perf_counter()
+        report.timed("write", wrote - started)
+        report.timed("commit", committed_at - wrote)
+        for prepared in batch:  # the batch's write and commit, split among its files
+            report.charge(prepared.ref.path, "write", (wrote - started) / len(batch))
+            report.charge(prepared.ref.path, "commit", (committed_at - wrote) / len(batch))
 
         report.files_indexed += len(batch)
         report.points_upserted += len(points)
@@ -444,48 +475,69 @@ class Pipeline:
         for prepared in batch:
             self.progress.file_done(prepared.ref.path)
 
-    def _write_large(self, prepared: _Prepared, report: IndexReport) -> None:
+    def _start_large(self, prepared: Prepared) -> LargeWrite:
+        ref = prepared.ref
+        old_ids = self.state.chunk_ids(self.collection, [ref.path]).get(ref.path, [])
+        return LargeWrite(prepared, old_ids, set(old_ids) if committed(prepared.previous) else set())
+
+    def _write_large(self, write: LargeWrite, report: IndexReport, budget: SliceBudget) -> None:
         """A file with more chunks than a batch: its slices written one by one (vectors cached, ids pending, points
         upserted), then its stale points deleted and the file committed with its last slice. A kill loses at most
         the slice in flight: the re-run deletes the uncommitted points (``recover``) and writes them again from
-        the vector cache, under the same ids, so nothing is duplicated."""
-        ref = prepared.ref
-        old_ids = self.state.chunk_ids(self.collection, [ref.path]).get(ref.path, [])
-        held = set(old_ids) if _committed(prepared.previous) else set()
-        records: list[ChunkRecord] = []
-        written = 0
-        written_ids: list[str] = []
-        for start in range(0, prepared.size, self.batch_chunks):
-            part = prepared.chunks[start : start + self.batch_chunks]
-            vectors = self._vectors(part, report)
-            points = []
-            for chunk in part:
-                payload = point_payload(prepared, chunk)
-                pid = point_id(ref.path, chunk.index, chunk.content_hash, fingerprint(payload))
-                records.append(_chunk_record(pid, chunk))
-                if pid not in held:
-                    points.append(Point(pid, vectors[chunk.content_hash], self.keeper.add(payload, prepared, chunk)))
-                    written_ids.append(pid)
-            started = time.perf_counter()
-            self.state.add_pending(self.collection, [(p.id, ref.path) for p in points])
-            if points:
-                self.store.upsert(self.collection, points)
-            report.timed("write", time.perf_counter() - started)
-            written += len(points)
-            logger.info("%s: %d of %d chunks written", printable(ref.path), start + len(part), prepared.size)
-            self.progress.file_part(ref.path, start + len(part), prepared.size)  # a big file's progress
-        new_ids = {r.point_id for r in records}
-        stale = [pid for pid in old_ids if pid not in new_ids]
-        self.state.add_pending(self.collection, [(pid, ref.path) for pid in stale])
+        the vector cache, under the same ids, so nothing is duplicated. Once ``budget`` is spent (the watcher's
+        calls) the rest waits in :attr:`kept` for the next call, and the path is reported unfinished."""
+        prepared, path = write.prepared, write.path
+        while not write.done:
+            if budget.spent() and self.kept is not None:
+                self.kept.keep(write)
+                report.unfinished.append(path)
+                return
+            self._write_slice(write, report)
+        new_ids = {r.point_id for r in write.records}
+        stale = [pid for pid in write.old_ids if pid not in new_ids]
+        started = time.perf_counter()
+        self.state.add_pending(self.collection, [(pid, path) for pid in stale])
         if stale:
             self.store.delete(self.collection, stale)
-        self.keeper.restat([(ref, [pid for pid in new_ids if pid in held])])
-        self.state.commit_files(self.collection, [FileUpdate(_file_record(prepared), tuple(records))])
-        self.keeper.committed(written_ids)
+        self.keeper.restat([(prepared.ref, [pid for pid in new_ids if pid in write.held])])
+        wrote = time.perf_counter()
+        self.state.commit_files(self.collection, [FileUpdate(file_record(prepared), tuple(write.records))])
+        self.keeper.committed(write.fresh)
+        done = time.perf_counter()
+        report.timed("write", wrote - started)
+        report.timed("commit", done - wrote)
+        report.charge(path, "write", wrote - started)
+        report.charge(path, "commit", done - wrote)
+        if self.kept is not None:
+            self.kept.pop(path)
         report.files_indexed += 1
-        report.points_upserted += written
         report.points_deleted += len(stale)
-        self.progress.file_done(ref.path)
+        self.progress.file_done(path)
+
+    def _write_slice(self, write: LargeWrite, report: IndexReport) -> None:
+        """The next slice of a large file: embedded (or from the cache), its ids pending, its points upserted."""
+        prepared, path = write.prepared, write.path
+        part = prepared.chunks[write.next : write.next + self.batch_chunks]
+        vectors = self._vectors(part, report)
+        points = []
+        for chunk in part:
+            payload = point_payload(prepared, chunk)
+            pid = point_id(path, chunk.index, chunk.content_hash, fingerprint(payload))
+            write.records.append(chunk_record(pid, chunk))
+            if pid not in write.held:
+                points.append(Point(pid, vectors[chunk.content_hash], self.keeper.add(payload, prepared, chunk)))
+        started = time.perf_counter()
+        self.state.add_pending(self.collection, [(p.id, path) for p in points])
+        if points:
+            self.store.upsert(self.collection, points)
+        seconds = time.perf_counter() - started
+        report.timed("write", seconds)
+        report.charge(path, "write", seconds)
+        write.fresh.extend(p.id for p in points)
+        write.next += len(part)
+        report.points_upserted += len(points)
+        logger.info("%s: %d of %d chunks written", printable(path), write.next, prepared.size)
+        self.progress.file_part(path, write.next, prepared.size)  # a big file's progress
 
     def _vectors(self, chunks: Sequence[Chunk], report: IndexReport) -> dict[str, np.ndarray]:
         """Vectors by chunk text hash: from the cache, else embedded (each distinct text once) and cached."""
@@ -502,13 +554,16 @@ class Pipeline:
             started = time.perf_counter()
             inputs = [c.embed_text for c in texts]  # the text, with its context in front (indexer.index.context)
             embedded = list(self.embedder.embed_batch(inputs, self.normalization)) if texts else []
-            if pictures:  # only chunks _media_chunks made: the embedder embeds images
+            if pictures:  # only chunks the Splitter made for pictures: the embedder embeds images
                 images = self.embedder.embed_images([c.media.data for c in pictures if c.media is not None],
                                                     self.normalization)
                 embedded += list(images)
             step = texts + pictures
-            report.embed_seconds += time.perf_counter() - started
-            report.timed("embed", time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            report.embed_seconds += seconds
+            report.timed("embed", seconds)
+            for path, n in Counter(c.path for c in step).items():  # each step's time split among its chunks' files
+                report.charge(path, "embed", seconds * n / len(step))
             fresh = [(c.content_hash, np.asarray(v, dtype=np.float32)) for c, v in zip(step, embedded, strict=True)]
             self.state.put_vectors(self.model_key, fresh)
             vectors.update(fresh)
@@ -517,53 +572,3 @@ class Pipeline:
             report.tokens_embedded += tokens
             self.progress.embedded(len(step), tokens)
         return vectors
-
-
-def _refs_below(source: Source, folder: str) -> list[SourceRef]:
-    """What a scan would yield below ``folder`` (a folder inside a root), by the source's own rules."""
-    below = source.scan_below(folder)
-    if below is not None:
-        return list(below)
-    return [ref for ref in source.scan() if within(ref.path, folder)]
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block. A re-run keeps two objects per file (a SourceRef and a
-    state row) without reference cycles; each burst of allocations makes the collector traverse all of them, and
-    every object of the loaded libraries, again (~15 % of a no-change re-run at 100k files). Only the caller
-    that found the collector on turns it back on, so nested or concurrent pauses end with it on."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _stat_unchanged(row: FileStat, ref: SourceRef) -> bool:
-    """Whether an indexed file's recorded stat data prove it unchanged since it was read."""
-    size, mtime_ns, status, checked_ns = row
-    if status != "indexed" or size != ref.size or mtime_ns != ref.mtime_ns:
-        return False
-    # Git's racy rule: a file modified within the timestamp granularity of the state write may have changed
-    # again without its mtime moving. Such files are re-hashed (and refreshed if unchanged).
-    return mtime_ns < checked_ns - RACY_WINDOW_NS
-
-
-def _committed(rec: FileRecord | None) -> bool:
-    """A file whose points are all in the store: indexed, and not marked for re-writing (lost points)."""
-    return rec is not None and rec.status == "indexed" and bool(rec.content_hash)
-
-
-def _file_record(prepared: _Prepared) -> FileRecord:
-    ref = prepared.ref
-    return FileRecord(ref.path, ref.root, ref.size, ref.mtime_ns, prepared.doc.content_hash, "indexed", None,
-                      prepared.doc.kind)  # fmt: skip
-
-
-def _chunk_record(pid: str, chunk: Chunk) -> ChunkRecord:
-    """The state's row of a written chunk, with its filterable metadata and location values."""
-    return ChunkRecord(pid, chunk.path, chunk.index, chunk.content_hash, chunk.n_tokens,
-                       (*chunk.metadata, *chunk.location))

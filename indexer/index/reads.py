@@ -6,6 +6,13 @@ source's ``parallel_reads``: the filesystem source parses documents in ``parse_w
 within ``parse_memory_mb``), and takes each document as its read ends, in whatever order. Chunking, embedding and
 writing stay in the caller's thread.
 
+Under the watcher a file is also chunked in its reader thread (``prepare``), so a file that takes long to chunk
+(a 5 MB log appended every 100 ms) is left in the background like a slow parse, and the batch goes on with the
+other changes. One read per file at a time: while a read of a file runs, the file's next sync takes that read
+even if the file has changed since (the document is indexed under the size and time it was read with:
+:meth:`ReadAhead.read_ref`; the caller syncs the file again), so a file changing all the time is never read by
+several threads at once.
+
 Two lanes of ``width`` threads each: reads a source says take a parse worker (``heavy_read(ref)``, optional:
 without it every read is heavy) and the others (plain text, code, Markdown, read in this process). So a text
 file is never queued behind documents waiting for a parse worker, and no heavy thread ever waits for a worker:
@@ -13,8 +20,9 @@ heavy reads beyond ``width`` wait in their lane's queue, in the order they came.
 
 A read may outlive the call that started it: the watcher (:meth:`ReadAhead.detach`) leaves a read that has run
 longer than a moment in the background, syncs the other changes, and is told (``listener``) when the read ends;
-the next sync of that path takes the finished document (if the file has not changed since) instead of reading
-it again. Detached reads hold no more than their lane's threads, so their number needs no cap.
+the next sync of that path takes the finished document instead of reading it again (if the file has changed
+since, that version is indexed first and the file synced again). Detached reads hold no more than their lane's
+threads, so their number needs no cap.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from indexer.ports import Source
 from indexer.types import Document, SourceRef
@@ -36,6 +45,7 @@ logger = logging.getLogger(__name__)
 DETACH_SECONDS = 0.5
 QUEUED_SECONDS = 0.1  # a read queued this long behind others is slow too
 UNTAKEN_SECONDS = 300.0  # a background read's document is kept this long for the sync that takes it
+REMEMBERED = 10_000  # files whose last read's duration is kept (a file read slowly last time is not waited for)
 
 
 @dataclass
@@ -43,6 +53,8 @@ class _Read:
     key: tuple[int, int]  # the file's (size, mtime_ns) when the read started
     future: Future[Document]
     source: Source
+    ref: SourceRef | None = None  # what the read was started with
+    prepared: Any = None  # what ``prepare`` made of the document in the reader thread (chunks), if anything
     started: float = field(default_factory=time.monotonic)
     running: float | None = None  # when a lane's thread took it (None: still queued behind other reads)
     detached: bool = False
@@ -59,29 +71,48 @@ class ReadAhead:
         self._light = ThreadPoolExecutor(self.width, thread_name_prefix="indexer-read")
         self._lock = threading.Lock()
         self._reads: dict[str, _Read] = {}
+        self._took: dict[str, float] = {}  # path -> seconds its last read ran (oldest first)
         self.listener: Callable[[str], None] | None = None
         self._closed = False
 
-    def submit(self, source: Source, ref: SourceRef) -> Future[Document]:
-        """The read of ``ref``: one already started for the same file content (size and mtime) if any."""
+    def submit(
+        self, source: Source, ref: SourceRef, prepare: Callable[[Document], Any] | None = None
+    ) -> Future[Document]:
+        """The read of ``ref``: one of the same file already started and not taken yet, if any (its content may
+        be older: :meth:`read_ref` says which version it read). ``prepare(document)`` runs in the reader thread
+        after the read (the watcher's chunking); :meth:`prepared` has its result."""
         key = (ref.size, ref.mtime_ns)
         with self._lock:
             self._forget_untaken()
             known = self._reads.get(ref.path)
-            if known is not None and known.key == key and not known.future.cancelled():
+            if known is not None and not known.future.cancelled():
                 known.detached = False
                 return known.future
-            read = _Read(key, Future(), source)
-            read.future = self._lane(source, ref).submit(self._run, read, source, ref)
+            read = _Read(key, Future(), source, ref)
+            read.future = self._lane(source, ref).submit(self._run, read, source, ref, prepare)
             self._reads[ref.path] = read
             future = read.future
         future.add_done_callback(partial(self._ended, ref.path))
         return future
 
     @staticmethod
-    def _run(read: _Read, source: Source, ref: SourceRef) -> Document:
+    def _run(read: _Read, source: Source, ref: SourceRef, prepare: Callable[[Document], Any] | None) -> Document:
         read.running = time.monotonic()
-        return source.read(ref)
+        doc = source.read(ref)
+        if prepare is not None:
+            read.prepared = prepare(doc)
+        return doc
+
+    def read_ref(self, path: str) -> SourceRef | None:
+        """The ref the read of ``path`` was started with (older than the caller's when the file changed while a
+        read ran): the document is that version's."""
+        read = self._reads.get(path)
+        return None if read is None else read.ref
+
+    def prepared(self, path: str) -> Any:
+        """What ``prepare`` made of the document of ``path`` in the reader thread (None: nothing)."""
+        read = self._reads.get(path)
+        return None if read is None else read.prepared
 
     def _lane(self, source: Source, ref: SourceRef) -> ThreadPoolExecutor:
         try:
@@ -94,6 +125,15 @@ class ReadAhead:
         with self._lock:
             self._reads.pop(path, None)
 
+    def ran(self, path: str, since: float) -> float:
+        """Seconds the read of ``path`` ran after ``since`` (``time.monotonic``): what it held the call that
+        started at ``since`` (a read left in the background by an earlier call is charged only its rest)."""
+        read = self._reads.get(path)
+        if read is None or read.running is None:
+            return 0.0
+        end = read.ended if read.ended is not None else time.monotonic()
+        return max(0.0, end - max(read.running, since))
+
     def age(self, path: str) -> float:
         """Seconds the read of ``path`` has been running (0 while it is queued)."""
         read = self._reads.get(path)
@@ -105,6 +145,8 @@ class ReadAhead:
         read = self._reads.get(path)
         if read is None or read.future.done():
             return False
+        if self._took.get(path, 0.0) >= after:  # its last read was slow: a hot log re-chunked, a scan
+            return True
         now = time.monotonic()
         return now - read.running >= after if read.running is not None else now - read.started >= QUEUED_SECONDS
 
@@ -138,6 +180,10 @@ class ReadAhead:
             read = self._reads.get(path)
             if read is not None and read.future is future:
                 read.ended = time.monotonic()
+                self._took.pop(path, None)
+                self._took[path] = read.ended - (read.running or read.ended)
+                while len(self._took) > REMEMBERED:
+                    del self._took[next(iter(self._took))]
             tell = read is not None and read.future is future and read.detached and not self._closed
         if tell:
             self._tell(path)

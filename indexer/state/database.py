@@ -334,15 +334,17 @@ class StateStore:
                 [(collection, pid, path) for pid, path in items],
             )
 
-    def pending_orphans(self, collection: str) -> list[str]:
-        """Pending point ids that no committed chunk owns: left by an interrupted run."""
+    def pending_orphans(self, collection: str, keep: Sequence[str] = ()) -> list[str]:
+        """Pending point ids that no committed chunk owns: left by an interrupted run (not those of the files
+        ``keep``: large files a writer is still writing)."""
         rows = self._db.execute(
-            "SELECT p.point_id FROM pending p LEFT JOIN chunks c"
+            "SELECT p.point_id, p.path FROM pending p LEFT JOIN chunks c"
             " ON c.collection=p.collection AND c.point_id=p.point_id"
             " WHERE p.collection=? AND c.point_id IS NULL",
             (collection,),
         )
-        return [r[0] for r in rows]
+        kept = set(keep)
+        return [r[0] for r in rows if r[1] not in kept]
 
     def pending_by_path(self, collection: str) -> dict[str, int]:
         """Per file, how many of its points are written and not yet committed (a large file mid-write)."""
@@ -354,9 +356,16 @@ class StateStore:
         )
         return {str(path): int(n) for path, n in rows}
 
-    def clear_pending(self, collection: str) -> None:
+    def clear_pending(self, collection: str, keep: Sequence[str] = ()) -> None:
+        """Forget the pending ids (but those of the files ``keep``)."""
         with self._tx() as db:
-            db.execute("DELETE FROM pending WHERE collection=?", (collection,))
+            if not keep:
+                db.execute("DELETE FROM pending WHERE collection=?", (collection,))
+                return
+            kept = set(keep)
+            paths = [r[0] for r in db.execute("SELECT DISTINCT path FROM pending WHERE collection=?", (collection,))]
+            db.executemany("DELETE FROM pending WHERE collection=? AND path=?",
+                           [(collection, path) for path in paths if path not in kept])  # fmt: skip
 
     def commit_files(self, collection: str, updates: Sequence[FileUpdate], removed: Sequence[str] = ()) -> None:
         """Replace the state of ``updates`` and forget ``removed`` files, in one transaction."""

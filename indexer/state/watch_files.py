@@ -179,6 +179,11 @@ def describe(status: dict[str, Any] | None) -> str:
         parts.append(
             f"change->searchable last {fresh['last_ms']} ms, p50 {fresh['p50_ms']} ms, p95 {fresh['p95_ms']} ms"
         )
+    slow = status.get("last_slow_batch") or {}
+    if slow.get("paths"):  # the last batch a file held past the threshold (docs/watch.md): which, how long, why
+        top = slow["paths"][0]
+        parts.append(f"last slow batch ({slow.get('batch')}): {top['path']} held it {top['seconds']:.1f}s, mostly "
+                     f"{top['stage']}")
     if status.get("polled_roots"):
         parts.append("polling " + ", ".join(status["polled_roots"]))
     return "; ".join(parts)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 IGNORE_FILE_NAMES = (".gitignore", ".indexerignore")
@@ -108,6 +108,7 @@ class Batch:
     first_seen: dict[str, float] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     costs: dict[str, float] = field(default_factory=dict)  # estimated seconds per event path
+    going_on: tuple[str, ...] = ()  # large files part-written by an earlier batch (ChangeBatcher.go_on)
 
     @property
     def estimate(self) -> float:
@@ -133,8 +134,9 @@ class BatchTiming:
     # (a 5 MB log appended every 100 ms cost 7-16 s a sync on a busy 2-core machine: synced every 4-8 min).
     hot_share: float = 0.03
     # Syncs cheaper than this never hold a path back: a file edited again and again by hand (each sync ~0.1 s on a
-    # busy machine) must not wait; only a path costing more than a whole batch is rate-limited.
-    hot_min_seconds: float = 0.5
+    # busy machine, 0.7 s once beside a log chunked in a reader thread) must not wait; only a path costing a
+    # second or more (the watcher's slow-file threshold) is rate-limited.
+    hot_min_seconds: float = 1.0
 
 
 class CostModel:
@@ -190,6 +192,7 @@ class ChangeBatcher:
         self._last_event = float("-inf")
         self.costs = CostModel()
         self._not_before: dict[str, float] = {}  # rate limit: path -> earliest time it may be synced again
+        self._going_on: set[str] = set()  # large files part-written: their next slices (see go_on)
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -201,6 +204,7 @@ class ChangeBatcher:
     def note(self, path: str, what: What, now: float, first_seen: float | None = None) -> None:
         """Record an event for ``path`` (absolute, normalized) at time ``now``."""
         self._last_event = max(self._last_event, now)
+        self._going_on.discard(path)  # changed: read again, at its cost
         entry = self._pending.get(path)
         stat = self._stat(path) if what is What.WRITE else None
         if entry is None:
@@ -221,6 +225,14 @@ class ChangeBatcher:
         entry.what = what
         entry.stat = stat
 
+    def go_on(self, path: str, now: float, first_seen: float | None = None) -> None:
+        """A large file the last batch part-wrote (``IndexReport.unfinished``): ready at once for its next slices,
+        keeping the time of its change (freshness counts until it is all written). Left out of the cost model:
+        estimated at nothing, it joins the next batch, whose small changes the writer writes first, and then
+        about a second of the file's slices (indexer.index.large)."""
+        self.note(path, What.CLOSED, now, first_seen)
+        self._going_on.add(path)
+
     def delay_of(self, path: str, what: What) -> float:
         """How long after its event a change of this kind is ready at the earliest (for waking the worker)."""
         t = self.timing
@@ -232,6 +244,7 @@ class ChangeBatcher:
 
     def requeue(self, batch: Batch, now: float) -> None:
         """Put a batch that could not be synced back (ready at once, keeping its first-seen times)."""
+        self._going_on.update(p for p in batch.going_on if p not in self._pending)
         for path in batch.paths:
             entry = self._pending.get(path)
             first = batch.first_seen.get(path, now)
@@ -290,20 +303,31 @@ class ChangeBatcher:
             return None
         ready = [e for e in self._pending.values() if self._ready_at(e, now) <= now]
         chosen, costs, sizes = self._choose(ready, max_paths or self.timing.max_paths)
+        going_on = tuple(e.path for e in chosen if e.path in self._going_on)
         for entry in chosen:
             del self._pending[entry.path]
-        return _fold(chosen, sizes, costs)
+            self._going_on.discard(entry.path)
+        return replace(_fold(chosen, sizes, costs), going_on=going_on)
 
-    def learn(self, batch: Batch, elapsed: float, now: float) -> None:
+    def learn(self, batch: Batch, elapsed: float, now: float, charged: dict[str, float] | None = None) -> None:
         """A batch took ``elapsed`` seconds, ending at ``now``: refine the cost model and rate-limit its costly
-        paths (one changing continuously gets at most ``hot_share`` of the time)."""
-        t = self.timing
+        paths (one changing continuously gets at most ``hot_share`` of the time). ``charged``: the seconds the
+        batch's trace charged to each file it synced (``IndexReport.held``); the rate limit goes by them where
+        known, not by a share of the batch's time (which holds its waits and its neighbours' work: a note synced
+        beside a slow read would be held back for half a minute)."""
         shares = self.costs.learn(batch.costs, batch.sizes, elapsed)
         for path in [p for p, until in self._not_before.items() if until <= now]:
             del self._not_before[path]
         for path, seconds in shares.items():
-            if seconds >= t.hot_min_seconds:
-                self._not_before[path] = now + seconds * (1.0 / t.hot_share - 1.0)
+            self.hold_back(path, seconds if charged is None else charged.get(path, seconds), now)
+
+    def hold_back(self, path: str, seconds: float, now: float) -> None:
+        """Rate-limit ``path``, which cost ``seconds`` (a sync, or a read left in the background): a file that
+        costs that much and changes all the time gets at most ``hot_share`` of the time."""
+        t = self.timing
+        if seconds >= t.hot_min_seconds:
+            until = now + seconds * (1.0 / t.hot_share - 1.0)
+            self._not_before[path] = max(self._not_before.get(path, until), until)
 
     def held_back(self, now: float) -> list[str]:
         """Pending paths waiting for their rate limit (status)."""
@@ -341,7 +365,12 @@ class ChangeBatcher:
             if len(chosen) >= limit or passed > limit:
                 break
             size = self._size(entry)
-            cost = self.timing.target_seconds if entry.what is What.FOLDER else self.costs.estimate(entry.path, size)
+            if entry.path in self._going_on:
+                cost = 0.0  # its slices go after the others, for about a second (left out of the cost model)
+            elif entry.what is What.FOLDER:
+                cost = self.timing.target_seconds
+            else:
+                cost = self.costs.estimate(entry.path, size)
             if chosen and total + cost > self.timing.target_seconds:
                 passed += 1
                 continue  # a cheaper one further on may still fit

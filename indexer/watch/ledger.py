@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 from indexer.core.paths import within
+from indexer.names import printable
 from indexer.state.watch_files import ERRORS_KEPT, Freshness
 from indexer.types import IndexReport
 from indexer.watch.batch import Batch
@@ -24,9 +25,21 @@ from indexer.watch.target import is_retryable
 
 logger = logging.getLogger("indexer.watch")
 
+# A file charged this many seconds of one batch (read, chunk, embed, write, commit: IndexReport.held) is named in the
+# log, once per file, with how long and in which stage; status keeps the last such batch (``last_slow_batch``).
+SLOW_PATH_SECONDS = 1.0
+SLOW_NAMED_KEPT = 10_000  # files already named (not named again while remembered)
+
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 ATTEMPTS_PER_PATH = 3
+
+
+def own_work(stages: dict[str, float]) -> float:
+    """The seconds a file's own content cost a batch (read, chunk, embed: ``IndexReport.held``), what the rate
+    limit goes by. Not its write and commit shares: those hold the store's work for everyone (the first write
+    loading the index, a checkpoint), and a note must not be held back for minutes for being written then."""
+    return sum(seconds for stage, seconds in stages.items() if stage in ("read", "chunk", "embed"))
 
 
 class Ledger:
@@ -45,6 +58,9 @@ class Ledger:
         }
         self.last_batch: dict[str, Any] | None = None
         self.last_error: str | None = None
+        self.last_slow_batch: dict[str, Any] | None = None
+        self.slow_seconds = SLOW_PATH_SECONDS
+        self._named: dict[str, None] = {}  # files the log named as slow (oldest first)
 
     def record(self, report: IndexReport, scope: Sequence[str]) -> None:
         """Count ``report`` and set the errors of the paths inside ``scope`` to its failures."""
@@ -69,7 +85,9 @@ class Ledger:
     def finished(self, batch: Batch, report: IndexReport, now: float) -> list[float]:
         """A batch was synced at ``now`` (the watcher's clock): its change->searchable ages (file changes only: a
         folder pass mostly re-checks files already synced one by one), counted and kept as the last batch."""
-        ages = [now - batch.first_seen.get(p, now) for p in batch.paths if not os.path.isdir(p)]
+        # a large file part-written (unfinished) is not searchable yet: its age counts when its last slice is written
+        ages = [now - batch.first_seen.get(p, now) for p in batch.paths
+                if p not in report.unfinished and not os.path.isdir(p)]  # fmt: skip
         for age in ages:
             self.freshness.add(age)
         self.record(report, batch.paths)
@@ -84,8 +102,33 @@ class Ledger:
             "chunks_reused": report.chunks_reused,
             "seconds": round(report.seconds, 3),
             "freshness_ms": round(max(ages) * 1000, 1) if ages else None,
+            "stages": {stage: round(seconds, 3) for stage, seconds in report.stages.items()},
+            "slowest": [{**row, "path": printable(row["path"])} for row in report.slowest(3)],
+            "unfinished": len(report.unfinished),
         }
+        self._slow(report)
         return ages
+
+    def _slow(self, report: IndexReport) -> None:
+        """Name each file this batch was charged ``slow_seconds`` or more for (once per file), and keep the batch."""
+        slow = [row for row in report.slowest(len(report.held)) if row["seconds"] >= self.slow_seconds]
+        if not slow:
+            return
+        self.last_slow_batch = {"at": time.time(), "batch": self.batches, "seconds": round(report.seconds, 3),
+                                "paths": [{**row, "path": printable(row["path"])} for row in slow]}  # fmt: skip
+        for row in slow:
+            path = str(row["path"])
+            if path in self._named:
+                continue
+            self._named[path] = None
+            while len(self._named) > SLOW_NAMED_KEPT:
+                del self._named[next(iter(self._named))]
+            stages = report.held.get(path, {})
+            ranked = sorted(stages.items(), key=lambda item: item[1], reverse=True)
+            why = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in ranked if seconds >= 0.005)
+            logger.warning("%s held batch %d for %.1f s, mostly %s (%s)%s; named once", printable(path), self.batches,
+                           row["seconds"], row["stage"], why,
+                           ": written in slices between other changes" if path in report.unfinished else "")
 
     def log_batch(self, batch: Batch, report: IndexReport, ages: list[float], queued: int) -> None:
         fresh = self.freshness.summary()

@@ -47,7 +47,7 @@ from indexer.state.watch_files import (
 )
 from indexer.types import IndexReport
 from indexer.watch.batch import Batch, ChangeBatcher, What
-from indexer.watch.ledger import ATTEMPTS_PER_PATH, Backoff, Failure, Ledger
+from indexer.watch.ledger import ATTEMPTS_PER_PATH, Backoff, Failure, Ledger, own_work
 from indexer.watch.observers import OVERFLOW
 from indexer.watch.root_watches import RootWatches
 from indexer.watch.status_file import StatusFile
@@ -265,6 +265,7 @@ class Watcher:
             "batches": self.batches,
             "totals": totals,
             "last_batch": self.last_batch,
+            "last_slow_batch": self.ledger.last_slow_batch,  # a file held it SLOW_PATH_SECONDS or more (which, why)
             # large files: being read in the background (path, seconds so far), being written (chunks so far)
             "reading": printable_data(self._reading()),
             "writing": printable_data(self._writing),
@@ -452,6 +453,8 @@ class Watcher:
         with self._cond:
             self._writing = None
             self._background |= set(report.reading)
+            for path in report.stale:  # indexed as the version a running read had (it changed since)
+                self._batcher.note(path, What.CLOSED, self._clock())
         if not self._reconciled:
             self._warm_up()
         else:
@@ -505,16 +508,27 @@ class Watcher:
         with self._cond:
             self._in_flight = None
             self._batch_started = None
-            self._writing = None
+            unfinished = set(report.unfinished)  # large files part-written: their next slices go in the next batch
+            if self._writing is not None and self._writing["path"] not in unfinished:
+                self._writing = None
             reading = set(report.reading)
             self._background |= reading
             elapsed = now - started
             if reading:  # a read left in the background is no measure of its path's cost: it comes back; the
                 # time the batch waited for it is not its neighbours' cost either (or a note saved beside a slow
                 # scan would be rate-limited as a costly path)
-                batch = replace(batch, costs={p: c for p, c in batch.costs.items() if p not in reading})
                 elapsed = max(0.0, elapsed - report.stages.get("read", 0.0))
-            self._batcher.learn(batch, elapsed, now)  # cost model and per-path rate limit
+            # nor are a large file's slices (written for about a second per batch, after the others)
+            elapsed -= sum(sum(report.held.get(p, {}).values()) for p in unfinished | set(batch.going_on))
+            batch = replace(batch, costs={p: c for p, c in batch.costs.items() if p not in reading | unfinished})
+            charged = {p: own_work(report.held[p]) for p in batch.costs if p in report.held}
+            self._batcher.learn(batch, max(0.0, elapsed), now, charged)  # cost model and per-path rate limit
+            for path in unfinished:
+                self._batcher.go_on(path, now, batch.first_seen.get(path))
+            for path in report.stale:  # an older version was indexed (its read had started before the change)
+                self._batcher.note(path, What.CLOSED, now)
+            for path, seconds in report.read_before.items():  # its read in the background: rate-limited too
+                self._batcher.hold_back(path, seconds, now)
         self._backoff.succeeded()
         self._finish_batch(batch, report)
 

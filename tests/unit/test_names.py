@@ -6,7 +6,7 @@ import json
 import os
 import uuid
 
-from indexer.index.pipeline import POINT_NAMESPACE, point_id
+from indexer.index.points import POINT_NAMESPACE, point_id
 from indexer.names import encodable, printable, printable_data
 from indexer.types import IndexReport
 
