@@ -10,15 +10,20 @@ or the latency budget), :func:`sample_rows`. The scheduling part, :class:`Recall
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from indexer.errors import StoreError
 from indexer.ports import VectorStore, recall_check
 from indexer.types import RecallEstimate
 
@@ -111,6 +116,26 @@ def sample_rows(n: int, size: int, seed: int = 50) -> np.ndarray:
     if n <= size:
         return np.arange(n)
     return np.sort(np.random.default_rng(seed + n).choice(n, size=size, replace=False))
+
+
+def read_estimate(path: Path) -> RecallEstimate | None:
+    """A store's recorded estimate (None: none recorded, or unreadable: measured again)."""
+    try:
+        return RecallEstimate.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def write_estimate(path: Path, estimate: RecallEstimate, what: str) -> None:
+    """Record ``estimate`` at ``path`` atomically; a StoreError naming ``what`` (the store's collection) if it fails."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(estimate.to_dict(), sort_keys=True))
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise StoreError(f"cannot record the recall estimate of {what} in {path}: {exc}") from exc
 
 
 def below(estimate: RecallEstimate | None, floor: float = FLOOR) -> bool:

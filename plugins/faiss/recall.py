@@ -14,9 +14,6 @@ reaches the server's) and the tuned values used by every search that follows. An
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import faiss
 import numpy as np
 
-from indexer.plugin_api import RecallEstimate, StoreError, recall
+from indexer.plugin_api import RecallEstimate, recall
 from plugins.faiss.index import VectorIndex
 from plugins.faiss.selection import exact
 from plugins.faiss.sidecar import Sidecar
@@ -60,7 +57,7 @@ class FaissRecall:
         self._recall = {}
 
     def recall_estimate(self, collection: str) -> RecallEstimate | None:
-        return read_estimate(self._folder(collection) / RECALL_FILE)
+        return recall.read_estimate(self._folder(collection) / RECALL_FILE)
 
     def _tuned(self, collection: str, index: VectorIndex) -> tuple[int | None, int]:
         """(tuned value of ``index``'s search-time parameter or None: its default or the explicit setting, rescoring
@@ -160,16 +157,7 @@ class FaissRecall:
             round(latency, 3), time.time()))
 
     def _record(self, collection: str, estimate: RecallEstimate) -> RecallEstimate:
-        path = self._folder(collection) / RECALL_FILE
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(json.dumps(estimate.to_dict(), sort_keys=True))
-            os.replace(tmp, path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise StoreError(f"cannot record the recall estimate of FAISS collection {collection!r} in {path}: "
-                             f"{exc}") from exc
+        recall.write_estimate(self._folder(collection) / RECALL_FILE, estimate, f"FAISS collection {collection!r}")
         with self._lock:
             self._recall[collection] = (estimate, time.monotonic())
         return estimate
@@ -179,13 +167,6 @@ def explicit(settings: Settings) -> dict[str, int]:
     """The store options an explicit ``faiss_nprobe`` / ``faiss_ef_search`` setting gives (never tuned)."""
     pairs = (("ivf_nprobe", settings.faiss_nprobe), ("hnsw_ef_search", settings.faiss_ef_search))
     return {key: int(value) for key, value in pairs if value is not None}
-
-
-def read_estimate(path: Path) -> RecallEstimate | None:
-    try:
-        return RecallEstimate.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def _score(q: np.ndarray, v: np.ndarray, ip: bool) -> float:

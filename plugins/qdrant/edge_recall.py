@@ -13,9 +13,6 @@ never tuned.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import threading
 import time
 import uuid
@@ -25,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from indexer.plugin_api import Metric, RecallEstimate, StoreError, recall
+from indexer.plugin_api import Metric, RecallEstimate, recall
 from plugins.qdrant import selection
 
 RECALL_SUFFIX = ".recall.json"
@@ -65,10 +62,7 @@ class EdgeRecall:
         return self.path / "edge" / f"{collection}{RECALL_SUFFIX}"
 
     def recall_estimate(self, collection: str) -> RecallEstimate | None:
-        try:
-            return RecallEstimate.from_dict(json.loads(self._recall_file(collection).read_text()))
-        except (OSError, ValueError, AttributeError):
-            return None
+        return recall.read_estimate(self._recall_file(collection))
 
     def _tuned(self, collection: str) -> tuple[int, float | None]:
         """(hnsw_ef, oversampling) searches use now: the explicit setting, else the tuned ones, else the defaults."""
@@ -168,17 +162,9 @@ class EdgeRecall:
         return ids, np.stack([chosen[i] for i in ids]) if ids else np.zeros((0, 1), np.float32)
 
     def _record(self, collection: str, estimate: RecallEstimate) -> RecallEstimate:
-        path = self._recall_file(collection)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         if not self.read_only:  # a stateless worker keeps its estimate in memory
-            try:
-                tmp.write_text(json.dumps(estimate.to_dict(), sort_keys=True))
-                os.replace(tmp, path)
-            except OSError as exc:
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
-                raise StoreError(f"cannot record the recall estimate of embedded Qdrant collection {collection!r} "
-                                 f"in {path}: {exc}") from exc
+            recall.write_estimate(self._recall_file(collection), estimate,
+                                  f"embedded Qdrant collection {collection!r}")
         with self._lock:
             self._recall[collection] = (estimate, time.monotonic())
         return estimate
