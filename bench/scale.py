@@ -96,6 +96,53 @@ def mailbox(real: np.ndarray, n: int, seed: int = 11) -> np.ndarray:
     return out
 
 
+def versions(real: np.ndarray, n: int, seed: int = 13) -> np.ndarray:
+    """Versions of documents: each document is 3-30 chunks (real chunks), saved in 2-12 versions; a version keeps
+    most chunks nearly as they were (a few words changed: tiny noise), edits some (a little of another chunk mixed
+    in) and rewrites a few (a new real chunk), so most chunks have a near-duplicate in every other version."""
+    rng = np.random.default_rng(seed)
+    dim = real.shape[1]
+    out = np.empty((n, dim), dtype=np.float32)
+    done = 0
+    while done < n:
+        doc = real[rng.integers(0, len(real), int(rng.integers(3, 31)))].copy()
+        for _ in range(int(rng.integers(2, 13))):
+            if done >= n:
+                break
+            change = rng.random(len(doc))
+            edited = change < 0.25
+            doc[edited] += rng.uniform(0.05, 0.3, (int(edited.sum()), 1)) * real[rng.integers(0, len(real),
+                                                                                               int(edited.sum()))]
+            rewritten = change > 0.95
+            doc[rewritten] = real[rng.integers(0, len(real), int(rewritten.sum()))]
+            v = doc + 0.02 * rng.normal(size=doc.shape).astype(np.float32) / math.sqrt(dim)
+            v = v[: n - done]
+            out[done : done + len(v)] = v / np.linalg.norm(v, axis=1, keepdims=True)
+            done += len(v)
+    return out
+
+
+def boilerplate(real: np.ndarray, n: int, seed: int = 17) -> np.ndarray:
+    """Man-page-like pages: each page is 2-20 chunks about its own topic (a real chunk), and every chunk is mostly
+    one of 40 boilerplate sections shared by all pages (SYNOPSIS, OPTIONS, SEE ALSO, AUTHOR, COPYRIGHT... : 40
+    real chunks), weighted 0.5-0.95, so chunks of different pages are near-duplicates through their boilerplate."""
+    rng = np.random.default_rng(seed)
+    dim = real.shape[1]
+    sections = real[rng.choice(len(real), 40, replace=False)]
+    out = np.empty((n, dim), dtype=np.float32)
+    done = 0
+    while done < n:
+        size = min(int(rng.integers(2, 21)), n - done)
+        topic = real[rng.integers(0, len(real))]
+        own = real[rng.integers(0, len(real), size)]
+        a = rng.uniform(0.5, 0.95, (size, 1)).astype(np.float32)
+        v = a * sections[rng.integers(0, 40, size)] + (1 - a) * (0.7 * topic + 0.3 * own)
+        v += 0.03 * rng.normal(size=v.shape).astype(np.float32) / math.sqrt(dim)
+        out[done : done + size] = v / np.linalg.norm(v, axis=1, keepdims=True)
+        done += size
+    return out
+
+
 def embed_queries(path: Path, limit: int) -> tuple[np.ndarray, list[str]]:
     from indexer.core.normalization import Normalization
     from indexer.engine.adapters import LlamaEmbedder
@@ -262,17 +309,29 @@ def grow(store, data: np.ndarray, queries: np.ndarray, new: int = 20_000) -> Non
     print(f"qdrant-edge after it: p50 {pct(ms, 50):.2f} ms, p95 {pct(ms, 95):.2f} ms")
 
 
+RECENT: np.ndarray = np.zeros((0, 0), np.float32)  # users' recent searches: other real queries than the measured
+
+
 def self_tuning(label: str, store, collection: str, queries: np.ndarray, truth: np.ndarray) -> None:
     """The store's own recall estimate at its defaults and after its self-tuning, each beside the recall@10 and
-    latency measured here with the real queries against exact search (the estimate should be within 0.02)."""
+    latency measured here with the real queries against exact search (the estimate should be within 0.02). The
+    store samples its recent searches: before each measurement its ring holds only ``RECENT`` (other real queries
+    than the measured ones, searched through the store as a user would), or nothing with ``--recent 0`` (it then
+    samples its own chunks)."""
+    from indexer.search.recall import SAMPLE
+
     for tune in (False, True):
+        store.recent_queries(collection).clear()
+        for q in RECENT:
+            store.search(collection, q, 10)
         t = time.perf_counter()
-        est = store.measure_recall(collection, 50, tune, 0.97, 5.0)
+        est = store.measure_recall(collection, SAMPLE, tune, 0.97, 5.0)
         took = time.perf_counter() - t
         ms, found = edge_search(store, queries)  # any store: the points are named as points_for names them
-        print(f"{label} {'self-tuned' if tune else 'defaults'}: estimate {est.recall:.3f} on {est.sample} sampled "
-              f"chunks ({est.param} {est.value}, rescore {est.rescore}, measured in {took:.1f}s); measured "
-              f"recall@10 {recall(found, truth):.3f}, p50 {pct(ms, 50):.2f} ms, p95 {pct(ms, 95):.2f} ms", flush=True)
+        print(f"{label} {'self-tuned' if tune else 'defaults'}: estimate {est.recall:.3f} on {est.sample} queries "
+              f"({est.sample_kind}: {est.searches} recent searches; {est.param} {est.value}, rescore {est.rescore}, "
+              f"measured in {took:.1f}s); measured recall@10 {recall(found, truth):.3f} on {len(queries)} other "
+              f"queries, p50 {pct(ms, 50):.2f} ms, p95 {pct(ms, 95):.2f} ms", flush=True)
 
 
 def bench_faiss_store(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, switch_at: int) -> None:
@@ -365,22 +424,30 @@ def main() -> None:
     ap.add_argument("--ef", type=int, nargs="*", default=[64, 128, 256])
     ap.add_argument("--m", type=int, help="HNSW m of the embedded Qdrant shard (default: the store's)")
     ap.add_argument("--ef-construct", type=int, help="HNSW ef_construct (default: the store's)")
-    ap.add_argument("--vectors", choices=["scifact", "mailbox"], default="scifact",
-                    help="scifact: generated around the real chunks; mailbox: threads of near-duplicates")
+    ap.add_argument("--vectors", choices=["scifact", "mailbox", "versions", "boilerplate"], default="scifact",
+                    help="scifact: generated around the real chunks; mailbox: threads of near-duplicates; versions: "
+                         "versions of documents; boilerplate: man-page-like pages sharing their sections")
+    ap.add_argument("--recent", type=int, default=200,
+                    help="more real queries searched through the stores first, as users' recent searches, which "
+                         "their recall estimate samples (0: none; the estimate then samples chunks)")
     ap.add_argument("--switch-at", type=int, default=AutoParams.switch_at, help="FAISS auto: IVF from this size")
     ap.add_argument("--work", type=Path, help="folder for the store files (default: a temporary one)")
     args = ap.parse_args()
     stores = set(args.stores.split(","))
 
     real, docs = real_vectors(args.state)
-    queries, qids = embed_queries(args.queries, args.max_queries)
+    global RECENT
+    queries, qids = embed_queries(args.queries, args.max_queries + args.recent)
+    RECENT, queries, qids = queries[args.max_queries :], queries[: args.max_queries], qids[: args.max_queries]
     n_real = len(real)
-    if args.vectors == "mailbox":  # every point generated: the real chunks only seed the threads
-        data, n_real = mailbox(real, args.n), 0
+    sets = {"mailbox": mailbox, "versions": versions, "boilerplate": boilerplate}
+    if args.vectors in sets:  # every point generated: the real chunks only seed them
+        data, n_real = sets[args.vectors](real, args.n), 0
     else:
         data = np.concatenate([real, generated(real, max(0, args.n - n_real))])
     ids = np.arange(len(data), dtype=np.int64)
-    print(f"{len(data):,} vectors ({args.vectors}: {n_real:,} real chunks), {len(queries)} real queries, "
+    print(f"{len(data):,} vectors ({args.vectors}: {n_real:,} real chunks), {len(queries)} real queries "
+          f"(+ {len(RECENT)} as recent searches), "
           f"dim {data.shape[1]}")
 
     faiss.omp_set_num_threads(2)

@@ -459,7 +459,9 @@ class SearchResult:
 @dataclass(frozen=True)
 class RecallEstimate:
     """An approximate index's recall@k measured against exact search over the same points (docs/stores.md#recall):
-    ``sample`` queries (the collection's own chunk vectors, each one's own point left out), the search-time
+    ``sample`` queries, ``searches`` of them the vectors of the collection's recent searches and the rest its own
+    chunk vectors (each one's own point left out) when too few searches were seen; ``sample_kind`` says which
+    (``searches``, ``chunks``, ``searches+chunks``). The search-time
     parameter ``param`` at ``value`` (``hnsw_ef``, ``nprobe``, ``efSearch``), with ``rescore`` x limit candidates of
     the int8/8-bit codes rescored with the float vectors. ``source``: ``exact`` (the search is
     exact: recall 1.0, nothing sampled), ``tuned`` (chosen from the estimate), ``default``, ``setting`` (an explicit
@@ -475,6 +477,8 @@ class RecallEstimate:
     points: int = 0
     latency_ms: float | None = None  # mean time of one approximate query of the sample at ``value``
     measured_at: float = 0.0  # unix time
+    sample_kind: str = "chunks"  # searches | chunks | searches+chunks (older records: chunks)
+    searches: int = 0  # queries of the sample that were recent searches (the rest: chunk vectors)
 
     @property
     def exact(self) -> bool:

@@ -3,9 +3,11 @@ exact search, how its search-time parameter is tuned from the estimate, and when
 
 Pure parts (the stores call them through :mod:`indexer.plugin_api`): :func:`recall_at_k` (ties with the k-th
 exact score count as found), :func:`steps` (the values tried), :func:`tune` (raise the parameter until the floor
-or the latency budget), :func:`sample_rows`. The scheduling part, :class:`RecallWatch`, runs a store's
-``measure_recall`` (:class:`indexer.ports.RecallCheck`) in a background thread after a write batch, at most every
-``interval`` seconds per collection, and says a drop below the floor once (a log warning; status shows it).
+or the latency budget), :func:`sample_rows`. :class:`RecentQueries`: the bounded ring of a collection's recent
+search vectors (never their text) the stores sample first, persisted beside the recorded estimate. The scheduling
+part, :class:`RecallWatch`, runs a store's ``measure_recall`` (:class:`indexer.ports.RecallCheck`) in a background
+thread after a write batch, at most every ``interval`` seconds per collection, and says a drop below the floor
+once (a log warning; status shows it).
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ logger = logging.getLogger(__name__)
 
 FLOOR = 0.97  # recall@10 an approximate index must keep (issue 50's goal)
 K = 10
-SAMPLE = 50  # queries per measurement: at recall 0.97 one query more or less found moves it 0.002
+SAMPLE = 100  # queries per measurement: recent searches first (at recall 0.75 the standard error is ~0.03)
 INTERVAL_S = 600.0  # at most one measurement per collection in this time (after a write batch)
 LATENCY_BUDGET_MS = 5.0  # mean time of one approximate query the tuning may spend
+RECENT = 200  # query vectors a collection's ring keeps (300 KB at 384 dimensions)
+PERSIST_S = 30.0  # a searching process writes its ring to disk at most this often (and when it closes)
 
 
 Ranked = Sequence[tuple[str, float]]  # (id, score) best first; scores higher-is-better and exact
@@ -118,6 +122,110 @@ def sample_rows(n: int, size: int, seed: int = 50) -> np.ndarray:
     return np.sort(np.random.default_rng(seed + n).choice(n, size=size, replace=False))
 
 
+class RecentQueries:
+    """A bounded ring of the query vectors of a collection's recent searches (vectors only: never the text), newest
+    last, thread-safe. Repeats (the same vector searched again: paging, a hybrid search's two legs) move to the
+    newest place rather than filling the ring. With a ``path`` (beside the recorded estimate) a searching process
+    writes its ring there at most every ``persist_s`` seconds and when it closes, merged with what the file holds
+    (another process's searches), so a restart and the process that measures (the watcher's) sample them too.
+    Without one (a read-only worker) the ring lives in memory only."""
+
+    def __init__(self, path: Path | None, size: int = RECENT, persist_s: float = PERSIST_S) -> None:
+        self.path, self.size, self.persist_s = path, int(size), float(persist_s)
+        self._ring: dict[bytes, tuple[float, np.ndarray]] = {}  # vector bytes -> (unix time, vector); dict order
+        self._lock = threading.Lock()
+        self._saved_at = time.monotonic()
+        self._changed = False
+        for _key, (when, vector) in sorted(self._read(), key=lambda pair: pair[1][0]):
+            self._keep(vector, when)
+
+    def add(self, vector: np.ndarray) -> None:
+        """Remember one search's query vector (a copy, float32); writes the ring when it is due."""
+        v = np.array(vector, dtype=np.float32).ravel()
+        with self._lock:
+            self._keep(v, time.time())
+            self._changed = True
+            due = self.path is not None and time.monotonic() - self._saved_at >= self.persist_s
+        if due:
+            self.save()
+
+    def _keep(self, vector: np.ndarray, when: float) -> None:
+        key = vector.tobytes()
+        if key in self._ring:
+            when = max(when, self._ring.pop(key)[0])
+        self._ring[key] = (when, vector)
+        while len(self._ring) > self.size:
+            del self._ring[next(iter(self._ring))]
+
+    def vectors(self, dim: int, limit: int) -> np.ndarray:
+        """The newest ``limit`` distinct query vectors of ``dim`` dimensions (this process's and the file's),
+        newest first."""
+        found = dict(self._read())
+        with self._lock:
+            for key, (when, vector) in self._ring.items():
+                if key not in found or found[key][0] < when:
+                    found[key] = (when, vector)
+        newest = sorted((pair for pair in found.values() if pair[1].shape == (dim,)), key=lambda p: -p[0])[:limit]
+        return np.stack([v for _, v in newest]) if newest else np.zeros((0, dim), np.float32)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._ring)
+
+    def clear(self) -> None:
+        """Forget every query (this process's; the file is rewritten at the next save)."""
+        with self._lock:
+            self._ring.clear()
+            self._changed = True
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+
+    def save(self) -> None:
+        """Write the ring (merged with the file's, the newest ``size`` kept) atomically; a failure is logged (only
+        the next estimate's sample is at stake)."""
+        if self.path is None:
+            return
+        with self._lock:
+            self._saved_at = time.monotonic()
+            if not self._changed:
+                return
+            self._changed = False
+            mine = list(self._ring.values())
+        merged: dict[bytes, tuple[float, np.ndarray]] = dict(self._read())
+        for when, vector in mine:
+            key = vector.tobytes()
+            if key not in merged or merged[key][0] < when:
+                merged[key] = (when, vector)
+        newest = sorted(merged.values(), key=lambda p: -p[0])[: self.size]
+        dims = {v.shape for _, v in newest}
+        if len(dims) > 1:  # another model's queries (a re-created collection): the newest dimension wins
+            newest = [(w, v) for w, v in newest if v.shape == newest[0][1].shape]
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            with tmp.open("wb") as out:
+                np.savez(out, times=np.asarray([w for w, _ in newest], np.float64),
+                         vectors=np.stack([v for _, v in newest]) if newest else np.zeros((0, 0), np.float32))
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            logger.warning("could not record the recent query vectors in %s: %s", self.path, exc)
+
+    def _read(self) -> list[tuple[bytes, tuple[float, np.ndarray]]]:
+        """The file's (key, (time, vector)) pairs; none when it is missing or unreadable."""
+        if self.path is None:
+            return []
+        try:
+            with np.load(self.path, allow_pickle=False) as data:
+                times, vectors = data["times"], data["vectors"].astype(np.float32)
+        except (OSError, ValueError, KeyError, EOFError):
+            return []
+        if vectors.ndim != 2 or len(times) != len(vectors):
+            return []
+        return [(v.tobytes(), (float(w), v.copy())) for w, v in zip(times.tolist(), vectors, strict=True)]
+
+
 def read_estimate(path: Path) -> RecallEstimate | None:
     """A store's recorded estimate (None: none recorded, or unreadable: measured again)."""
     try:
@@ -138,6 +246,19 @@ def write_estimate(path: Path, estimate: RecallEstimate, what: str) -> None:
         raise StoreError(f"cannot record the recall estimate of {what} in {path}: {exc}") from exc
 
 
+def sample_kind(searches: int, total: int) -> str:
+    """What a sample of ``total`` queries, ``searches`` of them recent searches, is called in the record."""
+    return "searches" if searches >= total else "chunks" if searches == 0 else "searches+chunks"
+
+
+def sample_text(estimate: RecallEstimate) -> str:
+    """How status names an estimate's sample: "50 recent searches", "12 recent searches + 38 chunks"."""
+    chunks = estimate.sample - estimate.searches
+    if estimate.searches and chunks > 0:
+        return f"{estimate.searches} recent searches + {chunks} chunks as queries"
+    return f"{estimate.sample} recent searches" if estimate.searches else f"{estimate.sample} chunks as queries"
+
+
 def below(estimate: RecallEstimate | None, floor: float = FLOOR) -> bool:
     return estimate is not None and not estimate.exact and estimate.sample > 0 and estimate.recall < floor
 
@@ -150,7 +271,7 @@ def describe(estimate: RecallEstimate | None, floor: float = FLOOR) -> str:
         return f"1.000 (exact search over {estimate.points:,} points: nothing to sample)"
     when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(estimate.measured_at))
     rescore = f", rescoring {estimate.rescore} x k" if estimate.rescore else ""
-    text = (f"{estimate.recall:.3f} recall@{estimate.k} on {estimate.sample} sampled queries against exact search, "
+    text = (f"{estimate.recall:.3f} recall@{estimate.k} on {sample_text(estimate)} against exact search, "
             f"{estimate.param} {estimate.value}{rescore} ({estimate.source}), {estimate.points:,} points, {when} UTC")
     if below(estimate, floor):
         text += f"; BELOW the floor {floor:.2f}"

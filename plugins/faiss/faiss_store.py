@@ -186,6 +186,7 @@ class FaissStore(FaissRecall):
     def _forget(self, collection: str) -> None:
         coll = self._collections.pop(collection, None)
         self._recall.pop(collection, None)
+        self._recent.pop(collection, None)  # a re-created or dropped collection's searches are not its own
         if coll is not None:
             coll.sidecar.close()
 
@@ -450,6 +451,7 @@ class FaissStore(FaissRecall):
                     found = coll.sidecar.fetch(iids.tolist())
             except sqlite3.Error as exc:
                 raise sidecar_error(exc, coll.sidecar.path, "search") from exc
+        self.recent_queries(collection).add(query)  # sampled by the recall measurement (vectors only)
         scores = -np.sqrt(np.maximum(raw, 0.0)) if coll.metric is Metric.EUCLID else raw
         hits = []
         for score, iid in zip(scores.tolist(), iids.tolist(), strict=False):
@@ -576,6 +578,7 @@ class FaissStore(FaissRecall):
         with self._lock:
             try:
                 self.flush()
+                self._save_recent()
             finally:
                 for name in list(self._collections):
                     self._forget(name)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from indexer.plugin_api import Settings
 
 RECALL_FILE = "recall.json"
+RECENT_FILE = "recent_queries.npz"  # the ring of recent query vectors (indexer.search.recall.RecentQueries)
 PAGE = 20_000  # vectors per step of the exact scan (30 MB at 384 dimensions)
 RE_READ_S = 30.0  # a searching process reads the recorded choice again after this long
 RESCORE_CAP = 16  # the deepest rescoring of IVF's 8-bit codes tried (x limit candidates read from the sidecar)
@@ -55,6 +56,21 @@ class FaissRecall:
     def _init_recall(self, nprobe: int | None, ef_search: int | None) -> None:
         self.fixed = {"nprobe": nprobe, "efSearch": ef_search}
         self._recall = {}
+        self._recent: dict[str, recall.RecentQueries] = {}
+
+    def recent_queries(self, collection: str) -> recall.RecentQueries:
+        """The ring of ``collection``'s recent query vectors (``<collection>/recent_queries.npz``)."""
+        with self._lock:
+            ring = self._recent.get(collection)
+            if ring is None:
+                ring = self._recent[collection] = recall.RecentQueries(self._folder(collection) / RECENT_FILE)
+            return ring
+
+    def _save_recent(self, collection: str | None = None) -> None:
+        """Write the rings (one collection's, or every one) to disk (closing, dropping)."""
+        for name, ring in list(self._recent.items()):
+            if collection is None or name == collection:
+                ring.save()
 
     def recall_estimate(self, collection: str) -> RecallEstimate | None:
         return recall.read_estimate(self._folder(collection) / RECALL_FILE)
@@ -117,11 +133,16 @@ class FaissRecall:
             exact_search = RecallEstimate(1.0, 0, k, None, None, None, "exact", points, None, time.time())
             return self._record(collection, exact_search)
         name, current, cap = shape
+        searched = self.recent_queries(collection).vectors(coll.dim, sample)
         reader = Sidecar(coll.sidecar.path)  # its own connection: the scan holds no lock of the store
         try:
             with reader.read():
-                own, queries = _sample(reader, sample, coll.dim)
-                truth = _exact_top(reader, queries, own, k, ip)
+                own, chunks = _sample(reader, sample - len(searched), coll.dim) if len(searched) < sample else (
+                    np.zeros(0, np.int64), np.zeros((0, coll.dim), np.float32))
+                queries = np.concatenate([searched, chunks]).astype(np.float32)
+                mine = np.concatenate([np.zeros(len(searched), bool), np.ones(len(own), bool)])  # own point left out
+                own = np.concatenate([np.zeros(len(searched), np.int64), own])
+                truth = _exact_top(reader, queries, own, mine, k, ip)
         finally:
             reader.close()
 
@@ -131,15 +152,16 @@ class FaissRecall:
                 saved = index.tuned
                 try:
                     start = time.perf_counter()
-                    found = [self._search_at(coll, index, q, k + 1, None, None, at)[1] for q in queries]
+                    found = [self._search_at(coll, index, q, k + int(has), None, None, at)[1]  # a chunk: + itself
+                             for q, has in zip(queries, mine, strict=True)]
                     latency = (time.perf_counter() - start) * 1000 / max(len(queries), 1)
                 finally:
                     index.tuned = saved
                 ids = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
                 got_ids, got_vectors = coll.sidecar.vectors_of(ids, coll.dim)
             vectors = dict(zip(got_ids.tolist(), got_vectors, strict=True))
-            approx = [[(str(i), _score(q, vectors[i], ip)) for i in row.tolist() if i != me and i in vectors][:k]
-                      for q, row, me in zip(queries, found, own.tolist(), strict=True)]
+            approx = [[(str(i), _score(q, vectors[i], ip)) for i in row.tolist() if not (has and i == me) and
+                       i in vectors][:k] for q, row, me, has in zip(queries, found, own.tolist(), mine, strict=True)]
             return recall.recall_at_k(approx, truth, k), latency
 
         fixed = self.fixed.get(name)
@@ -154,7 +176,7 @@ class FaissRecall:
             source = "setting" if fixed else "default"
         return self._record(collection, RecallEstimate(
             round(estimate, 4), len(queries), k, name, value, depth if name == "nprobe" else None, source, points,
-            round(latency, 3), time.time()))
+            round(latency, 3), time.time(), recall.sample_kind(len(searched), len(queries)), len(searched)))
 
     def _record(self, collection: str, estimate: RecallEstimate) -> RecallEstimate:
         recall.write_estimate(self._folder(collection) / RECALL_FILE, estimate, f"FAISS collection {collection!r}")
@@ -188,8 +210,11 @@ def _sample(sidecar: Sidecar, size: int, dim: int) -> tuple[np.ndarray, np.ndarr
     return ids, vectors.astype(np.float32)
 
 
-def _exact_top(sidecar: Sidecar, queries: np.ndarray, own: np.ndarray, k: int, ip: bool) -> list[Sequence[Any]]:
-    """Each query's exact ``k`` nearest (id, score) over every stored vector, its own point left out."""
+def _exact_top(
+    sidecar: Sidecar, queries: np.ndarray, own: np.ndarray, mine: np.ndarray, k: int, ip: bool,
+) -> list[Sequence[Any]]:
+    """Each query's exact ``k`` nearest (id, score) over every stored vector, its own point (``own`` where ``mine``:
+    a chunk used as a query, not a search) left out."""
     n = len(queries)
     best_s = np.full((n, k), -np.inf, dtype=np.float64)
     best_i = np.full((n, k), -1, dtype=np.int64)
@@ -201,7 +226,7 @@ def _exact_top(sidecar: Sidecar, queries: np.ndarray, own: np.ndarray, k: int, i
         scores = (queries @ vectors.T).astype(np.float64)
         if not ip:
             scores = -(sq - 2 * scores + (vectors.astype(np.float64) ** 2).sum(axis=1)[None, :])
-        scores[ids[None, :] == own[:, None]] = -np.inf
+        scores[(ids[None, :] == own[:, None]) & mine[:, None]] = -np.inf
         all_s = np.concatenate([best_s, scores], axis=1)
         all_i = np.concatenate([best_i, np.broadcast_to(ids, (n, len(ids)))], axis=1)
         top = np.argsort(-all_s, axis=1, kind="stable")[:, :k]

@@ -344,6 +344,7 @@ class EdgeStore(EdgeFields, EdgeLanguages, EdgeRecall):
         nearest, tuned = qe.Query.Nearest(query.astype(np.float32).tolist()), self._tuned(collection)
         found = self._selected(collection, where, limit, lambda n, flt, payload: qe.QueryRequest(
             limit=n, query=nearest, filter=flt, with_payload=payload, params=search_params(*tuned, n)))
+        self.recent_queries(collection).add(query)  # sampled by the recall measurement (vectors only)
         negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
         return [Hit(id=pid, score=-score if negate else score, payload=payload) for pid, score, payload in found]
 
@@ -488,6 +489,7 @@ class EdgeStore(EdgeFields, EdgeLanguages, EdgeRecall):
 
     def close(self) -> None:
         self.builder.cancel()
+        self._save_recent()
         with self._lock:
             shards, self._shards = list(self._shards.items()), {}
         for name, shard in shards:

@@ -26,6 +26,7 @@ from indexer.plugin_api import Metric, RecallEstimate, recall
 from plugins.qdrant import selection
 
 RECALL_SUFFIX = ".recall.json"
+RECENT_SUFFIX = ".recent_queries.npz"  # the ring of recent query vectors (indexer.search.recall.RecentQueries)
 RE_READ_S = 30.0  # a process that did not measure reads the recorded choice again after this long
 EF_CAP = 2048  # the widest beam tried
 OVERSAMPLING_CAP = 16  # the most int8 candidates per result rescored with the float vectors
@@ -57,6 +58,21 @@ class EdgeRecall:
         self._defaults = (default_ef, oversampling)
         self._recall: dict[str, tuple[RecallEstimate | None, float]] = {}  # per collection: the record, when read
         self.reread_s = RE_READ_S
+        self._recent: dict[str, recall.RecentQueries] = {}
+
+    def recent_queries(self, collection: str) -> recall.RecentQueries:
+        """The ring of ``collection``'s recent query vectors (``edge/<collection>.recent_queries.npz``; a read-only
+        worker keeps its own in memory)."""
+        with self._lock:
+            ring = self._recent.get(collection)
+            if ring is None:
+                path = None if self.read_only else self.path / "edge" / f"{collection}{RECENT_SUFFIX}"
+                ring = self._recent[collection] = recall.RecentQueries(path)
+            return ring
+
+    def _save_recent(self) -> None:
+        for ring in list(self._recent.values()):
+            ring.save()
 
     def _recall_file(self, collection: str) -> Path:
         return self.path / "edge" / f"{collection}{RECALL_SUFFIX}"
@@ -80,6 +96,10 @@ class EdgeRecall:
     def _forget_recall(self, collection: str) -> None:
         self._recall.pop(collection, None)
         self._recall_file(collection).unlink(missing_ok=True)
+        ring = self._recent.pop(collection, None)
+        if ring is not None:
+            ring.clear()
+        (self.path / "edge" / f"{collection}{RECENT_SUFFIX}").unlink(missing_ok=True)
 
     def measure_recall(
         self, collection: str, sample: int = recall.SAMPLE, tune: bool = True, floor: float = recall.FLOOR,
@@ -87,18 +107,23 @@ class EdgeRecall:
     ) -> RecallEstimate:
         qe = selection.edge()
         k = recall.K
-        _dims, metric = self._shape(collection)
+        dims, metric = self._shape(collection)
         negate = metric in (Metric.EUCLID, Metric.MANHATTAN)
         points = self.count(collection)
         default_ef, oversampling = self._defaults
         if points <= k + 1:  # every point is a candidate: nothing to miss
             exact_search = RecallEstimate(1.0, 0, k, None, None, None, "exact", points, None, time.time())
             return self._record(collection, exact_search)
-        own, queries = self._sample(collection, sample, points)
+        searched = self.recent_queries(collection).vectors(dims, sample)
+        own, queries = self._sample(collection, sample - len(searched), points) if len(searched) < sample else (
+            [], np.zeros((0, dims), np.float32))
+        own = [""] * len(searched) + own  # a search has no point of its own to leave out
+        queries = np.concatenate([searched, queries.reshape(-1, dims)]).astype(np.float32)
         exact_params = qe.SearchParams(exact=True, quantization=qe.QuantizationSearchParams(ignore=True))
 
         def ranked(query: np.ndarray, me: str, params: Any) -> list[tuple[str, float]]:
-            request = qe.QueryRequest(limit=k + 1, query=qe.Query.Nearest(query.tolist()), with_payload=False,
+            request = qe.QueryRequest(limit=k + 1 if me else k, query=qe.Query.Nearest(query.tolist()),
+                                      with_payload=False,
                                       params=params)
             found = self._query(collection, request)
             return [(str(p.id), -float(p.score) if negate else float(p.score)) for p in found if str(p.id) != me][:k]
@@ -107,9 +132,9 @@ class EdgeRecall:
 
         def measure(at: tuple[int, int]) -> tuple[float, float]:
             ef, depth = at
-            params = search_params(ef, depth if oversampling else None, k + 1)
-            start = time.perf_counter()
-            got = [ranked(q, me, params) for q, me in zip(queries, own, strict=True)]
+            start = time.perf_counter()  # a search asks for k, as users' do; a chunk for k + 1 (itself left out)
+            got = [ranked(q, me, search_params(ef, depth if oversampling else None, k + 1 if me else k))
+                   for q, me in zip(queries, own, strict=True)]
             latency = (time.perf_counter() - start) * 1000 / max(len(queries), 1)
             return recall.recall_at_k(got, truth, k), latency
 
@@ -124,7 +149,7 @@ class EdgeRecall:
             source = "setting" if self.fixed_ef else "default"
         return self._record(collection, RecallEstimate(
             round(estimate, 4), len(queries), k, "hnsw_ef", value, depth if oversampling else None, source, points,
-            round(latency, 3), time.time()))
+            round(latency, 3), time.time(), recall.sample_kind(len(searched), len(queries)), len(searched)))
 
     def _sample(self, collection: str, size: int, points: int) -> tuple[list[str], np.ndarray]:
         """(ids, vectors) of about ``size`` distinct points: the first at or after each of ``size`` random UUIDs
