@@ -2,7 +2,9 @@
 near-duplicates (clusters of tiny perturbations, as mail threads and versions of a document make) on which the
 default search parameters lose neighbours; the store's own measurement says so, its tuning raises the parameters,
 and the store's searches then find what exact search finds. Every recall here is also measured by the test itself
-against a numpy brute force over the same vectors, on other queries than the store sampled."""
+against a numpy brute force over the same vectors, on other queries than the store sampled. The estimate samples
+the collection's recent searches first (queries that fall between the clusters, as real ones do), chunks only when
+too few were searched."""
 
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ def measured(store, ids: list[str], vectors: np.ndarray, queries: np.ndarray, k:
         # a tie with the k-th exact neighbour is a right answer too (as the store's own estimate counts it); the
         # exact score, not the one the store returns (FAISS IVF's are the 8-bit codes')
         found += sum(1 for h in got if h.id in truth or scores[row[h.id]] >= kth - 1e-5) / k
+    store.recent_queries("c").clear()  # these chunk queries are the test's, not users' searches
     return found / len(queries)
 
 
@@ -172,3 +175,79 @@ def test_embedded_qdrant_samples_every_kind_of_id(tmp_path: Path) -> None:
         assert store.measure_recall("c", 50, False, FLOOR, 50.0).sample == 50
     finally:
         store.close()
+
+
+def between(vectors: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """Queries as users' fall: between two clusters, with noise, nobody's near-duplicate."""
+    rng = np.random.default_rng(seed)
+    a, b = vectors[rng.integers(0, len(vectors), n)], vectors[rng.integers(0, len(vectors), n)]
+    q = a + b + rng.standard_normal(a.shape).astype(np.float32) / np.sqrt(a.shape[1])
+    return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+
+
+def measured_searches(store, ids: list[str], vectors: np.ndarray, queries: np.ndarray, k: int = 10) -> float:
+    """The store's recall@k on search queries (not points of the set), against numpy's exact top k."""
+    found, row = 0.0, {i: n for n, i in enumerate(ids)}
+    for q in queries:
+        scores = vectors @ q
+        order = np.argsort(-scores, kind="stable")[:k]
+        truth, kth = {ids[j] for j in order}, scores[order[-1]]
+        found += sum(1 for h in store.search("c", q, k) if h.id in truth or scores[row[h.id]] >= kth - 1e-5) / k
+    return found / len(queries)
+
+
+def check_search_sample(store, ids: list[str], vectors: np.ndarray) -> tuple[RecallEstimate, RecallEstimate, float]:
+    """Without searches the estimate samples chunks; after users' searches, those (and says so), and it then
+    matches the recall the test measures on other searches of the same kind. Returns (the estimate on searches,
+    the one on chunks, the recall measured by the test)."""
+    chunks = store.measure_recall("c", 200, False, FLOOR, 50.0)
+    assert (chunks.sample_kind, chunks.searches) == ("chunks", 0) and chunks.sample >= 180
+    users = between(vectors, 200, 1)
+    for q in users[:20]:
+        store.search("c", q, 10)
+    mixed = store.measure_recall("c", 50, False, FLOOR, 50.0)
+    assert (mixed.sample_kind, mixed.searches) == ("searches+chunks", 20) and mixed.sample >= 45
+    for q in users[20:]:
+        store.search("c", q, 10)
+    estimate = store.measure_recall("c", 200, False, FLOOR, 50.0)
+    assert (estimate.sample_kind, estimate.searches, estimate.sample) == ("searches", 200, 200)
+    truth = measured_searches(store, ids, vectors, between(vectors, 400, 2))
+    assert abs(estimate.recall - truth) <= 0.05, (estimate, truth, chunks)
+    return estimate, chunks, truth
+
+
+def test_faiss_estimates_from_recent_searches_and_keeps_them_across_a_restart(tmp_path: Path) -> None:
+    ids, vectors = near_duplicates(300, 40, 64, 0.05)
+    store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000)
+    try:
+        fill(store, ids, vectors)
+        estimate, chunks, truth = check_search_sample(store, ids, vectors)
+        # here the chunks mislead (their neighbours are their own cluster, which the codes tell apart less well)
+        assert abs(chunks.recall - truth) > 0.1 > abs(estimate.recall - truth), (estimate, truth, chunks)
+    finally:
+        store.close()  # writes the ring beside the estimate: vectors only
+    assert (tmp_path / "faiss" / "c" / "recent_queries.npz").is_file()
+    watcher = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000)  # a restart, or the watcher's process
+    try:
+        again = watcher.measure_recall("c", 100, True, FLOOR, 50.0)
+        assert (again.sample_kind, again.searches) == ("searches", 100) and again.source == "tuned"
+        assert again.recall >= FLOOR and measured_searches(watcher, ids, vectors, between(vectors, 300, 3)) >= 0.95
+    finally:
+        watcher.close()
+
+
+@pytest.mark.timeout(300)
+def test_embedded_qdrant_estimates_from_recent_searches_and_tunes_on_them(tmp_path: Path) -> None:
+    ids, vectors = near_duplicates(500, 40, 128, 0.05)
+    store = EdgeStore(tmp_path / "qdrant")
+    store.builder.threshold = 1000
+    try:
+        fill(store, ids, vectors)
+        assert store.builder.wait(240)
+        check_search_sample(store, ids, vectors)
+        tuned = store.measure_recall("c", 200, True, FLOOR, 50.0)
+        assert tuned.sample_kind == "searches" and tuned.source == "tuned" and tuned.recall >= FLOOR, tuned
+        assert measured_searches(store, ids, vectors, between(vectors, 400, 3)) >= FLOOR - 0.02
+    finally:
+        store.close()
+    assert (tmp_path / "qdrant" / "edge" / "c.recent_queries.npz").is_file()

@@ -4,6 +4,7 @@ the schedule and the one warning; and how status and /metrics show an estimate."
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -115,7 +116,7 @@ def test_status_text_and_metrics_show_the_estimate_with_its_sample():
                    "text": recall.describe(estimate, 0.97)},
     }
     rows = dict(lines(info))
-    assert "0.912 recall@10 on 50 sampled queries" in rows["recall"] and "BELOW the floor 0.97" in rows["recall"]
+    assert "0.912 recall@10 on 50 chunks as queries" in rows["recall"] and "BELOW the floor 0.97" in rows["recall"]
     assert "nprobe 64, rescoring 2 x k (tuned)" in rows["recall"]
     assert "exact search" in recall.describe(RecallEstimate(1.0, 0, points=12), 0.97)
     metrics = Metrics(lambda: 0.0)
@@ -124,3 +125,82 @@ def test_status_text_and_metrics_show_the_estimate_with_its_sample():
     assert 'indexer_recall_estimate{collection="c"} 0.912' in text
     assert 'indexer_recall_sample_queries{collection="c"} 50.0' in text
     assert 'indexer_recall_below_floor{collection="c"} 1.0' in text
+
+
+def _searched(estimate_searches: int, sample: int = 50) -> RecallEstimate:
+    kind = recall.sample_kind(estimate_searches, sample)
+    return RecallEstimate(0.8, sample, 10, "hnsw_ef", 128, 2, "default", 1000, 0.5, time.time(), kind,
+                          estimate_searches)
+
+
+def test_the_estimate_says_what_it_sampled():
+    assert recall.sample_kind(50, 50) == "searches" and recall.sample_kind(0, 50) == "chunks"
+    assert recall.sample_kind(12, 50) == "searches+chunks"
+    assert "on 50 recent searches against exact search" in recall.describe(_searched(50))
+    assert "on 12 recent searches + 38 chunks as queries" in recall.describe(_searched(12))
+    assert "on 50 chunks as queries" in recall.describe(_searched(0))
+    # a record written before the kind existed reads as chunks
+    old = {k: v for k, v in _estimate(0.9).to_dict().items() if k not in ("sample_kind", "searches")}
+    read = RecallEstimate.from_dict(old)
+    assert read is not None and read.sample_kind == "chunks" and read.searches == 0
+
+
+def _vec(i: int, dim: int = 4) -> np.ndarray:
+    v = np.zeros(dim, np.float32)
+    v[i % dim] = 1.0 + i // dim
+    return v
+
+
+def test_the_ring_of_recent_queries_is_bounded_newest_first_and_moves_repeats(tmp_path: Path):
+    ring = recall.RecentQueries(None, size=5)
+    for i in range(8):
+        ring.add(_vec(i))
+    assert len(ring) == 5
+    newest = ring.vectors(4, 10)
+    assert [v.tolist() for v in newest] == [_vec(i).tolist() for i in (7, 6, 5, 4, 3)]
+    ring.add(_vec(4))  # searched again: the newest, not a second copy
+    assert len(ring) == 5 and ring.vectors(4, 2)[0].tolist() == _vec(4).tolist()
+    assert ring.vectors(4, 2).shape == (2, 4)
+    assert ring.vectors(8, 10).shape == (0, 8)  # another dimension (another model): none
+    ring.clear()
+    assert len(ring) == 0 and ring.vectors(4, 10).shape == (0, 4)
+    assert not list(tmp_path.iterdir())  # no path: memory only (a read-only worker writes nothing)
+
+
+def test_the_ring_is_persisted_merged_across_processes_and_holds_vectors_only(tmp_path: Path):
+    path = tmp_path / "c.recent_queries.npz"
+    server = recall.RecentQueries(path, size=6, persist_s=3600)
+    for i in range(3):
+        server.add(_vec(i))
+    assert not path.exists()  # not due yet
+    server.save()
+    other = recall.RecentQueries(path, size=6, persist_s=0)  # another searching process: saves at each search
+    assert len(other) == 3
+    other.add(_vec(10))
+    watcher = recall.RecentQueries(path, size=6)  # the measuring process opened before some searches were saved
+    server.add(_vec(11))  # in the server's memory only
+    seen = {tuple(v.tolist()) for v in watcher.vectors(4, 10)}
+    assert tuple(_vec(10).tolist()) in seen and tuple(_vec(0).tolist()) in seen and len(seen) == 4
+    server.save()  # merged with the file: the other process's search is kept
+    with np.load(path, allow_pickle=False) as data:
+        assert sorted(data.files) == ["times", "vectors"] and data["vectors"].shape == (5, 4)
+    restarted = recall.RecentQueries(path, size=6)
+    assert restarted.vectors(4, 1)[0].tolist() == _vec(11).tolist() and len(restarted) == 5
+    path.write_bytes(b"not a ring")  # damaged: an empty ring, never an error
+    assert len(recall.RecentQueries(path)) == 0
+
+
+def test_the_ring_takes_searches_from_many_threads(tmp_path: Path):
+    ring = recall.RecentQueries(tmp_path / "r.npz", size=100, persist_s=0.0)  # saves at every search: the worst
+
+    def search(base: int) -> None:
+        for i in range(60):
+            ring.add(_vec(base + i, 16))
+
+    threads = [threading.Thread(target=search, args=(t * 1000,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(ring) == 100 and ring.vectors(16, 500).shape == (100, 16)
+    assert recall.RecentQueries(tmp_path / "r.npz", size=100).vectors(16, 500).shape == (100, 16)
