@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     faiss_nprobe: int | None = Field(None, ge=1, description="IVF lists a FAISS search visits (unset: tuned)")
     faiss_ef_search: int | None = Field(None, ge=1, description="FAISS HNSW search beam (unset: tuned)")
     qdrant_hnsw_ef: int | None = Field(None, ge=1, description="embedded Qdrant search beam hnsw_ef (unset: tuned)")
+    qdrant_hnsw_m: int | None = Field(None, ge=4, le=128, description="embedded Qdrant HNSW m (unset: chosen)")
+    qdrant_ef_construct: int | None = Field(None, ge=8, le=4096,
+                                            description="embedded Qdrant HNSW ef_construct (unset: chosen)")
     qdrant_url: str | None = None
     qdrant_api_key: str | None = None
     # Qdrant collections created by indexer on a server (distributed mode: docker/compose.cluster.yml); None

@@ -479,6 +479,7 @@ class RecallEstimate:
     measured_at: float = 0.0  # unix time
     sample_kind: str = "chunks"  # searches | chunks | searches+chunks (older records: chunks)
     searches: int = 0  # queries of the sample that were recent searches (the rest: chunk vectors)
+    graph: dict[str, int] | None = None  # the build-time parameters of the index measured (HNSW m, ef_construct; lists)
 
     @property
     def exact(self) -> bool:

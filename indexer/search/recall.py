@@ -236,14 +236,20 @@ def read_estimate(path: Path) -> RecallEstimate | None:
 
 def write_estimate(path: Path, estimate: RecallEstimate, what: str) -> None:
     """Record ``estimate`` at ``path`` atomically; a StoreError naming ``what`` (the store's collection) if it fails."""
+    write_estimate_json(path, estimate.to_dict(), what)
+
+
+def write_estimate_json(path: Path, data: dict[str, Any], what: str) -> None:
+    """Record ``data`` (an estimate, a choice made from one) at ``path`` atomically, as JSON; a StoreError naming
+    ``what`` if it fails."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(estimate.to_dict(), sort_keys=True))
+        tmp.write_text(json.dumps(data, sort_keys=True))
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise StoreError(f"cannot record the recall estimate of {what} in {path}: {exc}") from exc
+        raise StoreError(f"cannot record the recall estimate of {what} in {path}: {exc}") from exc  # or a choice
 
 
 def sample_kind(searches: int, total: int) -> str:
@@ -271,6 +277,7 @@ def describe(estimate: RecallEstimate | None, floor: float = FLOOR) -> str:
         return f"1.000 (exact search over {estimate.points:,} points: nothing to sample)"
     when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(estimate.measured_at))
     rescore = f", rescoring {estimate.rescore} x k" if estimate.rescore else ""
+    rescore += "".join(f", {key} {value}" for key, value in (estimate.graph or {}).items())
     text = (f"{estimate.recall:.3f} recall@{estimate.k} on {sample_text(estimate)} against exact search, "
             f"{estimate.param} {estimate.value}{rescore} ({estimate.source}), {estimate.points:,} points, {when} UTC")
     if below(estimate, floor):

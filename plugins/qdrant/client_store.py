@@ -170,8 +170,10 @@ class QdrantStore(ClientFields):
         if "path" not in opts:
             raise ConfigError("Qdrant store options need a 'url' (server) or a 'path' (embedded folder)")
         # embedded: Qdrant's own engine (qdrant-edge); a stateless search worker opens it read-only
+        graph = {key: value for key, value in (("m", settings.qdrant_hnsw_m),
+                                               ("ef_construct", settings.qdrant_ef_construct)) if value}
         return EdgeStore(Path(opts.pop("path")), metric=metric, read_only=settings.stateless,
-                         hnsw_ef=settings.qdrant_hnsw_ef)  # an explicit beam wins over the tuning
+                         hnsw_ef=settings.qdrant_hnsw_ef, graph=graph)  # explicit values win over the tuning
 
     # --- snapshots (indexer.ports.StoreSnapshots): backup and restore ---------------------------
     @classmethod

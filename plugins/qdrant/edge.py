@@ -98,10 +98,10 @@ class EdgeStore(EdgeFields, EdgeLanguages, EdgeRecall):
     name = "qdrant"
     cold_indexes = COLD_INDEXES
 
-    def __init__(self, path: Path, metric: Metric = Metric.COSINE, read_only: bool = False,
-                 hnsw_ef: int | None = None) -> None:  # hnsw_ef: an explicit beam, never tuned (edge_recall)
+    def __init__(self, path: Path, metric: Metric = Metric.COSINE, read_only: bool = False, hnsw_ef: int | None = None,
+                 graph: Mapping[str, int] | None = None) -> None:  # explicit beam, m / ef_construct: never tuned
         self.path = Path(path)
-        self._init_recall(hnsw_ef, HNSW_EF, OVERSAMPLING if QUANTIZE else None)
+        self._init_recall(hnsw_ef, HNSW_EF, OVERSAMPLING if QUANTIZE else None, graph)
         self.metric = Metric(metric)
         # a stateless search worker's: nothing is written (no folder made, no recovery, no flush; writes refused)
         self.read_only = read_only
@@ -111,6 +111,7 @@ class EdgeStore(EdgeFields, EdgeLanguages, EdgeRecall):
         self._lock = threading.RLock()  # the shards: every engine call
         self._writes = threading.RLock()  # taken before _lock by writers; a build holds it to copy and swap
         self.builder = BackgroundBuilder(self._lock, self._writes, self._shards.get)
+        self.builder.graph = self._graph_for  # the HNSW graph each build uses (edge_recall: chosen from the estimate)
         if read_only:
             if not (self.path / EDGE_DIR).is_dir():
                 raise StoreError(f"no embedded Qdrant store at {self.path}; point store_options (path) at the "

@@ -32,6 +32,7 @@ fresh copy (its journal is held in memory).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import pickle
@@ -117,6 +118,26 @@ def build_now(folder: Path) -> None:
             raise RuntimeError(f"exit {done.returncode}: {errors.read()[-500:].decode(errors='replace').strip()}")
 
 
+def graph_of(folder: Path) -> dict[str, int]:
+    """The HNSW ``m`` and ``ef_construct`` of the shard in ``folder`` (its edge_config.json); {} unreadable."""
+    try:
+        hnsw = json.loads((folder / "edge_config.json").read_text()).get("hnsw_config") or {}
+        return {key: int(hnsw[key]) for key in ("m", "ef_construct") if key in hnsw}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def set_graph(folder: Path, graph: dict[str, int]) -> None:
+    """Give the (copied, closed) shard in ``folder`` another HNSW ``m`` / ``ef_construct``: its next optimize()
+    builds the graph of every segment again with them."""
+    path = folder / "edge_config.json"
+    config = json.loads(path.read_text())
+    if all(config.get("hnsw_config", {}).get(key) == value for key, value in graph.items()):
+        return
+    config.setdefault("hnsw_config", {}).update(graph)
+    path.write_text(json.dumps(config))
+
+
 def unindexed(shard: Any, vectors_per_point: int = 2) -> int:
     """Dense vectors no HNSW covers. The engine's ``indexed_vectors_count`` counts every named vector and a
     sparse vector is always indexed, so with our lexical vector beside the dense one it is
@@ -160,6 +181,7 @@ class BackgroundBuilder:
         # count cannot tell: points deleted from an indexed segment stay in it)
         self._written: dict[str, int] = {}
         self.completed: list[tuple[str, float, dict[str, float]]] = []  # (collection, seconds, steps) of builds
+        self.graph: Callable[[str], dict[str, int]] | None = None  # the HNSW m / ef_construct the next build uses
 
     def building(self, collection: str) -> bool:
         return collection in self._builds
@@ -184,6 +206,16 @@ class BackgroundBuilder:
         if collection in self._written:
             self._written[collection] += points or 1
 
+    def rebuild(self, collection: str, folder: Path, swap: Callable[[str, Path], None]) -> bool:
+        """Build now, whatever was written since the last build (another HNSW graph was chosen: the whole index is
+        built again); False when a build runs already (the next one takes the choice)."""
+        with self._gate, self._lock:
+            shard = self._live_shard(collection)
+            if shard is None:
+                return False
+            self._written[collection] = max(self._written.get(collection, 0), self.threshold, 1)
+            return self.maybe_start(collection, shard, folder, swap)
+
     def maybe_start(self, collection: str, shard: Any, folder: Path, swap: Callable[[str, Path], None]) -> bool:
         """Start a build of ``collection`` if its shard needs one and none runs (called under the store lock);
         the copy is taken by the build's thread, as soon as this write has returned."""
@@ -207,6 +239,8 @@ class BackgroundBuilder:
         try:
             self._copy(collection, folder, target, build)
             build.timings["copy, writes held back"] = time.monotonic() - started
+            if self.graph is not None and (graph := self.graph(collection)):
+                set_graph(target, graph)  # another graph: the engine builds every segment's HNSW again
             process = build.process = subprocess.Popen(  # noqa: S603 - our own interpreter and script
                 [sys.executable, "-c", _CHILD, str(target)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=build.errors, preexec_fn=_lower_priority if os.name == "posix" else None,  # noqa: PLW1509

@@ -13,10 +13,12 @@ never tuned.
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +26,17 @@ import numpy as np
 
 from indexer.plugin_api import Metric, RecallEstimate, recall
 from plugins.qdrant import selection
+from plugins.qdrant.edge_build import BackgroundBuilder, graph_of
+
+logger = logging.getLogger(__name__)
 
 RECALL_SUFFIX = ".recall.json"
 RECENT_SUFFIX = ".recent_queries.npz"  # the ring of recent query vectors (indexer.search.recall.RecentQueries)
 RE_READ_S = 30.0  # a process that did not measure reads the recorded choice again after this long
 EF_CAP = 2048  # the widest beam tried
 OVERSAMPLING_CAP = 16  # the most int8 candidates per result rescored with the float vectors
+GRAPH_SUFFIX = ".graph.json"  # the HNSW graph chosen for the next builds, with its reason
+M_CAP, EF_CONSTRUCT_CAP = 64, 512  # the densest graph chosen (each step doubles m and ef_construct)
 
 
 def search_params(ef: int, oversampling: float | None, limit: int) -> Any:
@@ -52,9 +59,14 @@ class EdgeRecall:
     _query: Callable[[str, Any], Any]
     count: Callable[[str], int]
     _pages: Callable[..., Any]
+    _dir: Callable[[str], Path]
+    _swap_built: Callable[[str, Path], None]
+    builder: BackgroundBuilder
 
-    def _init_recall(self, fixed_ef: int | None, default_ef: int, oversampling: float | None) -> None:
+    def _init_recall(self, fixed_ef: int | None, default_ef: int, oversampling: float | None,
+                     graph: Mapping[str, int] | None = None) -> None:
         self.fixed_ef = fixed_ef  # an explicit setting: never tuned
+        self.fixed_graph = {key: int(value) for key, value in (graph or {}).items() if value}  # settings: never chosen
         self._defaults = (default_ef, oversampling)
         self._recall: dict[str, tuple[RecallEstimate | None, float]] = {}  # per collection: the record, when read
         self.reread_s = RE_READ_S
@@ -93,9 +105,51 @@ class EdgeRecall:
             return estimate.value, float(estimate.rescore) if oversampling and estimate.rescore else oversampling
         return ef, oversampling
 
+    def _graph_file(self, collection: str) -> Path:
+        return self.path / "edge" / f"{collection}{GRAPH_SUFFIX}"
+
+    def graph_choice(self, collection: str) -> dict[str, Any] | None:
+        """The recorded choice of the HNSW graph for the next builds: {m, ef_construct, why, recall, points, at}."""
+        try:
+            choice = json.loads(self._graph_file(collection).read_text())
+        except (OSError, ValueError):
+            return None
+        return choice if isinstance(choice, dict) else None
+
+    def _graph_for(self, collection: str) -> dict[str, int]:
+        """The HNSW ``m`` / ``ef_construct`` a build of ``collection`` uses: the explicit settings, else the recorded
+        choice, else {} (the shard's own: HNSW_M / HNSW_EF_CONSTRUCT from its creation, which hold at 1M chunks on
+        the SciFact-derived set: recall 0.981)."""
+        choice = self.graph_choice(collection) or {}
+        chosen = {key: int(choice[key]) for key in ("m", "ef_construct") if isinstance(choice.get(key), int)}
+        return {**chosen, **self.fixed_graph}
+
+    def _choose_graph(self, collection: str, estimate: RecallEstimate) -> dict[str, Any] | None:
+        """After a tuning that could not reach the floor (the beam and oversampling at their caps or the latency
+        budget spent), the graph itself misses neighbours: the next build doubles ``m`` and ``ef_construct``
+        (up to M_CAP / EF_CONSTRUCT_CAP; an explicit setting is kept), the choice is recorded with its reason, and
+        that build starts now, in the background (the whole graph is built again; searches go on meanwhile)."""
+        now = graph_of(self._dir(collection))
+        if not now or self.read_only:
+            return None
+        caps = {"m": M_CAP, "ef_construct": EF_CONSTRUCT_CAP}
+        free = {key: min(cap, now[key] * 2) for key, cap in caps.items() if key not in self.fixed_graph}
+        if all(value == now[key] for key, value in free.items()):
+            return None  # at the caps, or fixed by the settings
+        raised = {**now, **free, **self.fixed_graph}
+        choice = {**raised, "why": f"recall {estimate.recall:.3f} below the floor at hnsw_ef {estimate.value}, "
+                  f"oversampling {estimate.rescore} with m {now['m']}, ef_construct {now['ef_construct']}",
+                  "recall": estimate.recall, "points": estimate.points, "at": time.time()}
+        recall.write_estimate_json(self._graph_file(collection), choice, f"embedded Qdrant collection {collection!r}")
+        logger.warning("embedded Qdrant collection %s: %s; building its HNSW graph again with m %d, ef_construct %d",
+                       collection, choice["why"], raised["m"], raised["ef_construct"])
+        self.builder.rebuild(collection, self._dir(collection), self._swap_built)
+        return choice
+
     def _forget_recall(self, collection: str) -> None:
         self._recall.pop(collection, None)
         self._recall_file(collection).unlink(missing_ok=True)
+        self._graph_file(collection).unlink(missing_ok=True)
         ring = self._recent.pop(collection, None)
         if ring is not None:
             ring.clear()
@@ -147,9 +201,13 @@ class EdgeRecall:
             value, depth = self.fixed_ef or default_ef, start_depth
             estimate, latency = measure((value, depth))
             source = "setting" if self.fixed_ef else "default"
-        return self._record(collection, RecallEstimate(
+        record = self._record(collection, RecallEstimate(
             round(estimate, 4), len(queries), k, "hnsw_ef", value, depth if oversampling else None, source, points,
-            round(latency, 3), time.time(), recall.sample_kind(len(searched), len(queries)), len(searched)))
+            round(latency, 3), time.time(), recall.sample_kind(len(searched), len(queries)), len(searched),
+            graph_of(self._dir(collection)) or None))
+        if source == "tuned" and record.recall < floor and not self.builder.building(collection):
+            self._choose_graph(collection, record)
+        return record
 
     def _sample(self, collection: str, size: int, points: int) -> tuple[list[str], np.ndarray]:
         """(ids, vectors) of about ``size`` distinct points: the first at or after each of ``size`` random UUIDs

@@ -251,3 +251,38 @@ def test_embedded_qdrant_estimates_from_recent_searches_and_tunes_on_them(tmp_pa
     finally:
         store.close()
     assert (tmp_path / "qdrant" / "edge" / "c.recent_queries.npz").is_file()
+
+
+@pytest.mark.timeout(600)
+def test_embedded_qdrant_builds_a_denser_graph_when_search_time_tuning_cannot_reach_the_floor(tmp_path: Path) -> None:
+    """Dense clusters of near-duplicates searched between them: the beam and the oversampling at their caps stay
+    below the floor (the graph misses them), so the store chooses m and ef_construct x2, records why, builds the
+    graph again in the background, and the estimate after it is higher; an explicit setting is never raised."""
+    ids, vectors = near_duplicates(200, 100, 128, 0.05)
+    store = EdgeStore(tmp_path / "qdrant")
+    store.builder.threshold = 1000
+    try:
+        fill(store, ids, vectors)
+        assert store.builder.wait(240)
+        for q in between(vectors, 100, 1):
+            store.search("c", q, 10)
+        first = store.measure_recall("c", 100, True, FLOOR, 1000.0)
+        assert first.source == "tuned" and first.recall < FLOOR and first.graph == {"m": 16, "ef_construct": 100}
+        choice = store.graph_choice("c")
+        assert choice is not None and (choice["m"], choice["ef_construct"]) == (32, 200) and "below" in choice["why"]
+        assert store.builder.wait(300) and store.builder.completed
+        again = store.measure_recall("c", 100, True, FLOOR, 1000.0)
+        assert again.graph == {"m": 32, "ef_construct": 200} and again.recall > first.recall + 0.02, (first, again)
+        assert "m 32, ef_construct 200" in recall.describe(again)
+        assert store.builder.wait(300)  # below the floor still: the next step (m 64, ef_construct 400) was built
+        choice = store.graph_choice("c")
+    finally:
+        store.builder.cancel()
+        store.close()
+    fixed = EdgeStore(tmp_path / "qdrant", graph={"m": 16, "ef_construct": 100})  # the settings: never raised
+    try:
+        assert fixed._graph_for("c") == {"m": 16, "ef_construct": 100}  # what the next build uses
+        fixed.measure_recall("c", 100, True, 1.01, 1000.0)  # a floor no index meets
+        assert not fixed.builder.building("c") and fixed.graph_choice("c") == choice
+    finally:
+        fixed.close()
