@@ -52,6 +52,7 @@ class Settings(BaseSettings):
     recall_latency_budget_ms: float = Field(5.0, gt=0, description="mean query time the tuning may spend")
     faiss_nprobe: int | None = Field(None, ge=1, description="IVF lists a FAISS search visits (unset: tuned)")
     faiss_ef_search: int | None = Field(None, ge=1, description="FAISS HNSW search beam (unset: tuned)")
+    faiss_ivf_lists: int | None = Field(None, ge=8, le=65_536, description="FAISS IVF lists (unset: chosen)")
     qdrant_hnsw_ef: int | None = Field(None, ge=1, description="embedded Qdrant search beam hnsw_ef (unset: tuned)")
     qdrant_hnsw_m: int | None = Field(None, ge=4, le=128, description="embedded Qdrant HNSW m (unset: chosen)")
     qdrant_ef_construct: int | None = Field(None, ge=8, le=4096,

@@ -108,6 +108,7 @@ class FaissStore(FaissRecall):
         search_threads: int | None = 1,
         auto_switch_at: int = AutoParams.switch_at,
         ivf_nprobe: int | None = None,  # None: AutoParams.nprobe, tuned from the measured recall
+        ivf_lists: int | None = None,  # None: by size, halved when tuning could not reach the floor (recall.py)
     ) -> None:
         metric = Metric(metric)
         if metric is Metric.MANHATTAN:
@@ -118,7 +119,7 @@ class FaissStore(FaissRecall):
         self.metric: Metric = metric
         self.index_kind = index
         self.hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction, ef_search=hnsw_ef_search or 128)
-        self.auto = AutoParams(switch_at=auto_switch_at, nprobe=ivf_nprobe or AutoParams.nprobe)
+        self.auto = AutoParams(switch_at=auto_switch_at, nprobe=ivf_nprobe or AutoParams.nprobe, lists=ivf_lists)
         self._init_recall(ivf_nprobe, hnsw_ef_search)
         self.save_every = save_every
         self.lock_timeout = lock_timeout
@@ -282,7 +283,7 @@ class FaissStore(FaissRecall):
         """A new index from the sidecar's exact vectors (the auto kind picks its structure by their number)."""
         ids, vectors = coll.sidecar.all_vectors(coll.dim)
         index = VectorIndex.build(
-            coll.kind, coll.dim, coll.metric is not Metric.EUCLID, self.hnsw, ids, vectors, seq, self.auto
+            coll.kind, coll.dim, coll.metric is not Metric.EUCLID, self.hnsw, ids, vectors, seq, self._auto_for(coll)
         )
         coll.rewrite_cache = True
         coll.dirty = max(coll.dirty, 1)

@@ -57,6 +57,7 @@ class AutoParams:
     switch_at: int = 100_000  # live vectors from which the auto kind uses IVF lists
     nprobe: int = 64  # lists visited per query (of 1,024-16,384)
     exact_below: int = 20_000  # filtered searches over fewer matching vectors are exact (done by the store)
+    lists: int | None = None  # IVF lists of the next training (a setting, or chosen from the estimate); None: by size
 
 
 def ivf_lists(n: int) -> int:
@@ -102,7 +103,7 @@ class VectorIndex:
 
     def _train_ivf(self, vectors: np.ndarray) -> None:
         n = len(vectors)
-        lists = ivf_lists(n)
+        lists = min(self.auto.lists, max(8, n // 39)) if self.auto.lists else ivf_lists(n)
         metric = faiss.METRIC_INNER_PRODUCT if self.ip else faiss.METRIC_L2
         index: Any = faiss.index_factory(self.dim, f"IVF{lists},SQ8", metric)
         sample = vectors

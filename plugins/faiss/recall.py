@@ -14,9 +14,12 @@ reaches the server's) and the tuned values used by every search that follows. An
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +27,7 @@ import faiss
 import numpy as np
 
 from indexer.plugin_api import RecallEstimate, recall
-from plugins.faiss.index import VectorIndex
+from plugins.faiss.index import AutoParams, VectorIndex
 from plugins.faiss.selection import exact
 from plugins.faiss.sidecar import Sidecar
 
@@ -33,7 +36,10 @@ if TYPE_CHECKING:
 
     from indexer.plugin_api import Settings
 
+logger = logging.getLogger(__name__)
+
 RECALL_FILE = "recall.json"
+LISTS_FILE = "ivf_lists.json"  # the IVF list count chosen for the next training, with its reason
 RECENT_FILE = "recent_queries.npz"  # the ring of recent query vectors (indexer.search.recall.RecentQueries)
 PAGE = 20_000  # vectors per step of the exact scan (30 MB at 384 dimensions)
 RE_READ_S = 30.0  # a searching process reads the recorded choice again after this long
@@ -52,6 +58,7 @@ class FaissRecall:
     _sync: Callable[[Any], VectorIndex]
     _folder: Callable[[str], Path]
     search_threads: int | None
+    auto: AutoParams
 
     def _init_recall(self, nprobe: int | None, ef_search: int | None) -> None:
         self.fixed = {"nprobe": nprobe, "efSearch": ef_search}
@@ -71,6 +78,34 @@ class FaissRecall:
         for name, ring in list(self._recent.items()):
             if collection is None or name == collection:
                 ring.save()
+
+    def lists_choice(self, collection: str) -> dict[str, Any] | None:
+        """The recorded choice of IVF lists for the next training: {lists, why, recall, points, at}."""
+        try:
+            choice = json.loads((self._folder(collection) / LISTS_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        return choice if isinstance(choice, dict) and isinstance(choice.get("lists"), int) else None
+
+    def _auto_for(self, coll: Any) -> AutoParams:
+        """The auto kind's parameters for (re)building ``coll``: the explicit list count, else the recorded choice,
+        else by size (:func:`plugins.faiss.index.ivf_lists`)."""
+        choice = None if self.auto.lists else self.lists_choice(coll.name)
+        return replace(self.auto, lists=choice["lists"]) if choice else self.auto
+
+    def _choose_lists(self, collection: str, estimate: RecallEstimate, lists: int) -> dict[str, Any] | None:
+        """After a tuning that could not reach the floor within the latency budget: the next training makes half
+        as many lists (twice the points a visited list holds), recorded with its reason. Not rebuilt now (a
+        rebuild holds the store: 60 s at 1M chunks); the next rebuild (growth, re-creation) takes it."""
+        if self.auto.lists or lists <= 8:
+            return None
+        choice = {"lists": max(8, lists // 2), "recall": estimate.recall, "points": estimate.points, "at": time.time(),
+                  "why": f"recall {estimate.recall:.3f} below the floor at nprobe {estimate.value}, rescoring "
+                         f"{estimate.rescore} x k with {lists} lists"}
+        recall.write_estimate_json(self._folder(collection) / LISTS_FILE, choice, f"FAISS collection {collection!r}")
+        logger.warning("FAISS collection %s: %s; its next training makes %d lists", collection, choice["why"],
+                       choice["lists"])
+        return choice
 
     def recall_estimate(self, collection: str) -> RecallEstimate | None:
         return recall.read_estimate(self._folder(collection) / RECALL_FILE)
@@ -129,6 +164,7 @@ class FaissRecall:
                 points = coll.sidecar.count()
                 default = index.auto.nprobe if index.structure == "ivf" else index.hnsw.ef_search
                 ip = index.ip
+                lists = int(faiss.extract_index_ivf(index.index).nlist) if index.structure == "ivf" else 0
         if shape is None:
             exact_search = RecallEstimate(1.0, 0, k, None, None, None, "exact", points, None, time.time())
             return self._record(collection, exact_search)
@@ -174,9 +210,13 @@ class FaissRecall:
             value, depth = current, 1
             estimate, latency = measure((value, depth))
             source = "setting" if fixed else "default"
-        return self._record(collection, RecallEstimate(
+        record = self._record(collection, RecallEstimate(
             round(estimate, 4), len(queries), k, name, value, depth if name == "nprobe" else None, source, points,
-            round(latency, 3), time.time(), recall.sample_kind(len(searched), len(queries)), len(searched)))
+            round(latency, 3), time.time(), recall.sample_kind(len(searched), len(queries)), len(searched),
+            {"lists": lists} if lists else None))
+        if source == "tuned" and lists and record.recall < floor:
+            self._choose_lists(collection, record, lists)
+        return record
 
     def _record(self, collection: str, estimate: RecallEstimate) -> RecallEstimate:
         recall.write_estimate(self._folder(collection) / RECALL_FILE, estimate, f"FAISS collection {collection!r}")
@@ -186,8 +226,10 @@ class FaissRecall:
 
 
 def explicit(settings: Settings) -> dict[str, int]:
-    """The store options an explicit ``faiss_nprobe`` / ``faiss_ef_search`` setting gives (never tuned)."""
-    pairs = (("ivf_nprobe", settings.faiss_nprobe), ("hnsw_ef_search", settings.faiss_ef_search))
+    """The store options an explicit ``faiss_nprobe`` / ``faiss_ef_search`` / ``faiss_ivf_lists`` setting gives
+    (never tuned or chosen)."""
+    pairs = (("ivf_nprobe", settings.faiss_nprobe), ("hnsw_ef_search", settings.faiss_ef_search),
+             ("ivf_lists", settings.faiss_ivf_lists))
     return {key: int(value) for key, value in pairs if value is not None}
 
 
