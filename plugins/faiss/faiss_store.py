@@ -52,6 +52,7 @@ from indexer.plugin_api import (
 )
 from plugins.faiss.index import KINDS, AutoParams, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
+from plugins.faiss.rebuild import FaissRebuild
 from plugins.faiss.recall import FaissRecall, explicit
 from plugins.faiss.selection import exact as _exact
 from plugins.faiss.selection import lexical_ids as _lexical_ids
@@ -89,7 +90,7 @@ class _Collection:
         return self.folder / CACHE
 
 
-class FaissStore(FaissRecall):
+class FaissStore(FaissRecall, FaissRebuild):
     """FAISS collections on disk (see the module docstring for layout, durability and concurrency)."""
 
     name = "faiss"
@@ -121,6 +122,7 @@ class FaissStore(FaissRecall):
         self.hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction, ef_search=hnsw_ef_search or 128)
         self.auto = AutoParams(switch_at=auto_switch_at, nprobe=ivf_nprobe or AutoParams.nprobe, lists=ivf_lists)
         self._init_recall(ivf_nprobe, hnsw_ef_search)
+        self._init_rebuild()
         self.save_every = save_every
         self.lock_timeout = lock_timeout
         self.search_threads = search_threads
@@ -295,8 +297,9 @@ class FaissStore(FaissRecall):
         state = coll.sidecar.sync_state()
         if state.generation != coll.generation:
             raise StoreError(f"FAISS collection {coll.name!r} was re-created by another process; retry")
-        index = coll.index
+        index = self._take_built(coll, state.pruned_through) or coll.index  # a background build done: in place
         if index is not None and index.seq == state.seq:
+            coll.index = index
             return index
         if index is None or state.pruned_through > index.seq or state.seq < index.seq:
             index = VectorIndex.load(
@@ -310,8 +313,8 @@ class FaissStore(FaissRecall):
             touched = coll.sidecar.touched_since(index.seq)
             ids, vectors = coll.sidecar.vectors_of(touched, coll.dim)
             index.apply(touched, ids, vectors)
-            if index.wants_rebuild():
-                index = self._rebuild(coll, state.seq)
+            if index.wants_rebuild():  # large: in the background, this index answering meanwhile (rebuild.py)
+                index = self._rebuild_soon(coll, index, state.seq)
         index.seq = state.seq
         coll.index = index
         return index
@@ -409,7 +412,7 @@ class FaissStore(FaissRecall):
             index.seq = new_seq
             coll.dirty += len(touched)
             if index.wants_rebuild():  # the auto kind crossed a size threshold: switch structure
-                coll.index = self._rebuild(coll, new_seq)
+                coll.index = self._rebuild_soon(coll, index, new_seq)  # large: in the background
         except Exception:  # committed already: the sidecar is right, the memory copy is not
             logger.exception("FAISS index %s out of step after a commit; it will be rebuilt", coll.name)
             coll.index = None

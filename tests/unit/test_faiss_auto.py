@@ -4,6 +4,7 @@ deletes, filters, reopening and other processes' views stay exact where they mus
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from pathlib import Path
 
@@ -129,3 +130,30 @@ def test_ivf_never_returns_hidden_deleted_or_filtered_out_points(tmp_path: Path)
     for p in live[:70:7]:  # hidden no longer: found again
         assert p.id in hidden and store.search("c", p.vector, 1)[0].id == p.id
     store.close()
+
+
+def test_a_large_switch_is_trained_in_the_background_while_the_old_index_answers(tmp_path: Path) -> None:
+    """Past ``background_from`` the new structure is trained in a thread: the write returns at once, searches meanwhile
+    are answered by the flat index (exact, every point written so far, including during the training), and the
+    next sync after it puts the IVF in place with the writes made meanwhile replayed."""
+    store = _store(tmp_path / "s")
+    store.background_from = 0  # every rebuild in the background (the default keeps small ones inline)
+    gate, choose = threading.Event(), store._auto_for
+    store._auto_for = lambda coll: (gate.wait(30), choose(coll))[1]  # type: ignore[method-assign]  # a long training
+    try:
+        points = _points(SWITCH + 400, 3)
+        store.ensure_collection("c", DIM, {})
+        store.upsert("c", points[: SWITCH - 10])
+        assert _structure(store) == "flat"
+        store.upsert("c", points[SWITCH - 10 : SWITCH + 200])  # crosses the threshold: a build starts
+        assert _structure(store) == "flat"
+        assert store.search("c", points[5].vector, 3)[0].id == points[5].id  # the flat index answers, exactly
+        store.upsert("c", points[SWITCH + 200 :])  # written during the training
+        assert _structure(store) == "flat" and store.search("c", points[-1].vector, 1)[0].id == points[-1].id
+        gate.set()
+        assert store.wait_rebuilds(60)
+        assert store.search("c", points[-1].vector, 1)[0].id == points[-1].id  # replayed into the new index
+        assert _structure(store) == "ivf" and store.count("c") == len(points)
+        assert store.rebuilds and store.rebuilds[0][1] == "ivf"
+    finally:
+        store.close()
