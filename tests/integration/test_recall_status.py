@@ -1,9 +1,14 @@
 """Recall that holds, end to end (docs/stores.md#recall-that-holds): indexing measures the store's recall in the
 background, `status` (and so `--json` and /metrics) shows it with its sample size, and the next runs within
-`recall_interval` do not measure again."""
+`recall_interval` do not measure again; users' searches are kept (their vectors, never their text) and the next
+measurement samples them."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 import indexer
@@ -26,7 +31,8 @@ def test_indexing_measures_the_recall_and_status_shows_it(tmp_path, embed_model_
         estimate = recall["estimate"]
         assert estimate is not None and estimate["param"] == "hnsw_ef" and estimate["points"] == 30
         assert estimate["sample"] > 0 and estimate["source"] == "tuned" and 0 <= estimate["recall"] <= 1
-        assert recall["floor"] == 0.97 and f"on {estimate['sample']} sampled queries" in recall["text"]
+        assert recall["floor"] == 0.97 and f"on {estimate['sample']} chunks as queries" in recall["text"]
+        assert (estimate["sample_kind"], estimate["searches"]) == ("chunks", 0)  # nobody searched yet
         first = estimate["measured_at"]
         (corpus / "thread0" / "m0.txt").write_text("Re: a different subject entirely.\n")
         col.index([corpus])
@@ -42,3 +48,24 @@ def test_a_small_faiss_collection_is_exact(tmp_path, embed_model_path):
         recall = col.status()["recall"]
         assert recall["estimate"]["source"] == "exact" and recall["estimate"]["sample"] == 0
         assert "exact search over 5 points" in recall["text"] and recall["below_floor"] is False
+
+
+def test_searches_are_kept_as_vectors_and_the_next_measurement_samples_them(tmp_path, embed_model_path):
+    corpus = write_corpus(tmp_path / "corpus", _mailbox(30))
+    queries = ["quarterly report due Friday", "figures quoted below", "a different subject"]
+    with indexer.open_collection("mail", store="qdrant", recall_interval=0) as col:
+        col.index([corpus])
+        for text in queries:
+            col.search(text)
+    rings = list(Path(os.environ["INDEXER_DATA_DIR"]).rglob("mail.recent_queries.npz"))
+    assert len(rings) == 1, rings
+    with np.load(rings[0], allow_pickle=False) as data:  # vectors and times only: no text anywhere
+        assert sorted(data.files) == ["times", "vectors"] and data["vectors"].shape == (3, 384)
+    assert not any(q.encode() in rings[0].read_bytes() for q in queries)
+    with indexer.open_collection("mail", store="qdrant", recall_interval=0) as col:  # a restart
+        (corpus / "thread1" / "m1.txt").write_text("Re: something else, a new message.\n")
+        col.index([corpus])  # a write: measured again (interval 0), after the restart, on the kept searches
+    with indexer.open_collection("mail", store="qdrant") as col:
+        estimate = col.status()["recall"]["estimate"]
+        assert (estimate["sample_kind"], estimate["searches"]) == ("searches+chunks", 3), estimate
+        assert "on 3 recent searches + " in col.status()["recall"]["text"]
