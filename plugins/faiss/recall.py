@@ -1,7 +1,9 @@
 """Recall that holds on FAISS (:class:`indexer.plugin_api.RecallCheck`; docs/stores.md#recall-that-holds).
 
-A mixin of :class:`plugins.faiss.faiss_store.FaissStore`. A measurement samples ``sample`` points of the
-collection (uniformly: their ids are hashes, so a random id and the next one stored), computes their exact
+A mixin of :class:`plugins.faiss.faiss_store.FaissStore`. A measurement takes the collection's recent searches as
+queries (the ring every search feeds: :class:`indexer.search.recall.RecentQueries`), filled up when there are fewer
+than ``sample`` with points of the collection (uniformly: their ids are hashes, so a random id and the next one
+stored; each one's own point left out), computes their exact
 nearest neighbours with the sidecar's float vectors (paged, on a connection of its own: no lock of the store is
 held during the scan), then searches the index with each query (its own point left out) at the search-time
 parameters tried: ``nprobe`` and the rescoring depth of the 8-bit codes for IVF lists, ``efSearch`` for HNSW. With
