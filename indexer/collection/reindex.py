@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Protocol
 
 from indexer.collection import tokenizer_record
-from indexer.collection.aliases import VECTORS, AliasedStore, raw_store, vectors_name
+from indexer.collection.aliases import VECTORS, AliasedStore, keep_live, raw_store, vectors_name
 from indexer.collection.identity import same_vectors
 from indexer.collection.job import Job, ReindexReport, job_dir, new_job, record_for, save_job
 from indexer.collection.job import load_job as _load_job
@@ -225,12 +225,14 @@ def _wait_writer_lock(col: CollectionParts, wait_s: float) -> Iterator[None]:
 def _switch(col: CollectionParts, job: Job, new_rec: CollectionRecord, shadow: StateStore) -> None:
     """One transaction: the collection's record, files and chunks become the shadow's."""
     switch_collection(col.state.path, shadow.path, replace(new_rec, name=col.name))
+    keep_live(col.store, col.state.get_collection(col.name))  # stateless workers find the new vectors
     logger.info("collection %s switched to %s (store collection %s)", col.name, job.model_id, job.target)
 
 
 def _cleanup(col: CollectionParts, job: Job) -> None:
     """After the switch: drop the old vectors and the shadow state."""
     store = raw_store(col.store)
+    keep_live(store, col.record)  # again: a crash may have fallen right after the switch
     if col.record is not None and job.source == vectors_name(col.record):  # never the live vectors
         logger.warning("reindex job of %s names the live vectors %s as old; keeping them", col.name, job.source)
         shutil.rmtree(_job_dir(col), ignore_errors=True)

@@ -14,12 +14,15 @@ has no payload filters: opening it stateless is refused).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
+from indexer.collection.aliases import VECTORS, raw_store, store_options, vectors_name
 from indexer.collection.parts import CollectionParts
 from indexer.collection.reader import CollectionReader
 from indexer.core import registry
@@ -27,7 +30,7 @@ from indexer.core.normalization import Normalization
 from indexer.engine import loader
 from indexer.engine.adapters import LlamaEmbedder, model_name
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, NotFoundError, StateError, StoreError
-from indexer.ports import PayloadFields, payload_fields
+from indexer.ports import PayloadFields, VectorStore, payload_fields
 from indexer.search.query import SearchRequest, SearchResult, Selection
 from indexer.settings import Settings
 from indexer.state.database import CollectionRecord
@@ -36,6 +39,10 @@ from indexer.state.fields import FACET_VALUES, INTERNAL, check_kind, check_names
 from indexer.state.payload_fields import DATE, FACET_KEYS, NUMBER
 from indexer.types import Filter, Metric
 
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+LIVE_SECONDS = 5.0  # a worker reads the store's live-vectors record (a reindex switch) at most this often
 KINDS_SECONDS = 5.0  # a worker counts its fields' kinds at most this often (a writer's commits change them)
 NAMES_LIMIT = 10_000  # field names counted by one facet call
 
@@ -56,9 +63,42 @@ class StatelessParts(CollectionParts):
 
     def __init__(self, settings: Settings, record: CollectionRecord) -> None:
         super().__init__(settings, _NoState(), record)  # type: ignore[arg-type]
+        self._live_checked = time.monotonic()
 
     def follow(self) -> bool:
-        return False  # a reindex switch is the writer's; a worker is restarted on the new collection
+        return self._follow(force=False)
+
+    def following(self, run: Callable[[], T]) -> T:
+        """``run`` (a search) on the live vectors; retried once if the writer's reindex switched them under it."""
+        self._follow(force=False)
+        try:
+            return run()
+        except StoreError:
+            if not self._follow(force=True):
+                raise
+            return run()
+
+    def _follow(self, force: bool) -> bool:
+        """Take the writer's reindex switch: the store's live-vectors record (read at most every
+        :data:`LIVE_SECONDS`, or now with ``force``) names other vectors than this worker searches: the record
+        is read again from them and model and store reloaded (the worker's model must be the new one)."""
+        now = time.monotonic()
+        if not force and now - self._live_checked < LIVE_SECONDS:
+            return False
+        self._live_checked = now
+        rec = self.require_record()
+        store = raw_store(self.store)
+        port = payload_fields(store)
+        live = (port.live_vectors(self.name) if port is not None else None) or self.name
+        if live == vectors_name(rec):
+            return False
+        logger.info("collection %s: the writer switched its vectors to %s (reindex); reloading", self.name, live)
+        fresh = _record_from(store, self.settings, self.name, store_options(rec.store_options))
+        remember(self.settings, self.name, fresh)
+        old = self.reload(fresh)
+        if old is not None:
+            old.close()
+        return True
 
     def _load_model(self) -> LlamaEmbedder:
         from indexer.collection import tokenizer_record
@@ -84,33 +124,54 @@ _RECORDS: dict[str, CollectionRecord] = {}  # read once per store and collection
 _RECORDS_LOCK = threading.Lock()  # opener at a time: the worker's reader holds it from then on)
 
 
+def _mark(settings: Settings, name: str, options: dict[str, Any]) -> str:
+    return repr((settings.store, sorted(options.items()), name, settings.embed_model))
+
+
 def stateless_record(settings: Settings, name: str) -> CollectionRecord:
     """The record of collection ``name`` as its store's meta says (the store: ``store``, ``store_options`` or
-    ``qdrant_url``), read once per process; a NotFoundError when the store holds no such collection."""
+    ``qdrant_url``), read once per process; a NotFoundError when the store holds no such collection. After a
+    reindex its vectors are the store collection the writer recorded as live in the store itself
+    (:meth:`~indexer.ports.PayloadFields.live_vectors`: a file beside embedded shards, an alias on a server)."""
     options = registry.new_store_options(settings, name)
-    mark = repr((settings.store, sorted(options.items()), name, settings.embed_model))
     with _RECORDS_LOCK:
+        mark = _mark(settings, name, options)
         if mark not in _RECORDS:
             _RECORDS[mark] = _read_record(settings, name, options)
         return _RECORDS[mark]
+
+
+def remember(settings: Settings, name: str, rec: CollectionRecord) -> None:
+    """A followed switch: the record this process reads from now on."""
+    with _RECORDS_LOCK:
+        _RECORDS[_mark(settings, name, registry.new_store_options(settings, name))] = rec
 
 
 def _read_record(settings: Settings, name: str, options: dict[str, Any]) -> CollectionRecord:
     store = registry.open_store(settings.store, registry.absolute_options(options, settings.data_dir),
                                 Metric(settings.metric), settings)
     try:
-        if payload_fields(store) is None:
-            raise ConfigError(f"a stateless search worker needs a store that filters on payloads (qdrant), not "
-                              f"{settings.store!r}; a FAISS collection is searched through its writer's state")
-        meta = store.collection_meta(name)
+        return _record_from(store, settings, name, options)
     finally:
         store.close()
+
+
+def _record_from(store: VectorStore, settings: Settings, name: str, options: dict[str, Any]) -> CollectionRecord:
+    port = payload_fields(store)
+    if port is None:
+        raise ConfigError(f"a stateless search worker needs a store that filters on payloads (qdrant), not "
+                          f"{settings.store!r}; a FAISS collection is searched through its writer's state")
+    live = port.live_vectors(name)
+    vectors = live or name
+    meta = store.collection_meta(vectors)
     location = options.get("url") or options.get("path")
     if meta is None or "indexer.model_id" not in meta:
-        raise NotFoundError(f"the {settings.store} store at {location} has no collection {name!r} written by "
-                            "indexer; point store_options (path) or qdrant_url at the writer's store")
+        where = f"collection {name!r}" + (f" (its live vectors {live!r}, the writer's last reindex)" if live else "")
+        raise NotFoundError(f"the {settings.store} store at {location} has no {where} written by indexer; point "
+                            "store_options (path) or qdrant_url at the writer's store")
+    recorded = {**options, VECTORS: vectors} if vectors != name else dict(options)
     return CollectionRecord(
-        name=name, store=settings.store, store_options=options, metric=meta.get("indexer.metric", settings.metric),
+        name=name, store=settings.store, store_options=recorded, metric=meta.get("indexer.metric", settings.metric),
         model_id=meta["indexer.model_id"], model_path=str(loader.resolve(settings.embed_model)),
         normalization=Normalization.parse(meta["indexer.normalization"]), dimensions=int(meta["dimensions"]))
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 BATCH = 1024
 PAGE = 512
+LIVE_ALIAS = "__live"  # the alias <collection>__live: the store collection a reindex switched its vectors to
 LACKING = qm.Filter(must=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key=payload_fields.FILTER))])
 
 
@@ -115,3 +116,28 @@ class ClientFields:
         found = self._call("count facet values", partial(self.client.facet, collection, key, facet_filter=flt,
                                                          limit=limit, exact=True, consistency=self.read_consistency))
         return [(str(h.value), int(h.count)) for h in found.hits]
+
+    # -- the live vectors: a Qdrant collection alias the writer keeps current ---------------------------------
+    # An alias of its own name (``<collection>__live``), not ``<collection>``: an alias cannot share the name of a
+    # collection, and ``<collection>`` exists until the first reindex's cleanup drops it (an alias made then would
+    # leave a moment with neither). Switched by one aliases request (delete and create together, atomic in Qdrant).
+    def live_vectors(self, collection: str) -> str | None:
+        alias = collection + LIVE_ALIAS
+        found = self._call("read the collection aliases", self.client.get_aliases)
+        return next((a.collection_name for a in found.aliases if a.alias_name == alias), None)
+
+    def set_live_vectors(self, collection: str, target: str) -> None:
+        self._call("switch the live alias", partial(self.client.update_collection_aliases,
+                                                    live_alias_operations(collection, target,
+                                                                          self.live_vectors(collection))))
+
+
+def live_alias_operations(collection: str, target: str, current: str | None) -> list[Any]:
+    """The aliases request that points ``<collection>__live`` at ``target`` (the old alias deleted in the same
+    request when there is one: Qdrant applies the list atomically)."""
+    alias = collection + LIVE_ALIAS
+    ops: list[Any] = []
+    if current is not None:
+        ops.append(qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=alias)))
+    ops.append(qm.CreateAliasOperation(create_alias=qm.CreateAlias(collection_name=target, alias_name=alias)))
+    return ops

@@ -7,6 +7,7 @@ the same ids in the same order as the writer's state route; opening it writes no
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from datetime import datetime, timezone
 from email.message import EmailMessage
@@ -17,7 +18,7 @@ import pytest
 
 import indexer
 from indexer.collection.facade import open_reader
-from indexer.errors import InputError, NotFoundError
+from indexer.errors import CollectionMismatchError, InputError, NotFoundError
 from indexer.settings import Settings
 
 pytestmark = pytest.mark.slow
@@ -236,3 +237,63 @@ def test_a_reranked_search_on_the_worker_equals_the_writers(folder, written, tmp
     assert expected.reranked and got.reranked
     assert [(h.chunk_id, round(h.rerank_score or 0, 4)) for h in got.hits] == [
         (h.chunk_id, round(h.rerank_score or 0, 4)) for h in expected.hits]
+
+
+def test_a_reindexed_collection_is_found_and_followed_by_a_worker(folder, tmp_path, embed_model_path,
+                                                                   embed_model_alt_path):
+    """After `indexer reindex` the vectors live in ``<name>__<stamp>``: the writer records that in the store itself
+    (embedded: ``edge/<name>.live.json``); a worker with an empty data directory and the new model finds them and
+    answers as the writer does; a second reindex (back) is followed by an open worker without a restart."""
+    from indexer.collection import reindex, stateless
+    from indexer.collection.aliases import vectors_name
+
+    data = tmp_path / "writer"
+    settings = Settings(data_dir=data, store="qdrant", embed_model=str(embed_model_path), max_top_k=100,
+                        max_candidates=200)
+    asked = [(q, m, w) for q, m, w in _searches(folder)][::5]  # 10 of the 50: every field kind, both modes
+    store = data / "qdrant" / NAME
+    with indexer.open_collection(NAME, settings=settings) as col:
+        assert col.index([folder]).files_indexed == 20
+        reindex.run(col, str(embed_model_alt_path))
+        target = vectors_name(col.record)
+        assert target.startswith(NAME + "__")
+        expected = [col.search(q, k=10, mode=m, where=w, rerank=False, facets=["type"]) for q, m, w in asked]
+        new_model = col.record.model_id
+    assert sorted(p.name for p in (store / "edge").iterdir() if p.is_dir()) == [target]  # the old vectors dropped
+    assert (store / "edge" / f"{NAME}.live.json").is_file()
+    empty = tmp_path / "worker-data"
+    empty.mkdir()
+    worker = Settings(data_dir=empty, store="qdrant", stateless=True, store_options={"path": str(store)},
+                      embed_model=str(embed_model_alt_path), max_top_k=100, max_candidates=200)
+    stateless._RECORDS.clear()
+    reader = open_reader(NAME, worker)
+    try:
+        assert reader.status()["model"] == new_model and reader.status()["points"] > 0
+        for (query, mode, where), want in zip(asked, expected, strict=True):
+            got = reader.search(query, k=10, mode=mode, where=where, rerank=False, facets=["type"])
+            assert [h.chunk_id for h in got.hits] == [h.chunk_id for h in want.hits], (where, mode)
+            assert [round(h.score, 5) for h in got.hits] == [round(h.score, 5) for h in want.hits], where
+            assert got.matched == want.matched and got.facets == want.facets, where
+        # the writer reindexes again (back to the first model) while the worker is up (its shard let go: embedded
+        # Qdrant admits one opener at a time): the worker follows the record, and refuses to search the new vectors
+        # with the model it has, naming the fix, instead of failing on dropped vectors
+        reader.parts.drop_store()
+        with indexer.open_collection(NAME, settings=settings) as col:
+            reindex.run(col, str(embed_model_path))
+            again = vectors_name(col.record)
+        assert again != target and json.loads((store / "edge" / f"{NAME}.live.json").read_text()) == {
+            "vectors": again}
+        reader.parts._live_checked = 0.0  # past LIVE_SECONDS
+        with pytest.raises(CollectionMismatchError, match="embed_model"):
+            reader.search("bread", k=3, rerank=False)
+        assert vectors_name(reader.parts.require_record()) == again
+    finally:
+        reader.close()
+        stateless._RECORDS.clear()
+    assert list(empty.iterdir()) == []
+    fresh = open_reader(NAME, worker.model_copy(update={"embed_model": str(embed_model_path)}))
+    try:  # restarted with the model of the last reindex: it answers
+        assert fresh.search("sourdough bread", k=3, rerank=False).hits
+    finally:
+        fresh.close()
+        stateless._RECORDS.clear()
