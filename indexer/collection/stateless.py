@@ -31,19 +31,22 @@ from indexer.engine import loader
 from indexer.engine.adapters import LlamaEmbedder, model_name
 from indexer.errors import CollectionMismatchError, ConfigError, InputError, NotFoundError, StateError, StoreError
 from indexer.ports import PayloadFields, VectorStore, payload_fields
+from indexer.search.filters import Value
 from indexer.search.query import SearchRequest, SearchResult, Selection
 from indexer.settings import Settings
 from indexer.state.database import CollectionRecord
-from indexer.state.field_values import BUILTIN
+from indexer.state.field_values import BUILTIN, MAX_VALUE_CHARS, chunk_values
 from indexer.state.fields import FACET_VALUES, INTERNAL, check_kind, check_names, kind_of, wanted_fields
-from indexer.state.payload_fields import DATE, FACET_KEYS, NUMBER
-from indexer.types import Filter, Metric
+from indexer.state.payload_fields import DATE, FACET_KEYS, MAX_FIELD_INDEXES, NUMBER
+from indexer.state.payload_fields import key as payload_key
+from indexer.types import Clause, Filter, Metric
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 LIVE_SECONDS = 5.0  # a worker reads the store's live-vectors record (a reindex switch) at most this often
 KINDS_SECONDS = 5.0  # a worker counts its fields' kinds at most this often (a writer's commits change them)
+SPELLING_READS = 64  # chunks read for a facet value's spelling
 NAMES_LIMIT = 10_000  # field names counted by one facet call
 
 
@@ -182,6 +185,7 @@ class StatelessReader(CollectionReader):
     def __init__(self, parts: StatelessParts) -> None:
         super().__init__(parts)
         self._kinds: tuple[float, dict[str, str]] | None = None
+        self._shown: dict[tuple[str, str], tuple[float, str]] = {}  # (field, folded value) -> (when, spelling)
         self._filled = False
         self._lock = threading.Lock()
 
@@ -238,18 +242,13 @@ class StatelessReader(CollectionReader):
             self._ready(port)
         known = self.field_kinds() if wanted else {}
         check_names(self.name, wanted, req.facets, known)
-        for name in req.facets:
-            if name not in FACET_KEYS:
-                raise InputError(
-                    f"facet {name!r}: a stateless search worker counts facets of type, folder and modified (Qdrant's "
-                    "facet API over their payload indexes); a metadata facet needs the writer's state: search "
-                    "through the writer for it")
         kinds = {n: known[n][1] for n in wanted if n in known}
         for c in req.where:
             check_kind(c, "text" if c.field in BUILTIN else kinds.get(c.field, "text"))
         pairs = tuple(sorted(kinds.items()))
         where = Filter(req.path_prefix, req.file_types, clauses=tuple(req.where), kinds=pairs, committed=True)
-        facets = {n: self._facet(port, FACET_KEYS[n], where) for n in req.facets}
+        facets = {n: self._facet(port, FACET_KEYS[n], where) if n in FACET_KEYS else
+                  self._field_facet(port, n, kinds.get(n, "text"), where) for n in req.facets}
         if not req.where:
             return Selection(None, None, facets, clauses=(), kinds=pairs)
         matched = port.count_where(self.name, where)
@@ -261,6 +260,42 @@ class StatelessReader(CollectionReader):
         way: a few more are asked, then sorted and cut)."""
         found = port.facet(self.name, key, where, FACET_VALUES + 20) or []
         return sorted(found, key=lambda vc: (-vc[1], vc[0]))[:FACET_VALUES]
+
+    def _field_facet(self, port: PayloadFields, name: str, kind: str, where: Filter) -> list[tuple[str, int]]:
+        """A metadata field's facet, as the state counts it: a date field by month (``filter.m``), any other by
+        its folded value (``filter.t``), shown in its smallest spelling (:meth:`_spellings`)."""
+        key = f"filter.{'m' if kind == 'date' else 't'}.{payload_key(name)}"
+        try:
+            found = port.facet(self.name, key, where, FACET_VALUES + 20) or []
+        except StoreError as exc:
+            raise InputError(
+                f"facet {name!r}: the writer keeps payload indexes for the first {MAX_FIELD_INDEXES} metadata fields "
+                f"it meets, and {name!r} has none (Qdrant's facet API counts indexed keys only); search through the "
+                f"writer for this facet ({exc})") from None
+        if kind != "date":
+            shown = self._spellings(port, name, [v for v, _ in found])
+            found = [(shown.get(v, v), c) for v, c in found]
+        return sorted(found, key=lambda vc: (-vc[1], vc[0]))[:FACET_VALUES]
+
+    def _spellings(self, port: PayloadFields, name: str, folded: list[str]) -> dict[str, str]:
+        """Each folded value's spelling: the smallest (as the state's ``MIN(value)``) among up to
+        :data:`SPELLING_READS` committed chunks with it (the state: among all the matches), kept
+        :data:`KINDS_SECONDS`."""
+        now, out = time.monotonic(), {}
+        for value in folded:
+            mark = (name, value)
+            seen = self._shown.get(mark)
+            if seen is None or now - seen[0] > KINDS_SECONDS:
+                equal = Clause(name, "==", (Value(value, None, None, None),), text=f"{name}=={value}")
+                read = port.payloads_where(self.name, Filter(clauses=(equal,), kinds=((name, "text"),), committed=True),
+                                     SPELLING_READS)
+                spelled = [str(v)[:MAX_VALUE_CHARS] for p in read for n, v in chunk_values(p)
+                           if str(n).strip().lower() == name and str(v)[:MAX_VALUE_CHARS].lower() == value]
+                seen = self._shown[mark] = (now, min(spelled, default=value))
+            out[value] = seen[1]
+        if len(self._shown) > 4096:
+            self._shown.clear()
+        return out
 
     def _emptied(self, req: SearchRequest, kinds: tuple[tuple[str, str], ...]) -> str:
         port = self._port()
@@ -287,8 +322,20 @@ class StatelessReader(CollectionReader):
             {"field": "size", "kind": "number", "chunks": chunks, "examples": []},
         ]
         ranked = sorted(self.field_kinds().items(), key=lambda item: (-item[1][0], item[0]))
-        out += [{"field": n, "kind": kind, "chunks": c, "examples": []} for n, (c, kind) in ranked if n not in INTERNAL]
+        out += [{"field": n, "kind": kind, "chunks": c, "examples": self._examples(port, n)}
+                for n, (c, kind) in ranked if n not in INTERNAL]
         return out
+
+    def _examples(self, port: PayloadFields, name: str, examples: int = 3) -> list[list[Any]]:
+        """A metadata field's commonest values (as the state's ``indexer fields``), from Qdrant's facet API over
+        its folded values' payload index; none for a field without one (past the writer's index cap)."""
+        try:
+            found = port.facet(self.name, f"filter.t.{payload_key(name)}", Filter(committed=True), examples + 20)
+        except StoreError:
+            return []
+        shown = self._spellings(port, name, [v for v, _ in found or []])
+        ranked = sorted(((shown.get(v, v), c) for v, c in found or []), key=lambda vc: (-vc[1], vc[0]))
+        return [[v, c] for v, c in ranked[:examples]]
 
     def overview(self, watcher: dict[str, Any] | None = None) -> dict[str, Any]:
         rec = self.parts.require_record()

@@ -117,6 +117,12 @@ class ClientFields:
                                                          limit=limit, exact=True, consistency=self.read_consistency))
         return [(str(h.value), int(h.count)) for h in found.hits]
 
+    def payloads_where(self, collection: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
+        records, _ = self._call("list points", partial(
+            self.client.scroll, collection, scroll_filter=self._store_filter(where), limit=limit, with_payload=True,
+            with_vectors=False, consistency=self.read_consistency))
+        return [dict(r.payload or {}) for r in records]
+
     # -- the live vectors: a Qdrant collection alias the writer keeps current ---------------------------------
     # An alias of its own name (``<collection>__live``), not ``<collection>``: an alias cannot share the name of a
     # collection, and ``<collection>`` exists until the first reindex's cleanup drops it (an alias made then would

@@ -131,6 +131,15 @@ class EdgeFields:
             found = self._call("count facet values", lambda: shard.facet(request))
         return [(str(h.value), int(h.count)) for h in found.hits]
 
+    def payloads_where(self, collection: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
+        qe = selection.edge()
+        request = qe.ScrollRequest(limit=limit, filter=selection.edge_filter(where), with_payload=True,
+                                   with_vector=False)
+        with self._lock:
+            shard = self._require(collection)
+            records, _ = self._call("list points", partial(shard.scroll, request))
+        return [dict(r.payload or {}) for r in records]
+
     # -- the live vectors: a file beside the shards (qdrant-edge has no collection aliases) ---------------------
     def _live_file(self, collection: str) -> Path:
         folder = self._dir(collection)  # checks the name

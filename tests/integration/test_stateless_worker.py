@@ -20,10 +20,13 @@ import indexer
 from indexer.collection.facade import open_reader
 from indexer.errors import CollectionMismatchError, InputError, NotFoundError
 from indexer.settings import Settings
+from indexer.state.payload_fields import MAX_FIELD_INDEXES
 
 pytestmark = pytest.mark.slow
 
 NAME = "stateless"
+# facets asked of every search: the built-in ones and metadata fields of each kind (text, number, date by month)
+FACETS = ["type", "folder", "sender", "author", "pages", "date"]
 TOPICS = ["the quarterly budget review", "sourdough bread needs a long rise", "rings of Saturn made of ice",
           "rotate the API keys before the audit", "watering tomatoes in a dry summer"]
 SENDERS = ["Ada Lovelace <ada@example.org>", "linus@example.org", "Lovelace, Ada", "grace@navy.example.mil"]
@@ -111,13 +114,14 @@ def written(folder, tmp_path_factory, embed_model_path):
         assert report.failed == [] and report.files_indexed == 20
         answers = []
         for query, mode, where in _searches(folder):
-            res = col.search(query, k=10, mode=mode, where=where, rerank=False, facets=["type", "folder"])
+            res = col.search(query, k=10, mode=mode, where=where, rerank=False, facets=FACETS)
             answers.append(res)
-    return data, answers
+        fields = col.fields()
+    return data, answers, fields
 
 
 def _worker(written, tmp_path: Path) -> tuple[Settings, Path]:
-    data, _ = written
+    data = written[0]
     empty = tmp_path / "worker-data"
     empty.mkdir()
     store = data / "qdrant" / NAME
@@ -133,7 +137,7 @@ def test_fifty_searches_equal_the_writers_and_nothing_is_written(folder, written
     reader = open_reader(NAME, settings)
     try:
         for (query, mode, where), expected in zip(searches, written[1], strict=True):
-            got = reader.search(query, k=10, mode=mode, where=where, rerank=False, facets=["type", "folder"])
+            got = reader.search(query, k=10, mode=mode, where=where, rerank=False, facets=FACETS)
             assert [h.chunk_id for h in got.hits] == [h.chunk_id for h in expected.hits], (
                 where, mode, [(h.path[-20:], h.chunk_id[:6], round(h.score, 6)) for h in got.hits],
                 [(h.path[-20:], h.chunk_id[:6], round(h.score, 6)) for h in expected.hits])
@@ -146,8 +150,25 @@ def test_fifty_searches_equal_the_writers_and_nothing_is_written(folder, written
         assert lexical.hits and all(h.path.endswith(".md") for h in lexical.hits)
         fields = {f["field"]: f["kind"] for f in reader.fields()}
         assert fields["pages"] == "number" and fields["date"] == "date" and fields["sender"] == "text"
-        with pytest.raises(InputError, match="sender.*a metadata facet needs the writer"):
-            reader.search("x", facets=["sender"])
+        # /fields: the same fields, kinds, counts and example values (ties among examples in any order)
+        mine, theirs, unindexed = reader.fields(), written[2], []
+        assert [(f["field"], f["kind"], f["chunks"]) for f in mine] == [
+            (f["field"], f["kind"], f["chunks"]) for f in theirs]
+        for got_field, want in zip(mine, theirs, strict=True):
+            if got_field["field"] in ("path", "modified", "size"):
+                continue
+            if not got_field["examples"] and want["examples"]:  # past the writer's payload-index cap
+                unindexed.append(got_field["field"])
+                continue
+            counts = sorted({c for _, c in want["examples"]})
+            tied = {c for c in counts if sum(1 for _, n in want["examples"] if n == c) > 1}
+            assert [c for _, c in got_field["examples"]] == [c for _, c in want["examples"]], got_field["field"]
+            assert {tuple(e) for e in got_field["examples"] if e[1] not in tied} == {
+                tuple(e) for e in want["examples"] if e[1] not in tied}, got_field["field"]
+        # 9 metadata and location fields, 8 indexed (the first the writer met, one a location field not listed)
+        assert len(unindexed) == 1, unindexed
+        with pytest.raises(InputError, match=f"facet '{unindexed[0]}'.*first {MAX_FIELD_INDEXES} metadata fields"):
+            reader.search("x", facets=[unindexed[0]])
         with pytest.raises(InputError, match="path~a\\?c.*no exact form"):
             reader.search("x", where=["path~a?c"])
         with pytest.raises(InputError, match="has no field 'sendr'; did you mean sender"):
@@ -167,7 +188,7 @@ def test_every_search_matches_something_somewhere(written):
 
 
 def test_a_touch_is_seen_by_modified_on_the_worker_without_re_embedding(folder, written, tmp_path):
-    data, _ = written
+    data = written[0]
     target = folder / "todo-3.txt"
     now = datetime.now(timezone.utc).timestamp()
     os.utime(target, (now, now))
@@ -222,7 +243,7 @@ def test_the_worker_serves_http_searches_and_refuses_what_needs_files(folder, wr
 
 
 def test_a_reranked_search_on_the_worker_equals_the_writers(folder, written, tmp_path, reranker_model_path):
-    data, _ = written
+    data = written[0]
     # a fixed number of candidates reranked (the time budget would let the load decide how many)
     asked = {"k": 5, "mode": "hybrid", "where": ["type in md,eml"], "rerank": True, "rerank_candidates": 20}
     writer = Settings(data_dir=data, store="qdrant", rerank_model=str(reranker_model_path))
