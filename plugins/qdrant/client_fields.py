@@ -5,12 +5,13 @@ stateless search workers answer filters, facets and ``/fields`` from a Qdrant cl
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from qdrant_client import models as qm
 
-from indexer.plugin_api import ConfigError, Filter, canonical_id, payload_fields
+from indexer.plugin_api import ConfigError, Filter, caller, canonical_id, payload_fields
 from plugins.qdrant import clauses
 
 if TYPE_CHECKING:
@@ -49,6 +50,44 @@ def read_consistency_of(value: str | int | None) -> int | qm.ReadConsistencyType
     except ValueError:
         raise ConfigError(f"qdrant_read_consistency {value!r} is not majority, quorum, all or a number of replicas "
                           "(at least 1)") from None
+
+
+AFFINITY = "X-Qdrant-Route-Affinity"
+CALLER = "caller"  # qdrant_route_affinity: each HTTP caller its own value (indexer.plugin_api.caller)
+
+
+def route_affinity_of(value: str | None) -> str | None:
+    """The ``qdrant_route_affinity`` setting checked: unset, ``caller``, or a fixed value (sent as a header: one
+    line of visible ASCII). qdrant-client sends per-request headers from 1.x's ``context_headers`` on."""
+    if value is None or not str(value).strip():
+        return None
+    text = str(value).strip()
+    if not text.isascii() or not text.isprintable() or len(text) > 256:
+        raise ConfigError(f"qdrant_route_affinity {value!r} is not 'caller' or a header value (printable ASCII, "
+                          "at most 256 characters)")
+    if _context_headers() is None:
+        raise ConfigError("qdrant_route_affinity needs a qdrant-client that sends per-request headers "
+                          "(qdrant_client.context_headers); upgrade it: pip install -U qdrant-client")
+    return text
+
+
+def _context_headers() -> Any:
+    try:
+        from qdrant_client import context_headers
+    except ImportError:
+        return None
+    return context_headers
+
+
+def affinity_headers(setting: str | None) -> AbstractContextManager[None]:
+    """The ``X-Qdrant-Route-Affinity`` header of this request (none when unset, or ``caller`` outside an HTTP
+    request): Qdrant routes requests with one value to the same replicas, so a caller sees one view."""
+    if setting is None:
+        return nullcontext()
+    who = caller.current() if setting == CALLER else setting
+    if not who:
+        return nullcontext()
+    return cast(AbstractContextManager[None], _context_headers().headers({AFFINITY: who}))
 
 
 class ClientFields:
