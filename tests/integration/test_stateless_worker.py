@@ -236,6 +236,12 @@ def test_the_worker_serves_http_searches_and_refuses_what_needs_files(folder, wr
         status = client.get("/status").json()
         assert status["collections"][0]["stateless"] is True
         assert status["collections"][0]["recall"]["estimate"]["param"] == "hnsw_ef"  # the writer's, read here
+        estimate = status["collections"][0]["recall"]["estimate"]["recall"]
+        metrics = client.get("/metrics")
+        assert metrics.status_code == 200, metrics.text
+        mark = f'indexer_recall_estimate{{collection="{NAME}"'
+        line = next(x for x in metrics.text.splitlines() if x.startswith(mark))
+        assert float(line.rsplit(" ", 1)[1]) == pytest.approx(estimate)  # /metrics shows the writer's estimate too
         sync = client.post("/sync", json={"collection": NAME})
         assert sync.status_code in (400, 401, 403, 404, 405), sync.text
     assert list(settings.data_dir.iterdir()) == []
