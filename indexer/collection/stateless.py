@@ -384,6 +384,7 @@ class StatelessReader(CollectionReader):
             "chunks": None, "points": self.parts.store.count(self.name), "store": rec.store,
             "store_location": self.parts.store_location(rec), "metric": rec.metric, "model": rec.model_id,
             "model_name": model_name(rec.model_id), "model_path": rec.model_path, "dimensions": rec.dimensions,
+            "normalization": rec.normalization.value, "vectors": vectors_name(rec),  # after a reindex: <name>__<stamp>
             "reranker": self.parts.settings.rerank_model, "search_mode": self.parts.settings.search_mode,
             "lexical_index": self.lexical_ready(), "lexical_terms": self.lexical_terms(),
             "health": self.health(), "watcher": None, "roots": [], "writing": [],

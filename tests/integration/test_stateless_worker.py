@@ -324,3 +324,30 @@ def test_a_reindexed_collection_is_found_and_followed_by_a_worker(folder, tmp_pa
     finally:
         fresh.close()
         stateless._RECORDS.clear()
+
+
+def test_the_cli_status_and_fields_of_a_worker_read_the_store_and_write_nothing(written, tmp_path):
+    """`indexer status` / `indexer fields` with INDEXER_STATELESS: the store's view (with the writer's recorded recall
+    estimate), no state database made; `indexer search` there is refused, naming the worker's HTTP API."""
+    import subprocess
+    import sys
+
+    settings, store = _worker(written, tmp_path)
+    env = {**os.environ, "INDEXER_DATA_DIR": str(settings.data_dir), "INDEXER_STATELESS": "true",
+           "INDEXER_STORE": "qdrant", "INDEXER_STORE_OPTIONS": json.dumps({"path": str(store)})}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "indexer.cli", *args], capture_output=True, text=True, env=env)
+
+    status = cli("status", "-c", NAME, "--json")
+    assert status.returncode == 0, status.stderr
+    info = json.loads(status.stdout)
+    assert info["stateless"] and info["points"] > 0 and info["vectors"] == NAME
+    assert info["recall"]["estimate"]["param"] == "hnsw_ef"  # the writer's, recorded in the store
+    text = cli("status", "-c", NAME)
+    assert "stateless search worker" in text.stdout and "recall" in text.stdout, text.stderr
+    fields = cli("fields", "-c", NAME)
+    assert fields.returncode == 0 and "sender" in fields.stdout, fields.stderr
+    search = cli("search", "bread", "-c", NAME)
+    assert search.returncode != 0 and "stateless setting is for search workers" in search.stderr
+    assert list(settings.data_dir.iterdir()) == []
