@@ -4,7 +4,7 @@ answer every clause without the state database: a stateless search worker (docs/
 The writer (:mod:`indexer.index.pipeline`) adds three keys to each point of such a store, beside the payload the
 point's id covers (none of them is part of its fingerprint, so adding them re-writes no point):
 
-``filter`` (:func:`filter_payload`; made from what the state's ``chunk_fields`` rows are made of, by the same
+``filter`` (:func:`filter_payload`, version ``v`` = :data:`VERSION`; made from what the state's ``chunk_fields`` rows are made of, by the same
 function, so both evaluators see the same values):
 
 * ``p``, ``pr``: the absolute path folded to lower case, and reversed (a glob's suffix is a prefix of the
@@ -37,6 +37,10 @@ from indexer.state.field_values import chunk_values, field_rows
 from indexer.state.sql_functions import folder, month
 
 FILTER = "filter"
+# The filter payload's version (``filter.v``): a point without it is filled again by the writer's backfill
+# (from its stored payload and the state's file records, nothing re-embedded). 2: the month keys ``m``.
+VERSION = 2
+CURRENT = f"{FILTER}.v"
 STAT = "stat"
 UNCOMMITTED = "uncommitted"
 KEYS = (FILTER, STAT, UNCOMMITTED)  # never part of a point's id
@@ -108,7 +112,7 @@ def filter_payload(path: str, root: str, values: Iterable[tuple[str, Any]]) -> d
     """The ``filter`` payload of one chunk of file ``path`` under ``root`` with metadata and location ``values``
     (:func:`indexer.state.field_values.chunk_values`)."""
     folded = path.lower()
-    out: dict[str, Any] = {"p": folded, "pr": folded[::-1], "folder": folder(path, root)}
+    out: dict[str, Any] = {"v": VERSION, "p": folded, "pr": folded[::-1], "folder": folder(path, root)}
     base = root.rstrip("/")
     if root and path.startswith(base + "/"):
         rel = path[len(base) + 1:].lower()

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 BATCH = 1024
 PAGE = 512
 LIVE_ALIAS = "__live"  # the alias <collection>__live: the store collection a reindex switched its vectors to
-LACKING = qm.Filter(must=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key=payload_fields.FILTER))])
+LACKING = qm.Filter(must=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key=payload_fields.CURRENT))])
 
 
 def field_schemas() -> list[tuple[str, Any]]:

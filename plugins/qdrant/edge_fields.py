@@ -82,7 +82,7 @@ class EdgeFields:
 
     def unfilled(self, collection: str) -> Iterator[list[tuple[str, dict[str, Any]]]]:
         qe = selection.edge()
-        lacking = qe.Filter(must=[qe.IsEmptyCondition(payload_fields.FILTER)])
+        lacking = qe.Filter(must=[qe.IsEmptyCondition(payload_fields.CURRENT)])
         offset: Any = None
         while True:
             request = qe.ScrollRequest(offset=offset, limit=PAGE, filter=lacking, with_payload=True,
@@ -110,7 +110,7 @@ class EdgeFields:
 
     def filled(self, collection: str) -> bool:
         qe = selection.edge()
-        lacking = qe.Filter(must=[qe.IsEmptyCondition(payload_fields.FILTER)])
+        lacking = qe.Filter(must=[qe.IsEmptyCondition(payload_fields.CURRENT)])
         with self._lock:
             shard = self._require(collection)
             return int(self._call("count points", lambda: shard.count(qe.CountRequest(exact=True,
