@@ -67,6 +67,7 @@ class StatelessParts(CollectionParts):
     def __init__(self, settings: Settings, record: CollectionRecord) -> None:
         super().__init__(settings, _NoState(), record)  # type: ignore[arg-type]
         self._live_checked = time.monotonic()
+        self._follow_lock = threading.Lock()
 
     def follow(self) -> bool:
         return self._follow(force=False)
@@ -85,6 +86,10 @@ class StatelessParts(CollectionParts):
         """Take the writer's reindex switch: the store's live-vectors record (read at most every
         :data:`LIVE_SECONDS`, or now with ``force``) names other vectors than this worker searches: the record
         is read again from them and model and store reloaded (the worker's model must be the new one)."""
+        with self._follow_lock:  # one reload at a time (a second thread then finds the new record in place)
+            return self._follow_locked(force)
+
+    def _follow_locked(self, force: bool) -> bool:
         now = time.monotonic()
         if not force and now - self._live_checked < LIVE_SECONDS:
             return False
