@@ -4,8 +4,8 @@ answer every clause without the state database: a stateless search worker (docs/
 The writer (:mod:`indexer.index.pipeline`) adds three keys to each point of such a store, beside the payload the
 point's id covers (none of them is part of its fingerprint, so adding them re-writes no point):
 
-``filter`` (:func:`filter_payload`, version ``v`` = :data:`VERSION`; made from what the state's ``chunk_fields`` rows are made of, by the same
-function, so both evaluators see the same values):
+``filter`` (:func:`filter_payload`, version ``v`` = :data:`VERSION`; made from what the state's ``chunk_fields``
+rows are made of, by the same function, so both evaluators see the same values):
 
 * ``p``, ``pr``: the absolute path folded to lower case, and reversed (a glob's suffix is a prefix of the
   reversed text); ``rp``, ``rpr``: the same of the path relative to its root;

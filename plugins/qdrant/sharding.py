@@ -5,7 +5,9 @@ docs/qdrant-plugin.md#custom-sharding):
   own, which a cluster can place on chosen nodes; searches name no key, so Qdrant asks every shard;
 * ``tenant:NAME``: every point this writer writes goes to shard key ``NAME``, and every read of a writer or worker
   with that setting names it: tenants sharing a collection never see each other's points (nor delete them: the
-  writer's orphan sweep lists its own shard only).
+  writer's orphan sweep lists its own shard only; its ``indexer drop`` removes its shard key, not the collection).
+  ``indexer reindex`` is refused there: it would build a new collection of one tenant's points and drop the
+  shared one.
 
 The collection is created with ``sharding_method=custom`` (``qdrant_shard_number`` is then shards per key); a shard
 key is created the first time a write needs it (one that exists already is fine). A collection created before the
@@ -109,6 +111,18 @@ class ShardedClient:
         return done
 
     def delete_collection(self, collection_name: str, *args: Any, **kwargs: Any) -> Any:
+        """Dropping a collection; a tenant's drop removes its own shard key (its points) and leaves the collection
+        and its meta companion to the other tenants (delete the collection with Qdrant's API once none is left)."""
+        if self.keys.tenant is not None:
+            if self._plain(collection_name) or not self._sharded(collection_name):
+                return True  # shared: the meta companion, or a collection made before the setting
+            self._made.discard((collection_name, self.keys.tenant))
+            try:
+                return self._client.delete_shard_key(collection_name, self.keys.tenant)
+            except UnexpectedResponse as exc:
+                if "not found" in str(exc).lower() or "doesn't exist" in str(exc).lower():
+                    return True  # this tenant never wrote there
+                raise
         self._custom.pop(collection_name, None)
         self._made = {m for m in self._made if m[0] != collection_name}
         return self._client.delete_collection(collection_name, *args, **kwargs)

@@ -3,8 +3,8 @@ server can be installed where this was written: tests/unit/test_qdrant_server_re
 to qdrant-client's models there).
 
 - ``qdrant_shard_key=root``: the collection is created custom-sharded, a shard key per root, and searched whole;
-- ``qdrant_shard_key=tenant:NAME``: two writers share one collection, each sees only its own points, and one's
-  orphan sweep never deletes the other's;
+- ``qdrant_shard_key=tenant:NAME``: two writers share one collection, each sees only its own points, one's
+  orphan sweep never deletes the other's, and one's drop removes its shard key only;
 - a reindexed collection: a stateless worker finds it through the ``<name>__live`` alias;
 - ``qdrant_route_affinity``: the server takes the header on a worker's searches.
 """
@@ -76,8 +76,11 @@ def test_tenants_share_a_collection_and_never_see_or_delete_each_others_points(t
             assert {Path(h.path).parent for h in other.search("notes", k=20, rerank=False).hits} == {b}
             for col in (first, other):
                 assert col.status()["points"] == col.status()["chunks"]  # each counts its own shard
+            first.drop()  # its shard key goes; the collection and the other tenant's points stay
+            assert {Path(h.path).parent for h in other.search("notes", k=20, rerank=False).hits} == {b}
         finally:
-            first.drop()
+            _client().delete_collection(name)
+            _client().delete_collection(name + "__indexer_meta")
 
 
 def test_a_worker_finds_a_reindexed_collection_by_its_live_alias_with_route_affinity(

@@ -23,7 +23,7 @@ import pytest
 from qdrant_client import models as qm
 
 from indexer.core import caller
-from indexer.errors import ConfigError
+from indexer.errors import ConfigError, InputError
 from indexer.settings import Settings
 from indexer.types import Filter, Metric, Point
 from plugins.qdrant.client_fields import AFFINITY, route_affinity_of
@@ -66,6 +66,7 @@ class FakeQdrant:
             ("GET", r"/collections/([^/]+)/exists", lambda m: {"exists": m[1] in self.collections}),
             ("PUT", r"/collections/([^/]+)/index", lambda m: done),
             ("PUT", r"/collections/([^/]+)/shards", lambda m: self._shard_key(m[1], body)),
+            ("POST", r"/collections/([^/]+)/shards/delete", lambda m: True),
             ("PUT", r"/collections/([^/]+)/points", lambda m: done),
             ("POST", r"/collections/([^/]+)/points/delete", lambda m: done),
             ("POST", r"/collections/([^/]+)/points/query", lambda m: {"points": []}),
@@ -252,3 +253,28 @@ def test_the_shard_key_setting_is_checked():
             ShardKeys.parse(bad)
     with pytest.raises(Exception, match="no 'root' payload"):
         ShardKeys().key({"path": "/x"}, "c")
+
+
+def test_a_tenants_drop_removes_its_shard_key_and_leaves_the_shared_collection():
+    fake = FakeQdrant()
+    store = _store(fake, shard_key="tenant:acme")
+    store.ensure_collection("c", 2, {"indexer.model_id": "m"})
+    store.upsert("c", _points("/r1"))
+    fake.collections["c__indexer_meta"] = False
+    store.drop("c")
+    bodies = fake.bodies("POST", "/collections/c/shards/delete")
+    dropped = [qm.DropShardingKey.model_validate(b).shard_key for b in bodies]
+    assert dropped == ["acme"] and not [r for r in fake.requests if r[0] == "DELETE"]  # no collection deleted
+    store.close()
+
+
+def test_a_collection_shared_by_tenants_is_not_reindexed():
+    from indexer.collection.reindex import refuse_shared
+    from indexer.core.normalization import Normalization
+    from indexer.state.database import CollectionRecord
+
+    rec = CollectionRecord(name="c", store="qdrant", store_options={"url": "http://q:6333"}, metric="cosine",
+                           model_id="m", model_path="/m.gguf", normalization=Normalization.parse("l2"), dimensions=2)
+    refuse_shared(Settings(qdrant_shard_key="root"), rec)  # a shard key per root: reindexed as any collection
+    with pytest.raises(InputError, match="shared by tenants.*index into a new collection name"):
+        refuse_shared(Settings(qdrant_shard_key="tenant:acme"), rec)
