@@ -278,9 +278,18 @@ class StatelessReader(CollectionReader):
                 f"it meets, and {name!r} has none (Qdrant's facet API counts indexed keys only); search through the "
                 f"writer for this facet ({exc})") from None
         if kind != "date":
-            shown = self._spellings(port, name, [v for v, _ in found])
-            found = [(shown.get(v, v), c) for v, c in found]
+            found = self._spelled(port, name, found, FACET_VALUES)
         return sorted(found, key=lambda vc: (-vc[1], vc[0]))[:FACET_VALUES]
+
+    def _spelled(self, port: PayloadFields, name: str, found: list[tuple[str, int]], limit: int
+                 ) -> list[tuple[str, int]]:
+        """The ``limit`` commonest of ``found`` (folded value, count) in their spellings (:meth:`_spellings`);
+        only the values that can make the cut are spelled (those tied at it included)."""
+        ranked = sorted(found, key=lambda vc: -vc[1])
+        if len(ranked) > limit:
+            ranked = [vc for vc in ranked if vc[1] >= ranked[limit - 1][1]]
+        shown = self._spellings(port, name, [v for v, _ in ranked])
+        return [(shown.get(v, v), c) for v, c in ranked]
 
     def _spellings(self, port: PayloadFields, name: str, folded: list[str]) -> dict[str, str]:
         """Each folded value's spelling: the smallest (as the state's ``MIN(value)``) among up to
@@ -338,8 +347,7 @@ class StatelessReader(CollectionReader):
             found = port.facet(self.name, f"filter.t.{payload_key(name)}", Filter(committed=True), examples + 20)
         except StoreError:
             return []
-        shown = self._spellings(port, name, [v for v, _ in found or []])
-        ranked = sorted(((shown.get(v, v), c) for v, c in found or []), key=lambda vc: (-vc[1], vc[0]))
+        ranked = sorted(self._spelled(port, name, found or [], examples), key=lambda vc: (-vc[1], vc[0]))
         return [[v, c] for v, c in ranked[:examples]]
 
     def overview(self, watcher: dict[str, Any] | None = None) -> dict[str, Any]:
