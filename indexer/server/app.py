@@ -432,9 +432,10 @@ class CallerMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        sent = dict(scope.get("headers") or []).get(AFFINITY_HEADER)
+        sent = (dict(scope.get("headers") or []).get(AFFINITY_HEADER) or b"").decode("latin-1")[:256]
         client = scope.get("client")
-        who = sent.decode("latin-1")[:256] if sent else (str(client[0]) if client else None)
+        plain = sent.isascii() and sent.isprintable() and sent.strip()  # else not a value to pass on: the address
+        who = sent if plain else (str(client[0]) if client else None)
         with caller.calling(who):
             await self.app(scope, receive, send)
 

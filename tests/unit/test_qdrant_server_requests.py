@@ -185,9 +185,10 @@ def test_the_http_server_marks_each_request_with_its_caller_and_the_mark_reaches
     try:
         asyncio.run(call([(b"x-qdrant-route-affinity", b"session-42")]))
         asyncio.run(call([]))
+        asyncio.run(call([(b"x-qdrant-route-affinity", "caf\u00e9".encode("latin-1"))]))  # not ASCII: the address
     finally:
         pool.close()
-    assert seen == ["session-42", "192.0.2.5"] and caller.current() is None
+    assert seen == ["session-42", "192.0.2.5", "192.0.2.5"] and caller.current() is None
 
 
 # -- custom sharding in create mode ------------------------------------------------------------------------------
