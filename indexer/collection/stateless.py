@@ -1,15 +1,17 @@
-"""A stateless search worker's collection: every search answered from a Qdrant collection and the models alone, with
-no state database (setting ``stateless``; docs/deploy.md#stateless-workers).
+"""A stateless search worker's collection: every search answered from a Qdrant collection and the models alone, with no
+state database (setting ``stateless``; docs/deploy.md#stateless-workers).
 
-The collection's record is read from the store's collection meta (model, normalization, metric, dimensions,
-prompts, tokenizer), never from ``state.sqlite``, and nothing is written: no state database is created or
-migrated, no repair marker, no store write. Filters go to the store as clauses (:class:`indexer.types.Filter`'s
-``clauses``), evaluated on the payload keys the writer keeps for them (:mod:`indexer.state.payload_fields`,
-``plugins/qdrant/clauses.py``) with the same meaning as the state's evaluator; a clause with no exact Qdrant form is
-an InputError naming it. Points a writer has not committed are left out by their payload marker. Facets of
-``type``, ``folder`` and ``modified`` come from Qdrant's facet API; a metadata facet is refused (it needs the
-writer's state). ``/files`` and ``/thumbnail`` are refused: a worker has no files. FAISS keeps the state route (it
-has no payload filters: opening it stateless is refused).
+The collection's record is read from the store's collection meta (model, normalization, metric, dimensions, prompts,
+tokenizer), never from ``state.sqlite``, and nothing is written: no state database is created or migrated, no repair
+marker, no store write. After a reindex the vectors are the store collection the writer recorded as live in the
+store itself (``live_vectors``), re-read every :data:`LIVE_SECONDS` to follow a switch. Filters go to the store as
+clauses (:class:`indexer.types.Filter`'s ``clauses``), evaluated on the payload keys the writer keeps for them
+(:mod:`indexer.state.payload_fields`, ``plugins/qdrant/clauses.py``) with the same meaning as the state's evaluator;
+a clause with no exact Qdrant form is an InputError naming it. Points a writer has not committed are left out by
+their payload marker. Facets come from Qdrant's facet API: ``type``, ``folder``, ``modified``, and a metadata
+field's folded values (a date field's months), shown in their smallest spelling; a field without a payload index is
+refused, naming it. ``/files`` and ``/thumbnail`` are refused: a worker has no files. FAISS keeps the state route
+(it has no payload filters: opening it stateless is refused).
 """
 
 from __future__ import annotations
