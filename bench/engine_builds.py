@@ -136,8 +136,9 @@ def main() -> int:
         ref = Path(tmp) / "ref.npz"
         run_child(builds[0][1], texts, args.shapes, "f32", ref)
         reference = np.load(ref)
-        rates: dict[str, dict[str, list[float]]] = {name: {s: [] for s in args.shapes.split(",")} for name, _ in builds}
-        per_cpu: dict[str, dict[str, list[float]]] = {name: {s: [] for s in args.shapes.split(",")} for name, _ in builds}
+        shapes = args.shapes.split(",")
+        rates: dict[str, dict[str, list[float]]] = {name: {s: [] for s in shapes} for name, _ in builds}
+        per_cpu: dict[str, dict[str, list[float]]] = {name: {s: [] for s in shapes} for name, _ in builds}
         quality: dict[str, dict[str, tuple[float, float]]] = {}
         for r in range(args.repeats):
             order = builds[r % len(builds):] + builds[: r % len(builds)]
