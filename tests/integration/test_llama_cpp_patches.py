@@ -91,3 +91,24 @@ def test_patched_vectors_stay_within_the_weight_types_tolerance(embed_model_path
     finally:
         alone.close()
     assert float(single @ a[3] / (np.linalg.norm(single) * np.linalg.norm(a[3]))) >= 0.9999
+
+
+def test_the_pack_is_measured_per_cpu_and_never_changes_a_vector(embed_model_path: Path) -> None:
+    """No pack given: calls of many short inputs try each candidate pack, record its rate, and return the vectors a
+    fixed pack gives (packing only groups sequences; masks keep them apart)."""
+    from indexer.engine.llama_embedding import LlamaEmbedding
+
+    queries = [f"query number {i} about cell biology and {'protein ' * (i % 5)}folding" for i in range(300)]
+    free = LlamaEmbedding(str(embed_model_path), verbose=False)
+    fixed = LlamaEmbedding(str(embed_model_path), pack_tokens=128, verbose=False)
+    try:
+        assert free._packs is not None and fixed._packs is None
+        runs = [np.asarray(free.embed(queries)) for _ in range(3)]
+        assert set(free._packs.rates) == set(free._packs.candidates)  # each candidate measured on this CPU
+        ref = np.asarray(fixed.embed(queries))
+    finally:
+        free.close()
+        fixed.close()
+    for got in runs:
+        cos = (got * ref).sum(axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(ref, axis=1))
+        assert cos.min() >= 0.9999, cos.min()
