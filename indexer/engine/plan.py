@@ -58,9 +58,9 @@ TOKEN_NULL = -1
 # queries and 1.09x on ~200-token texts; 64 loses on short ones (docs/benchmarks.md). On the AMD EPYC, 256
 # measured 1.14x / 1.00x against 512 (noisy). Inputs longer than this still go alone in a batch up to the limit.
 DEFAULT_PACK_TOKENS = 128
-# The packs a PackChooser measures when the caller fixes none (DEFAULT_PACK_TOKENS first: the fallback). After the
-# flash-attention patches (tools/llama_cpp_patches) the AMD EPYC measured 128, 256 and 512 within 3 % of each other
-# on short queries and 64 at 0.6x; the Intel Xeon measured 128 at 1.9x 512 before them: the choice is per CPU.
+# The packs a PackChooser measures when the caller fixes none (DEFAULT_PACK_TOKENS first: the fallback). After
+# the flash-attention patches (indexer/engine/llama_cpp_patches) the AMD EPYC measured 128, 256 and 512 within 3 %
+# of each other on short queries and 64 at 0.6x; the Intel Xeon measured 128 at 1.9x 512 before them: per CPU.
 PACK_CANDIDATES = (DEFAULT_PACK_TOKENS, 256)
 
 Item = str | list[int]

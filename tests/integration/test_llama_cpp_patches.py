@@ -1,9 +1,8 @@
-"""The llama.cpp speed patches (tools/llama_cpp_patches): they apply to the sdist ``make setup`` builds, the
-installed library has them, and the vectors they make are still the model's (f32 reference)."""
+"""The llama.cpp speed patches (indexer/engine/llama_cpp_patches): they apply to the sdist ``make setup`` builds,
+the installed library has them, and the vectors they make are still the model's (f32 reference)."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import tarfile
@@ -17,11 +16,9 @@ TOOL = ROOT / "tools" / "build_llama_cpp.py"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("build_llama_cpp", TOOL)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from indexer.engine import llama_build
+
+    return llama_build
 
 
 def test_every_patch_applies_to_the_vendored_llama_cpp(tmp_path: Path) -> None:
@@ -54,6 +51,15 @@ def test_the_wheel_key_follows_the_patches(tmp_path: Path, monkeypatch: pytest.M
         (other / patch.name).write_bytes(patch.read_bytes() + b"\n")
     monkeypatch.setattr(tool, "PATCHES", other)
     assert tool.wheel_key(sdist) != with_patches
+
+
+def test_pip_users_get_the_builder_and_its_patches_in_the_wheel() -> None:
+    """``python -m indexer.engine.llama_build`` is the documented way for pip users: the patches are package data."""
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '"indexer.engine" = ["llama_cpp_patches/*.patch"]' in text
+    run = subprocess.run([sys.executable, "-m", "indexer.engine.llama_build", "--check"], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert run.returncode == 0 and "llama-cpp-python check" in run.stdout, run.stdout + run.stderr
 
 
 def test_the_installed_library_has_the_speed_patches() -> None:

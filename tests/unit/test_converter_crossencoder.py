@@ -129,7 +129,7 @@ def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _simd_gelu() -> bool:
-    """Whether the installed ggml computes GELU on SIMD registers in f32 (tools/llama_cpp_patches/01-vec-simd:
+    """Whether the installed ggml computes GELU on SIMD registers in f32 (indexer/engine/llama_cpp_patches/01-vec-simd:
     the function is then exported) rather than through its f16 table."""
     import llama_cpp
 
