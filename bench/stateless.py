@@ -1,6 +1,7 @@
 """A stateless search worker against its writer, on the same embedded Qdrant store (docs/deploy.md#stateless-workers):
 search p50 and p95 of the writer's state route and of the worker (no state database), unfiltered and filtered,
-dense and hybrid, after a warm-up; and whether the two return the same ids in the same order.
+dense and hybrid, with metadata facets or none, after a warm-up; and whether the two return the same ids in the same
+order (and the same facets).
 
     python bench/stateless.py --files 2000 --searches 200
 
@@ -25,9 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 WORDS = ["budget", "review", "travel", "expenses", "sourdough", "bread", "rise", "saturn", "rings", "ice", "api",
          "keys", "audit", "rotate", "tomatoes", "water", "summer", "garden", "roses", "backup", "policy", "deploy",
          "cluster", "shard", "replica", "index", "search", "filter", "worker"]
-SEARCHES = [
-    ("dense", []), ("hybrid", []), ("dense", ["author=lovelace"]), ("hybrid", ["date>=2025-06"]),
-    ("hybrid", ["pages>20", "type=md"]), ("dense", ["path~d1/*.md"]), ("hybrid", ["modified>=2024-01-01"]),
+SEARCHES: list[tuple[str, list[str], list[str]]] = [  # (mode, where, facets)
+    ("dense", [], []), ("hybrid", [], []), ("dense", ["author=lovelace"], []), ("hybrid", ["date>=2025-06"], []),
+    ("hybrid", ["pages>20", "type=md"], []), ("dense", ["path~d1/*.md"], []),
+    ("hybrid", ["modified>=2024-01-01"], []),
+    ("hybrid", [], ["author", "date"]), ("dense", ["pages>20"], ["author", "folder"]),  # metadata facets
 ]
 
 
@@ -43,18 +46,19 @@ def corpus(folder: Path, files: int) -> None:
                         f"date: 2025-{1 + i % 12:02d}-0{1 + i % 9}\npages: {i % 40}\n---\n\n# Note {i}\n\n{body}\n")
 
 
-def timed(search, queries: list[str]) -> tuple[dict[str, list[float]], dict[str, list[list[str]]]]:
+def timed(search, queries: list[str]) -> tuple[dict[str, list[float]], dict[str, list[object]]]:
+    """p50 inputs and answers (ids in order, and the facets asked) of every search."""
     times: dict[str, list[float]] = {}
-    ids: dict[str, list[list[str]]] = {}
-    for mode, where in SEARCHES:
-        label = f"{mode} {' '.join(where) or '(no filter)'}"
+    ids: dict[str, list[object]] = {}
+    for mode, where, facets in SEARCHES:
+        label = f"{mode} {' '.join(where) or '(no filter)'}" + (f" facets {','.join(facets)}" if facets else "")
         for q in queries[:5]:  # warm-up
-            search(q, mode, where)
+            search(q, mode, where, facets)
         for q in queries:
             started = time.perf_counter()
-            res = search(q, mode, where)
+            res = search(q, mode, where, facets)
             times.setdefault(label, []).append((time.perf_counter() - started) * 1000)
-            ids.setdefault(label, []).append([h.chunk_id for h in res.hits])
+            ids.setdefault(label, []).append(([h.chunk_id for h in res.hits], res.facets))
     return times, ids
 
 
@@ -79,16 +83,16 @@ def main() -> None:
             report = col.index([root])
             print(f"indexed {report.files_indexed} files, {report.points_upserted} points", flush=True)
 
-            def on_writer(q: str, mode: str, where: list[str]):
-                return col.search(q, k=10, mode=mode, where=where, rerank=False)
+            def on_writer(q: str, mode: str, where: list[str], facets: list[str]):
+                return col.search(q, k=10, mode=mode, where=where, rerank=False, facets=facets)
 
             w_times, w_ids = timed(on_writer, rnd_queries)
         worker = Settings(data_dir=empty, store="qdrant", stateless=True,
                           store_options={"path": str(data / "qdrant" / "bench")})
         reader = open_reader("bench", worker)
         try:
-            def on_worker(q: str, mode: str, where: list[str]):
-                return reader.search(q, k=10, mode=mode, where=where, rerank=False)
+            def on_worker(q: str, mode: str, where: list[str], facets: list[str]):
+                return reader.search(q, k=10, mode=mode, where=where, rerank=False, facets=facets)
 
             s_times, s_ids = timed(on_worker, rnd_queries)
         finally:

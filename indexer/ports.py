@@ -168,7 +168,10 @@ class PayloadFields(Protocol):
     ~4 ms at 400 points).
     Reading (the worker): ``count_where`` counts the points a filter keeps (exact), ``facet`` counts values of a
     keyword-indexed payload key among them (None: the store has no facet call), ``filled`` whether every point
-    has the keys (else a worker refuses clauses, naming ``indexer index``)."""
+    has the keys (else a worker refuses clauses, naming ``indexer index``).
+    The live vectors (a reindex, :mod:`indexer.collection.aliases`): ``set_live_vectors`` records in the store
+    itself which store collection holds collection ``collection``'s vectors (the writer, at a reindex switch);
+    ``live_vectors`` reads it (a worker, which has no state record to say so), None when none was recorded."""
 
     def set_payloads(self, collection: str, updates: Sequence[tuple[Sequence[str], Mapping[str, Any]]]) -> None: ...
 
@@ -186,6 +189,15 @@ class PayloadFields(Protocol):
     def count_where(self, collection: str, where: Filter | None) -> int: ...
 
     def facet(self, collection: str, key: str, where: Filter | None, limit: int) -> list[tuple[str, int]] | None: ...
+
+    def payloads_where(self, collection: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
+        """The payloads of (at most ``limit``) points ``where`` keeps: a worker reads the spellings of a facet's
+        values there."""
+        ...
+
+    def live_vectors(self, collection: str) -> str | None: ...
+
+    def set_live_vectors(self, collection: str, target: str) -> None: ...
 
 
 def payload_fields(store: VectorStore) -> PayloadFields | None:

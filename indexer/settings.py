@@ -72,6 +72,14 @@ class Settings(BaseSettings):
     qdrant_read_consistency: str | None = Field(
         None, description="replicas a Qdrant server search asks: majority, quorum, all or a number (unset: one)"
     )
+    qdrant_shard_key: str | None = Field(
+        None, description="custom sharding of the Qdrant server collections indexer creates: 'root' (a shard key "
+        "per indexed root) or 'tenant:NAME' (every write and read of this process in shard key NAME)"
+    )
+    qdrant_route_affinity: str | None = Field(
+        None, description="X-Qdrant-Route-Affinity on a Qdrant server store's requests: 'caller' (each HTTP caller "
+        "its own stable view: its own header, else its address) or a fixed value; embedded Qdrant ignores it"
+    )
     embed_model: str = "all-MiniLM-L6-v2"
     rerank_model: str | None = None
     query_prompt: str | None = Field(None, description="prefix for queries (default: the model's, if any)")

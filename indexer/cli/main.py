@@ -11,8 +11,9 @@ import json
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -29,7 +30,7 @@ from indexer.cli.options import (
 )
 from indexer.cli.progress import BarProgress, progress_bars
 from indexer.codec import decode_result, request_json, result_json
-from indexer.collection.facade import Collection, list_collections, open_collection
+from indexer.collection.facade import Collection, list_collections, open_collection, open_reader
 from indexer.core import registry
 from indexer.core.paths import user_path
 from indexer.errors import IndexerError, InputError, NotFoundError
@@ -102,8 +103,25 @@ def _report_error(kind: str, message: str) -> None:
     err.print(Text.assemble(("error:", "red"), " ", message), highlight=False, soft_wrap=True)
 
 
+T = TypeVar("T")
+
+
 def _open(collection: str | None, **overrides: Any) -> Collection:
     return open_collection(collection, **overrides)
+
+
+def _read(collection: str | None, what: Callable[[Any], T]) -> T:
+    """``what(face)`` of a collection: its reader's on a stateless search worker (setting ``stateless``: no state
+    database opened, nothing written), else the collection's."""
+    settings = load_settings(collection=collection)
+    if settings.stateless:
+        reader = open_reader(settings.collection, settings)
+        try:
+            return what(reader)
+        finally:
+            reader.close()
+    with _open(collection) as col:
+        return what(col)
 
 
 @app.command()
@@ -303,8 +321,7 @@ def _remote_search(collection: str | None, request: SearchRequest) -> SearchResu
 def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verbose: bool = VerboseOpt) -> None:
     """Show a collection's files, chunks, points, store, model and roots."""
     try:
-        with _open(collection) as col:
-            info = col.status()
+        info = _read(collection, lambda face: face.status())
     except IndexerError as exc:
         raise _fail(exc) from exc
     if as_json:
@@ -323,8 +340,7 @@ def status(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verb
 def fields(collection: str | None = CollectionOpt, as_json: bool = JsonOpt, verbose: bool = VerboseOpt) -> None:
     """List the fields a search can filter on (--where), with their kind, chunk counts and commonest values."""
     try:
-        with _open(collection) as col:
-            found = col.fields()
+        found = _read(collection, lambda face: face.fields())
     except IndexerError as exc:
         raise _fail(exc) from exc
     if as_json:

@@ -62,8 +62,26 @@ def pictures_text(info: dict[str, Any]) -> str:
     return f"no (the model embeds text only){extra}"
 
 
+def worker_lines(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """The rows of a stateless search worker's status: what it reads from the store (the writer has the rest)."""
+    search = info.get("search_mode") or "hybrid"
+    search += ", lexical index ready" if info.get("lexical_index") else ", no lexical index"
+    search += f", rerank with {info['reranker']}" if info.get("reranker") else ", no rerank model"
+    return [
+        ("collection", f"{info['collection']} (a stateless search worker: files, chunks and roots are the writer's)"),
+        ("contents", f"{_plural(info['points'], 'point')} in the store (vectors: {info.get('vectors')})"),
+        ("model", f"{info.get('model_name') or info['model']} ({info['dimensions']} dimensions, {info['metric']}, "
+                  f"{info.get('normalization')} normalization)"),
+        ("store", f"{info['store']} at {info.get('store_location') or '?'}"),
+        ("search", search),
+        ("recall", (info.get("recall") or {}).get("text") or "not measured"),
+    ]
+
+
 def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
     """The ``(label, text)`` rows of the readable status of one collection."""
+    if info.get("stateless"):
+        return worker_lines(info)
     health = info.get("health") or {}
     ok = "in step" if health.get("ok") else f"NOT in step: {health.get('problem') or 'see `indexer status -v`'}"
     contents = (

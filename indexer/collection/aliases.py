@@ -93,3 +93,18 @@ def wrap_store(store: VectorStore, rec: CollectionRecord | None) -> VectorStore:
 
 def raw_store(store: VectorStore) -> VectorStore:
     return store.inner if isinstance(store, AliasedStore) else store
+
+
+def keep_live(store: VectorStore, rec: CollectionRecord | None) -> None:
+    """Record in the store itself which store collection holds ``rec``'s vectors, when the store keeps such a
+    record (Qdrant: :meth:`~indexer.ports.PayloadFields.set_live_vectors`): what a stateless search worker, which
+    has no state record, reads to find a reindexed collection. Nothing is written when the record already says so,
+    or when the collection was never reindexed (no record: its own name)."""
+    from indexer.ports import payload_fields
+
+    port = payload_fields(raw_store(store))
+    if rec is None or port is None:
+        return
+    target = vectors_name(rec)
+    if (port.live_vectors(rec.name) or rec.name) != target:
+        port.set_live_vectors(rec.name, target)

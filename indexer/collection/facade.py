@@ -174,7 +174,9 @@ def open_parts(name: str | None = None, settings: Settings | None = None, **over
 
 def open_collection(name: str | None = None, settings: Settings | None = None, **overrides: Any) -> Collection:
     """Open (or prepare to create) a collection. ``overrides`` are settings fields, e.g. ``store="qdrant"``."""
-    if (settings.stateless if settings is not None else overrides.get("stateless")):
+    if settings is None:  # the environment's settings too (INDEXER_STATELESS)
+        settings, overrides = load_settings(collection=name, **overrides), {}
+    if settings.stateless:
         raise InputError("the stateless setting is for search workers (`indexer serve --stateless`, or open_reader): "
                          "query the worker over HTTP; a collection with both faces needs the state database")
     parts = open_parts(name, settings, **overrides)

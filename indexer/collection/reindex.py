@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Protocol
 
 from indexer.collection import tokenizer_record
-from indexer.collection.aliases import VECTORS, AliasedStore, raw_store, vectors_name
+from indexer.collection.aliases import VECTORS, AliasedStore, keep_live, raw_store, vectors_name
 from indexer.collection.identity import same_vectors
 from indexer.collection.job import Job, ReindexReport, job_dir, new_job, record_for, save_job
 from indexer.collection.job import load_job as _load_job
@@ -52,6 +52,7 @@ from indexer.engine.adapters import LlamaEmbedder
 from indexer.errors import InputError, NotFoundError, StoreError
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.ports import Embedder, VectorStore, embeds_images
+from indexer.settings import Settings
 from indexer.state.database import CollectionRecord, StateStore
 from indexer.state.transfer import switch_collection
 
@@ -111,6 +112,7 @@ def run(
     live = col.record
     if live is None:
         raise NotFoundError.collection(col.name)
+    refuse_shared(col.settings, live)
     model_path = str(loader.resolve(model_spec))
     job = load_job(col)
     if job is not None and Path(job.model_path).resolve() != Path(model_path).resolve():
@@ -156,6 +158,17 @@ def run(
     return ReindexReport(
         col.name, job.model_id, old_model, first.to_dict(), catch_up.to_dict(), True, time.perf_counter() - started
     )
+
+
+def refuse_shared(settings: Settings, live: CollectionRecord) -> None:
+    """A collection shared by tenants (``qdrant_shard_key = tenant:NAME``) is not reindexed: the new vectors would
+    hold one tenant's points and the switch would drop the others' (docs/qdrant-plugin.md#custom-sharding)."""
+    rule = str(settings.qdrant_shard_key or "")
+    if live.store == "qdrant" and live.store_options.get("url") and rule.startswith("tenant:"):
+        raise InputError(
+            f"collection {live.name!r} is shared by tenants (qdrant_shard_key={rule}): a reindex would build a "
+            "collection of this tenant's points only and drop the shared one; index into a new collection name "
+            "with the new model (`indexer index -c NEW --model ...`) instead")
 
 
 def abort(col: CollectionParts | _HasParts) -> bool:
@@ -225,12 +238,14 @@ def _wait_writer_lock(col: CollectionParts, wait_s: float) -> Iterator[None]:
 def _switch(col: CollectionParts, job: Job, new_rec: CollectionRecord, shadow: StateStore) -> None:
     """One transaction: the collection's record, files and chunks become the shadow's."""
     switch_collection(col.state.path, shadow.path, replace(new_rec, name=col.name))
+    keep_live(col.store, col.state.get_collection(col.name))  # stateless workers find the new vectors
     logger.info("collection %s switched to %s (store collection %s)", col.name, job.model_id, job.target)
 
 
 def _cleanup(col: CollectionParts, job: Job) -> None:
     """After the switch: drop the old vectors and the shadow state."""
     store = raw_store(col.store)
+    keep_live(store, col.record)  # again: a crash may have fallen right after the switch
     if col.record is not None and job.source == vectors_name(col.record):  # never the live vectors
         logger.warning("reindex job of %s names the live vectors %s as old; keeping them", col.name, job.source)
         shutil.rmtree(_job_dir(col), ignore_errors=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 from indexer.cluster.report import note as cluster_note
 from indexer.collection import blind_spots, leftovers, reindex
+from indexer.collection.aliases import keep_live
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
@@ -249,6 +250,7 @@ class CollectionWriter(PartsView):
             report.points_deleted += self._remove_orphans()
             # points written before the payload keys filters read (Qdrant): given them, resumably, no re-embedding
             payloads.backfill(parts.store, self.name, lambda paths: parts.state.files_at(self.name, paths))
+            keep_live(parts.store, parts.record)  # a collection reindexed before the store kept that record
             parts.state.gc_vector_cache(pipeline.model_key)
             parts.repaired()
         parts.agreement_seen = None

@@ -70,9 +70,11 @@ from indexer.engine.plan import (
     NORM_MODE_NONE,
     NORM_MODE_PNORM,
     NORM_MODE_TAXICAB,
+    PACK_CANDIDATES,
     TOKEN_NULL,
     BatchPlan,
     Item,
+    PackChooser,
     ThreadChooser,
     VocabSpecials,
     apply_token_limit,
@@ -80,6 +82,7 @@ from indexer.engine.plan import (
     build_rank_pair,
     choose_n_seq_max,
     normalize_array,
+    packs_matter,
     parse_input,
     plan_batches,
     rank_score,
@@ -140,7 +143,8 @@ class LlamaEmbedding(OutputsMixin, RankingMixin, MultimodalMixin, llama_cpp.Llam
         n_seq_max: sequences per decode batch (1..256, and it must divide ``n_ubatch``: llama.cpp aborts
             otherwise). ``None`` (default) picks the largest such value up to ``min(256, limit)`` so that
             short inputs pack densely.
-        pack_tokens: target tokens per packed batch of several inputs (``None``: measured default).
+        pack_tokens: target tokens per packed batch of several inputs (``None``: chosen by measurement on this
+            CPU among ``PACK_CANDIDATES``, 128 first; see :class:`PackChooser`).
         sort_by_length: pack inputs shortest first (results are always in input order).
         flash_attn: ``None`` (default) lets llama.cpp enable flash attention where supported; True forces it,
             False disables it.
@@ -326,6 +330,9 @@ class LlamaEmbedding(OutputsMixin, RankingMixin, MultimodalMixin, llama_cpp.Llam
         default_pack = min(DEFAULT_PACK_TOKENS, self.n_ubatch_eff)
         self.pack_tokens = min(pack_tokens or default_pack, self.batch_tokens)
         self.sort_by_length = sort_by_length
+        # No pack chosen by the caller: measured per CPU among PACK_CANDIDATES where it matters (PackChooser)
+        packs = sorted({min(c, self.n_ubatch_eff, self.batch_tokens) for c in PACK_CANDIDATES})
+        self._packs = PackChooser(packs) if pack_tokens is None and len(packs) > 1 else None
 
     def _set_up_threads(
         self, cpus: int, n_threads: int | None, n_threads_batch: int | None, parallel_contexts: int | None
@@ -532,8 +539,11 @@ class LlamaEmbedding(OutputsMixin, RankingMixin, MultimodalMixin, llama_cpp.Llam
         lengths = [len(t) for t in token_lists]
         if self._grows and max(lengths, default=0) > self.batch_tokens:
             self._grow_main_context(max(lengths))
-        pack = balanced_pack_tokens(sum(lengths), self.pack_tokens, 1 + len(self._extra))
+        chosen = (self._packs.choose(sum(lengths))
+                  if self._packs is not None and packs_matter(lengths, self._packs.candidates) else None)
+        pack = balanced_pack_tokens(sum(lengths), chosen or self.pack_tokens, 1 + len(self._extra))
         plans = plan_batches(lengths, self.batch_tokens, self.n_seq_max, pack, self.sort_by_length)
+        t0 = time.perf_counter()
         results: list[npt.NDArray[np.float32] | None] = [None] * len(token_lists)
         ctx = self._ctx.ctx
         if self.verbose:
@@ -548,6 +558,8 @@ class LlamaEmbedding(OutputsMixin, RankingMixin, MultimodalMixin, llama_cpp.Llam
         finally:
             if not self._closed:
                 self._clear_state()
+        if chosen is not None and self._packs is not None:
+            self._packs.record(chosen, sum(lengths), time.perf_counter() - t0)
         if self.verbose:
             llama_cpp.llama_perf_context_print(ctx)
         return results

@@ -22,7 +22,9 @@ __all__ = [
     "NORM_MODE_PNORM",
     "NORM_MODE_TAXICAB",
     "TOKEN_NULL",
+    "PACK_CANDIDATES",
     "BatchPlan",
+    "PackChooser",
     "ThreadChooser",
     "VocabSpecials",
     "apply_token_limit",
@@ -32,6 +34,7 @@ __all__ = [
     "cosine_matrix",
     "fair_split",
     "normalize_array",
+    "packs_matter",
     "parse_input",
     "plan_batches",
     "rank_pair_overhead",
@@ -55,6 +58,10 @@ TOKEN_NULL = -1
 # queries and 1.09x on ~200-token texts; 64 loses on short ones (docs/benchmarks.md). On the AMD EPYC, 256
 # measured 1.14x / 1.00x against 512 (noisy). Inputs longer than this still go alone in a batch up to the limit.
 DEFAULT_PACK_TOKENS = 128
+# The packs a PackChooser measures when the caller fixes none (DEFAULT_PACK_TOKENS first: the fallback). After
+# the flash-attention patches (indexer/engine/llama_cpp_patches) the AMD EPYC measured 128, 256 and 512 within 3 %
+# of each other on short queries and 64 at 0.6x; the Intel Xeon measured 128 at 1.9x 512 before them: per CPU.
+PACK_CANDIDATES = (DEFAULT_PACK_TOKENS, 256)
 
 Item = str | list[int]
 
@@ -328,6 +335,16 @@ def cosine_matrix(data: Sequence[Any]) -> list[list[float]] | None:
     return [[float(x) for x in row] for row in sim]
 
 
+def packs_matter(lengths: Sequence[int], candidates: Sequence[int]) -> bool:
+    """Whether the pack size changes how ``lengths`` are decoded enough to measure it: several short inputs
+    (median at most half the smallest pack) and enough tokens to fill a few of the largest packs. Long inputs go
+    alone into a batch whatever the pack; a handful of short ones is one batch either way."""
+    if len(lengths) < 4 or not candidates:
+        return False
+    ordered = sorted(lengths)
+    return ordered[len(ordered) // 2] * 2 <= min(candidates) and sum(lengths) >= 4 * max(candidates)
+
+
 class ThreadChooser:
     """Picks the thread count per decode batch from measured throughput.
 
@@ -386,3 +403,14 @@ class ThreadChooser:
         rate = n_tokens / seconds
         old = self.rates.get(threads)
         self.rates[threads] = rate if old is None else (1 - self.alpha) * old + self.alpha * rate
+
+
+class PackChooser(ThreadChooser):
+    """Picks the tokens per packed batch from measured throughput, as :class:`ThreadChooser` picks threads: each
+    candidate's tokens/s over whole calls where the pack matters (see :func:`packs_matter`), an exponential
+    average, the best used and the others re-tried for about ``explore_share`` of the time. Candidates are first
+    tried smallest first (the smallest is the measured default, 128)."""
+
+    def __init__(self, candidates: Sequence[int], explore_share: float = 0.05, alpha: float = 0.3) -> None:
+        super().__init__(candidates, explore_share=explore_share, alpha=alpha, small_tokens=0)
+

@@ -21,7 +21,6 @@ from indexer.core.languages import detect as detect_language
 from indexer.ports import PayloadFields, VectorStore, payload_fields
 from indexer.state.field_values import chunk_values
 from indexer.state.payload_fields import (
-    DATE,
     FILTER,
     KEYS,
     NUMBER,
@@ -97,7 +96,7 @@ class PayloadKeeper:
         ref = prepared.ref
         fields = filter_payload(ref.path, ref.root, (*chunk.metadata, *chunk.location))
         # the fields met: the store indexes the first MAX_FIELD_INDEXES of them (payload_fields.capped)
-        self._new.update(n for n in fields["names"] if n not in self._names and not n.startswith((NUMBER, DATE)))
+        self._new.update(n for n in fields["names"] if n not in self._names and not n.startswith(NUMBER))
         payload[FILTER] = fields
         payload[STAT] = stat_payload(ref.mtime_ns, ref.size)
         payload[UNCOMMITTED] = True
@@ -152,7 +151,7 @@ def backfill(store: VectorStore, collection: str, files: Any) -> int:
                 continue
             values = {FILTER: filter_payload(rec.path, rec.root, chunk_values(payload)),
                       STAT: stat_payload(rec.mtime_ns, rec.size)}
-            names.update(n for n in values[FILTER]["names"] if not n.startswith((NUMBER, DATE)))
+            names.update(n for n in values[FILTER]["names"] if not n.startswith(NUMBER))
             updates.append(([pid], values))
         port.set_payloads(collection, updates)
         filled += len(updates)

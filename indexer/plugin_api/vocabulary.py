@@ -2,6 +2,7 @@
 :mod:`indexer.types`, the ports of :mod:`indexer.ports`, the error tree, the typed :class:`Settings`, and the
 helpers a store or a source needs. Import these from ``indexer.plugin_api`` (docs/plugins.md)."""
 
+from indexer.core import caller
 from indexer.core.entry_points import PLUGIN_API_VERSION
 from indexer.core.images import ImageError, PreparedImage, prepare_image
 from indexer.core.location import COLLECTION_NAME_RULE, valid_collection_name
@@ -116,6 +117,7 @@ __all__ = [
     "encodable",
     "lexical",
     "recall",
+    "caller",
     "payload_fields",
     "load_readers",
     "load_settings",

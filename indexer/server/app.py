@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from indexer.codec import result_json
-from indexer.core import registry
+from indexer.core import caller, registry
 from indexer.core.location import COLLECTION_NAME_RULE, COLLECTION_PATTERN, valid_collection_name
 from indexer.errors import (
     CollectionMismatchError,
@@ -140,6 +140,7 @@ def create_app(
     app.add_middleware(AuthMiddleware, keys=keys)
     _install_error_handlers(app, svc)
     app.add_middleware(TimingMiddleware, svc=svc)
+    app.add_middleware(CallerMiddleware)
     from indexer.server.v1 import add_v1_routes
 
     # Plugin routers (e.g. Qdrant's API) come before ours, so a plugin route may answer some requests of one of our
@@ -180,6 +181,7 @@ def _version() -> str:
 
 
 # -- routes ------------------------------------------------------------------------------------------------------
+AFFINITY_HEADER = b"x-qdrant-route-affinity"  # a caller's own mark (CallerMiddleware)
 DOCS_ASSETS = "/static/docs"  # public (security.PUBLIC_PREFIXES)
 _DOCS_FILES = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css"}
 
@@ -416,6 +418,26 @@ def _status_of(exc: IndexerError) -> tuple[int, str]:
 
 def _validation_message(exc: RequestValidationError) -> str:
     return schemas.plain_validation_message(list(exc.errors()))
+
+
+class CallerMiddleware:
+    """Marks each request with its caller (:mod:`indexer.core.caller`), for a store's stable view per caller
+    (``qdrant_route_affinity = caller``): the caller's own ``X-Qdrant-Route-Affinity`` header when it sends one
+    (a caller behind a load balancer should), else its address."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        sent = (dict(scope.get("headers") or []).get(AFFINITY_HEADER) or b"").decode("latin-1")[:256]
+        client = scope.get("client")
+        plain = sent.isascii() and sent.isprintable() and sent.strip()  # else not a value to pass on: the address
+        who = sent if plain else (str(client[0]) if client else None)
+        with caller.calling(who):
+            await self.app(scope, receive, send)
 
 
 class TimingMiddleware:

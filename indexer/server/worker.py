@@ -17,6 +17,7 @@ sits in front of a search in this queue.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import logging
 import math
@@ -25,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from indexer.errors import IndexerError
@@ -104,7 +106,9 @@ class ModelWorker:
             self._pending += 1
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(_Job(priority, next(self._seq), fn, future, loop, self._clock()))
+        context = contextvars.copy_context()  # the request's marks (its caller: indexer.core.caller) go with it
+        job = partial(context.run, fn)
+        self._queue.put(_Job(priority, next(self._seq), job, future, loop, self._clock()))
         return await future
 
     def submit_nowait(self, fn: Callable[[], Any], priority: int = PRIORITY_SEARCH) -> None:

@@ -4,16 +4,17 @@ answer every clause without the state database: a stateless search worker (docs/
 The writer (:mod:`indexer.index.pipeline`) adds three keys to each point of such a store, beside the payload the
 point's id covers (none of them is part of its fingerprint, so adding them re-writes no point):
 
-``filter`` (:func:`filter_payload`; made from what the state's ``chunk_fields`` rows are made of, by the same
-function, so both evaluators see the same values):
+``filter`` (:func:`filter_payload`, version ``v`` = :data:`VERSION`; made from what the state's ``chunk_fields``
+rows are made of, by the same function, so both evaluators see the same values):
 
 * ``p``, ``pr``: the absolute path folded to lower case, and reversed (a glob's suffix is a prefix of the
   reversed text); ``rp``, ``rpr``: the same of the path relative to its root;
 * ``folder``: the ``folder`` facet's value; ``names``: the metadata and location names the chunk has, and
   ``#NAME`` / ``@NAME`` for those whose value reads as a number / a date (a field's kind is decided by most of its
   values: one facet call counts all three; a name never starts with ``#`` or ``@``);
-* ``t``, ``tr``, ``n``: per name (:func:`key`), the value folded (cut at 512 characters), reversed, and its number
-  (dates as seconds since the epoch).
+* ``t``, ``tr``, ``n``, ``m``: per name (:func:`key`), the value folded (cut at 512 characters), reversed, its
+  number (dates as seconds since the epoch) and that number's month (``YYYY-MM``, UTC: a date field's facet
+  counts by month, as the state's does).
 
 ``stat`` (:func:`stat_payload`): ``s`` and ``ns``, the file's modification time in whole seconds and the
 nanoseconds beyond (two integers: a 64-bit float would round a nanosecond time by up to 256 ns), ``size`` in
@@ -29,12 +30,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from indexer.state.field_values import chunk_values, field_rows
 from indexer.state.sql_functions import folder, month
 
 FILTER = "filter"
+# The filter payload's version (``filter.v``): a point without it is filled again by the writer's backfill
+# (from its stored payload and the state's file records, nothing re-embedded). 2: the month keys ``m``.
+VERSION = 2
+CURRENT = f"{FILTER}.v"
 STAT = "stat"
 UNCOMMITTED = "uncommitted"
 KEYS = (FILTER, STAT, UNCOMMITTED)  # never part of a point's id
@@ -53,9 +59,24 @@ BOOL_INDEXES = (UNCOMMITTED,)
 
 def field_index_keys(name: str) -> dict[str, str]:
     """The payload indexes of metadata field ``name`` (key -> schema): its folded text (keyword: equal, prefix,
-    substring), its number (float: ranges). Its reversed text (a glob's suffix) is not indexed."""
+    substring, and its facet), its number (float: ranges). Its reversed text (a glob's suffix) is not indexed.
+    ``@NAME`` (the field has values that read as dates): its months (keyword: its facet by month)."""
+    if name.startswith(DATE):
+        return {f"filter.m.{key(name[1:])}": "keyword"}
+    if name.startswith(NUMBER):
+        return {}
     k = key(name)
     return {f"filter.t.{k}": "keyword", f"filter.n.{k}": "float"}
+
+
+def month_of(seconds: float) -> str | None:
+    """The month (``YYYY-MM``, UTC) of a time in seconds since the epoch: SQLite's ``strftime('%Y-%m', s,
+    'unixepoch')``, which the state's facet of a date field groups by; None out of the years 1-9999."""
+    try:
+        moment = EPOCH + timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        return None
+    return f"{moment.year:04d}-{moment.month:02d}"
 
 
 def capped(extra: dict[str, str], have: set[str]) -> dict[str, str]:
@@ -78,6 +99,7 @@ FACET_KEYS = {"type": "file_type", "folder": "filter.folder", "modified": "stat.
 
 _PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
 NS = 1_000_000_000
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def key(name: str) -> str:
@@ -90,7 +112,7 @@ def filter_payload(path: str, root: str, values: Iterable[tuple[str, Any]]) -> d
     """The ``filter`` payload of one chunk of file ``path`` under ``root`` with metadata and location ``values``
     (:func:`indexer.state.field_values.chunk_values`)."""
     folded = path.lower()
-    out: dict[str, Any] = {"p": folded, "pr": folded[::-1], "folder": folder(path, root)}
+    out: dict[str, Any] = {"v": VERSION, "p": folded, "pr": folded[::-1], "folder": folder(path, root)}
     base = root.rstrip("/")
     if root and path.startswith(base + "/"):
         rel = path[len(base) + 1:].lower()
@@ -100,15 +122,19 @@ def filter_payload(path: str, root: str, values: Iterable[tuple[str, Any]]) -> d
     t: dict[str, str] = {}
     tr: dict[str, str] = {}
     n: dict[str, float] = {}
+    m: dict[str, str] = {}
     for _pid, name, _value, text, num, kind in field_rows("", values):
         names.append(name)
         k = key(name)
         t[k], tr[k] = text, text[::-1]
         if num is not None:
             n[k] = num
+            when = month_of(num)
+            if when is not None:
+                m[k] = when
         if kind in ("number", "date"):
             kinds.append((NUMBER if kind == "number" else DATE) + name)
-    out.update(names=names + kinds, t=t, tr=tr, n=n)
+    out.update(names=names + kinds, t=t, tr=tr, n=n, m=m)
     return out
 
 

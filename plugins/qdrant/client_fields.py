@@ -5,12 +5,13 @@ stateless search workers answer filters, facets and ``/fields`` from a Qdrant cl
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from qdrant_client import models as qm
 
-from indexer.plugin_api import ConfigError, Filter, canonical_id, payload_fields
+from indexer.plugin_api import ConfigError, Filter, caller, canonical_id, payload_fields
 from plugins.qdrant import clauses
 
 if TYPE_CHECKING:
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
 
 BATCH = 1024
 PAGE = 512
-LACKING = qm.Filter(must=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key=payload_fields.FILTER))])
+LIVE_ALIAS = "__live"  # the alias <collection>__live: the store collection a reindex switched its vectors to
+LACKING = qm.Filter(must=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key=payload_fields.CURRENT))])
 
 
 def field_schemas() -> list[tuple[str, Any]]:
@@ -48,6 +50,44 @@ def read_consistency_of(value: str | int | None) -> int | qm.ReadConsistencyType
     except ValueError:
         raise ConfigError(f"qdrant_read_consistency {value!r} is not majority, quorum, all or a number of replicas "
                           "(at least 1)") from None
+
+
+AFFINITY = "X-Qdrant-Route-Affinity"
+CALLER = "caller"  # qdrant_route_affinity: each HTTP caller its own value (indexer.plugin_api.caller)
+
+
+def route_affinity_of(value: str | None) -> str | None:
+    """The ``qdrant_route_affinity`` setting checked: unset, ``caller``, or a fixed value (sent as a header: one
+    line of visible ASCII). qdrant-client sends per-request headers from 1.x's ``context_headers`` on."""
+    if value is None or not str(value).strip():
+        return None
+    text = str(value).strip()
+    if not text.isascii() or not text.isprintable() or len(text) > 256:
+        raise ConfigError(f"qdrant_route_affinity {value!r} is not 'caller' or a header value (printable ASCII, "
+                          "at most 256 characters)")
+    if _context_headers() is None:
+        raise ConfigError("qdrant_route_affinity needs a qdrant-client that sends per-request headers "
+                          "(qdrant_client.context_headers); upgrade it: pip install -U qdrant-client")
+    return text
+
+
+def _context_headers() -> Any:
+    try:
+        from qdrant_client import context_headers
+    except ImportError:
+        return None
+    return context_headers
+
+
+def affinity_headers(setting: str | None) -> AbstractContextManager[None]:
+    """The ``X-Qdrant-Route-Affinity`` header of this request (none when unset, or ``caller`` outside an HTTP
+    request): Qdrant routes requests with one value to the same replicas, so a caller sees one view."""
+    if setting is None:
+        return nullcontext()
+    who = caller.current() if setting == CALLER else setting
+    if not who:
+        return nullcontext()
+    return cast(AbstractContextManager[None], _context_headers().headers({AFFINITY: who}))
 
 
 class ClientFields:
@@ -115,3 +155,34 @@ class ClientFields:
         found = self._call("count facet values", partial(self.client.facet, collection, key, facet_filter=flt,
                                                          limit=limit, exact=True, consistency=self.read_consistency))
         return [(str(h.value), int(h.count)) for h in found.hits]
+
+    def payloads_where(self, collection: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
+        records, _ = self._call("list points", partial(
+            self.client.scroll, collection, scroll_filter=self._store_filter(where), limit=limit, with_payload=True,
+            with_vectors=False, consistency=self.read_consistency))
+        return [dict(r.payload or {}) for r in records]
+
+    # -- the live vectors: a Qdrant collection alias the writer keeps current ---------------------------------
+    # An alias of its own name (``<collection>__live``), not ``<collection>``: an alias cannot share the name of a
+    # collection, and ``<collection>`` exists until the first reindex's cleanup drops it (an alias made then would
+    # leave a moment with neither). Switched by one aliases request (delete and create together, atomic in Qdrant).
+    def live_vectors(self, collection: str) -> str | None:
+        alias = collection + LIVE_ALIAS
+        found = self._call("read the collection aliases", self.client.get_aliases)
+        return next((a.collection_name for a in found.aliases if a.alias_name == alias), None)
+
+    def set_live_vectors(self, collection: str, target: str) -> None:
+        self._call("switch the live alias", partial(self.client.update_collection_aliases,
+                                                    live_alias_operations(collection, target,
+                                                                          self.live_vectors(collection))))
+
+
+def live_alias_operations(collection: str, target: str, current: str | None) -> list[Any]:
+    """The aliases request that points ``<collection>__live`` at ``target`` (the old alias deleted in the same
+    request when there is one: Qdrant applies the list atomically)."""
+    alias = collection + LIVE_ALIAS
+    ops: list[Any] = []
+    if current is not None:
+        ops.append(qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=alias)))
+    ops.append(qm.CreateAliasOperation(create_alias=qm.CreateAlias(collection_name=target, alias_name=alias)))
+    return ops

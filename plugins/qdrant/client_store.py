@@ -48,9 +48,10 @@ from indexer.plugin_api import (
     restore_folder,
 )
 from plugins.qdrant import clauses, selection
-from plugins.qdrant.client_fields import ClientFields, read_consistency_of
+from plugins.qdrant.client_fields import ClientFields, affinity_headers, read_consistency_of, route_affinity_of
 from plugins.qdrant.edge import EdgeStore
 from plugins.qdrant.edge_build import BUILD_SUFFIX
+from plugins.qdrant.sharding import sharded
 from plugins.qdrant.snapshots import server_restore, server_snapshot
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ class QdrantStore(ClientFields):
         replication_factor: int | None = None,
         write_consistency_factor: int | None = None,
         read_consistency: str | int | None = None,
+        route_affinity: str | None = None,
+        shard_key: str | None = None,  # qdrant_shard_key: our collections custom-sharded (plugins/qdrant/sharding.py)
     ) -> None:
         if (url is None) == (path is None):
             raise ConfigError("QdrantStore needs exactly one of url (a Qdrant server) or path (embedded)")
@@ -111,17 +114,12 @@ class QdrantStore(ClientFields):
                 f"{replication_factor or 1}: a write cannot wait for more replicas than exist; lower it"
             )
         # Applied when this store creates a collection (shards and replicas of a Qdrant cluster).
-        self.distribution = {
-            k: v
-            for k, v in (
-                ("shard_number", shard_number),
-                ("replication_factor", replication_factor),
-                ("write_consistency_factor", write_consistency_factor),
-            )
-            if v is not None
-        }
+        given = (("shard_number", shard_number), ("replication_factor", replication_factor),
+                 ("write_consistency_factor", write_consistency_factor))
+        self.distribution = {k: v for k, v in given if v is not None}
         self.metric: Metric = Metric(metric)
         self.read_consistency = read_consistency_of(read_consistency)  # searches and reads of a replicated cluster
+        self.route_affinity = route_affinity_of(route_affinity) if url is not None else None  # embedded: none
         self.url = url
         self.path = Path(path) if path is not None else None
         self.retries = max(1, retries)
@@ -130,9 +128,8 @@ class QdrantStore(ClientFields):
         self._where = url if url is not None else str(path)
         try:
             if url is not None:
-                self.client = QdrantClient(
-                    url=url, api_key=api_key, timeout=max(1, int(round(timeout))), check_compatibility=False
-                )
+                self.client = sharded(QdrantClient(url=url, api_key=api_key, timeout=max(1, int(round(timeout))),
+                                                   check_compatibility=False), shard_key, (META_SUFFIX,))
             else:
                 assert self.path is not None
                 self.path.mkdir(parents=True, exist_ok=True)
@@ -165,7 +162,8 @@ class QdrantStore(ClientFields):
             url = str(opts.pop("url"))
             extra = {**qdrant_distribution(settings), **opts}
             return cls(url=url, api_key=settings.qdrant_api_key, metric=metric,
-                       read_consistency=settings.qdrant_read_consistency, **extra)
+                       read_consistency=settings.qdrant_read_consistency,
+                       route_affinity=settings.qdrant_route_affinity, shard_key=settings.qdrant_shard_key, **extra)
         opts.pop("url", None)
         if "path" not in opts:
             raise ConfigError("Qdrant store options need a 'url' (server) or a 'path' (embedded folder)")
@@ -214,7 +212,8 @@ class QdrantStore(ClientFields):
         delay = 0.2
         for attempt in range(1, self.retries + 1):
             try:
-                return fn()
+                with affinity_headers(self.route_affinity):
+                    return fn()
             except (ResponseHandlingException, httpx.TransportError, ConnectionError) as exc:
                 failure: Exception = exc
             except UnexpectedResponse as exc:

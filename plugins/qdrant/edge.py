@@ -479,6 +479,7 @@ class EdgeStore(EdgeFields, EdgeLanguages, EdgeRecall):
             for made in (self._meta_file(collection), self._languages_file(collection)):
                 made.unlink(missing_ok=True)
             self._forget_recall(collection)
+            self._forget_live(collection)
             local = self.path / "collection" / collection
             if local.is_dir():  # a local-mode copy of it, kept since a migration
                 shutil.rmtree(local, ignore_errors=True)

@@ -6,11 +6,14 @@ free-space check, flush, and the journal a background index build replays)."""
 
 from __future__ import annotations
 
+import json
+import os
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from indexer.plugin_api import Filter, canonical_id, payload_fields
+from indexer.plugin_api import Filter, StoreError, canonical_id, payload_fields
 from plugins.qdrant import clauses, selection
 
 if TYPE_CHECKING:
@@ -19,6 +22,7 @@ if TYPE_CHECKING:
 
 BATCH = 1024
 PAGE = 512
+LIVE_SUFFIX = ".live.json"  # edge/<collection>.live.json: the store collection a reindex switched its vectors to
 
 
 def field_indexes(qe: Any, cold: bool) -> list[tuple[str, str, Any]]:
@@ -46,7 +50,9 @@ class EdgeFields:
     """PayloadFields on qdrant-edge shards (mixed into EdgeStore, whose members these use)."""
 
     path: Path
+    read_only: bool
     cold_indexes: bool
+    _dir: Callable[[str], Path]
     _apply: Callable[..., None]
     _require: Callable[[str], Any]
     _call: Callable[..., Any]
@@ -76,7 +82,7 @@ class EdgeFields:
 
     def unfilled(self, collection: str) -> Iterator[list[tuple[str, dict[str, Any]]]]:
         qe = selection.edge()
-        lacking = qe.Filter(must=[qe.IsEmptyCondition(payload_fields.FILTER)])
+        lacking = qe.Filter(must=[qe.IsEmptyCondition(payload_fields.CURRENT)])
         offset: Any = None
         while True:
             request = qe.ScrollRequest(offset=offset, limit=PAGE, filter=lacking, with_payload=True,
@@ -104,7 +110,7 @@ class EdgeFields:
 
     def filled(self, collection: str) -> bool:
         qe = selection.edge()
-        lacking = qe.Filter(must=[qe.IsEmptyCondition(payload_fields.FILTER)])
+        lacking = qe.Filter(must=[qe.IsEmptyCondition(payload_fields.CURRENT)])
         with self._lock:
             shard = self._require(collection)
             return int(self._call("count points", lambda: shard.count(qe.CountRequest(exact=True,
@@ -124,3 +130,50 @@ class EdgeFields:
             shard = self._require(collection)
             found = self._call("count facet values", lambda: shard.facet(request))
         return [(str(h.value), int(h.count)) for h in found.hits]
+
+    def payloads_where(self, collection: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
+        qe = selection.edge()
+        request = qe.ScrollRequest(limit=limit, filter=selection.edge_filter(where), with_payload=True,
+                                   with_vector=False)
+        with self._lock:
+            shard = self._require(collection)
+            records, _ = self._call("list points", partial(shard.scroll, request))
+        return [dict(r.payload or {}) for r in records]
+
+    # -- the live vectors: a file beside the shards (qdrant-edge has no collection aliases) ---------------------
+    def _live_file(self, collection: str) -> Path:
+        folder = self._dir(collection)  # checks the name
+        return folder.with_name(collection + LIVE_SUFFIX)
+
+    def live_vectors(self, collection: str) -> str | None:
+        try:
+            record = json.loads(self._live_file(collection).read_text())
+            return str(record["vectors"])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"the live-vectors record {self._live_file(collection)} cannot be read ({exc}); "
+                             f"`indexer index -c {collection}` on the writer writes it again") from None
+
+    def set_live_vectors(self, collection: str, target: str) -> None:
+        if self.read_only:
+            raise StoreError(f"the embedded Qdrant store {self.path} is open read-only (a stateless search worker)")
+        self._dir(target)
+        path = self._live_file(collection)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        with open(tmp, "w") as out:  # written whole, synced, then renamed over: a reader sees old or new
+            out.write(json.dumps({"vectors": target}))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+
+    def _forget_live(self, dropped: str) -> None:
+        """A dropped store collection is no collection's live vectors any more (the records naming it go)."""
+        if self.read_only:
+            return
+        for path in self._dir(dropped).parent.glob("*" + LIVE_SUFFIX):
+            try:
+                if json.loads(path.read_text()).get("vectors") == dropped:
+                    path.unlink(missing_ok=True)
+            except (OSError, ValueError, AttributeError):
+                continue

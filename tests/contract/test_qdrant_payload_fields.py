@@ -122,3 +122,22 @@ def test_a_read_only_store_refuses_writes_and_writes_nothing(store, tmp_path):
         worker.close()
     with pytest.raises(StoreError, match="no embedded Qdrant store"):
         EdgeStore(tmp_path / "nothing", read_only=True)
+
+
+def test_points_of_an_older_filter_payload_are_filled_again_with_the_month_keys(store):
+    """Points written by the first version of the filter payload (no ``v``, no date months ``m``) are listed by
+    the backfill and given the current one: a worker's date facet then counts them too."""
+    keeper = PayloadKeeper(store, "c")
+    points = [_point(i, keeper, (("date", f"2025-0{1 + i}-15"),)) for i in range(3)]
+    for p in points:  # as the first version wrote them
+        p.payload["filter"].pop("v")
+        p.payload["filter"].pop("m")
+    store.upsert("c", points)
+    keeper.committed([p.id for p in points])
+    assert not store.filled("c")
+    files = {p.payload["path"]: SimpleNamespace(path=p.payload["path"], root=ROOT, mtime_ns=10**18, size=7)
+             for p in points}
+    assert backfill(store, "c", lambda paths: {q: files[q] for q in paths if q in files}) == 3
+    assert store.filled("c")
+    months = store.facet("c", "filter.m.date", Filter(committed=True), 10)
+    assert sorted(months or []) == [("2025-01", 1), ("2025-02", 1), ("2025-03", 1)]

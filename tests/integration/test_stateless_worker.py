@@ -7,6 +7,7 @@ the same ids in the same order as the writer's state route; opening it writes no
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from datetime import datetime, timezone
 from email.message import EmailMessage
@@ -17,12 +18,15 @@ import pytest
 
 import indexer
 from indexer.collection.facade import open_reader
-from indexer.errors import InputError, NotFoundError
+from indexer.errors import CollectionMismatchError, InputError, NotFoundError
 from indexer.settings import Settings
+from indexer.state.payload_fields import MAX_FIELD_INDEXES
 
 pytestmark = pytest.mark.slow
 
 NAME = "stateless"
+# facets asked of every search: the built-in ones and metadata fields of each kind (text, number, date by month)
+FACETS = ["type", "folder", "sender", "author", "pages", "date"]
 TOPICS = ["the quarterly budget review", "sourdough bread needs a long rise", "rings of Saturn made of ice",
           "rotate the API keys before the audit", "watering tomatoes in a dry summer"]
 SENDERS = ["Ada Lovelace <ada@example.org>", "linus@example.org", "Lovelace, Ada", "grace@navy.example.mil"]
@@ -110,13 +114,14 @@ def written(folder, tmp_path_factory, embed_model_path):
         assert report.failed == [] and report.files_indexed == 20
         answers = []
         for query, mode, where in _searches(folder):
-            res = col.search(query, k=10, mode=mode, where=where, rerank=False, facets=["type", "folder"])
+            res = col.search(query, k=10, mode=mode, where=where, rerank=False, facets=FACETS)
             answers.append(res)
-    return data, answers
+        fields = col.fields()
+    return data, answers, fields
 
 
 def _worker(written, tmp_path: Path) -> tuple[Settings, Path]:
-    data, _ = written
+    data = written[0]
     empty = tmp_path / "worker-data"
     empty.mkdir()
     store = data / "qdrant" / NAME
@@ -132,7 +137,7 @@ def test_fifty_searches_equal_the_writers_and_nothing_is_written(folder, written
     reader = open_reader(NAME, settings)
     try:
         for (query, mode, where), expected in zip(searches, written[1], strict=True):
-            got = reader.search(query, k=10, mode=mode, where=where, rerank=False, facets=["type", "folder"])
+            got = reader.search(query, k=10, mode=mode, where=where, rerank=False, facets=FACETS)
             assert [h.chunk_id for h in got.hits] == [h.chunk_id for h in expected.hits], (
                 where, mode, [(h.path[-20:], h.chunk_id[:6], round(h.score, 6)) for h in got.hits],
                 [(h.path[-20:], h.chunk_id[:6], round(h.score, 6)) for h in expected.hits])
@@ -145,8 +150,25 @@ def test_fifty_searches_equal_the_writers_and_nothing_is_written(folder, written
         assert lexical.hits and all(h.path.endswith(".md") for h in lexical.hits)
         fields = {f["field"]: f["kind"] for f in reader.fields()}
         assert fields["pages"] == "number" and fields["date"] == "date" and fields["sender"] == "text"
-        with pytest.raises(InputError, match="sender.*a metadata facet needs the writer"):
-            reader.search("x", facets=["sender"])
+        # /fields: the same fields, kinds, counts and example values (ties among examples in any order)
+        mine, theirs, unindexed = reader.fields(), written[2], []
+        assert [(f["field"], f["kind"], f["chunks"]) for f in mine] == [
+            (f["field"], f["kind"], f["chunks"]) for f in theirs]
+        for got_field, want in zip(mine, theirs, strict=True):
+            if got_field["field"] in ("path", "modified", "size"):
+                continue
+            if not got_field["examples"] and want["examples"]:  # past the writer's payload-index cap
+                unindexed.append(got_field["field"])
+                continue
+            counts = sorted({c for _, c in want["examples"]})
+            tied = {c for c in counts if sum(1 for _, n in want["examples"] if n == c) > 1}
+            assert [c for _, c in got_field["examples"]] == [c for _, c in want["examples"]], got_field["field"]
+            assert {tuple(e) for e in got_field["examples"] if e[1] not in tied} == {
+                tuple(e) for e in want["examples"] if e[1] not in tied}, got_field["field"]
+        # 9 metadata and location fields, 8 indexed (the first the writer met, one a location field not listed)
+        assert len(unindexed) == 1, unindexed
+        with pytest.raises(InputError, match=f"facet '{unindexed[0]}'.*first {MAX_FIELD_INDEXES} metadata fields"):
+            reader.search("x", facets=[unindexed[0]])
         with pytest.raises(InputError, match="path~a\\?c.*no exact form"):
             reader.search("x", where=["path~a?c"])
         with pytest.raises(InputError, match="has no field 'sendr'; did you mean sender"):
@@ -166,7 +188,7 @@ def test_every_search_matches_something_somewhere(written):
 
 
 def test_a_touch_is_seen_by_modified_on_the_worker_without_re_embedding(folder, written, tmp_path):
-    data, _ = written
+    data = written[0]
     target = folder / "todo-3.txt"
     now = datetime.now(timezone.utc).timestamp()
     os.utime(target, (now, now))
@@ -214,6 +236,12 @@ def test_the_worker_serves_http_searches_and_refuses_what_needs_files(folder, wr
         status = client.get("/status").json()
         assert status["collections"][0]["stateless"] is True
         assert status["collections"][0]["recall"]["estimate"]["param"] == "hnsw_ef"  # the writer's, read here
+        estimate = status["collections"][0]["recall"]["estimate"]["recall"]
+        metrics = client.get("/metrics")
+        assert metrics.status_code == 200, metrics.text
+        mark = f'indexer_recall_estimate{{collection="{NAME}"'
+        line = next(x for x in metrics.text.splitlines() if x.startswith(mark))
+        assert float(line.rsplit(" ", 1)[1]) == pytest.approx(estimate)  # /metrics shows the writer's estimate too
         sync = client.post("/sync", json={"collection": NAME})
         assert sync.status_code in (400, 401, 403, 404, 405), sync.text
     assert list(settings.data_dir.iterdir()) == []
@@ -221,7 +249,7 @@ def test_the_worker_serves_http_searches_and_refuses_what_needs_files(folder, wr
 
 
 def test_a_reranked_search_on_the_worker_equals_the_writers(folder, written, tmp_path, reranker_model_path):
-    data, _ = written
+    data = written[0]
     # a fixed number of candidates reranked (the time budget would let the load decide how many)
     asked = {"k": 5, "mode": "hybrid", "where": ["type in md,eml"], "rerank": True, "rerank_candidates": 20}
     writer = Settings(data_dir=data, store="qdrant", rerank_model=str(reranker_model_path))
@@ -236,3 +264,90 @@ def test_a_reranked_search_on_the_worker_equals_the_writers(folder, written, tmp
     assert expected.reranked and got.reranked
     assert [(h.chunk_id, round(h.rerank_score or 0, 4)) for h in got.hits] == [
         (h.chunk_id, round(h.rerank_score or 0, 4)) for h in expected.hits]
+
+
+def test_a_reindexed_collection_is_found_and_followed_by_a_worker(folder, tmp_path, embed_model_path,
+                                                                   embed_model_alt_path):
+    """After `indexer reindex` the vectors live in ``<name>__<stamp>``: the writer records that in the store itself
+    (embedded: ``edge/<name>.live.json``); a worker with an empty data directory and the new model finds them and
+    answers as the writer does; a second reindex (back) is followed by an open worker without a restart."""
+    from indexer.collection import reindex, stateless
+    from indexer.collection.aliases import vectors_name
+
+    data = tmp_path / "writer"
+    settings = Settings(data_dir=data, store="qdrant", embed_model=str(embed_model_path), max_top_k=100,
+                        max_candidates=200)
+    asked = [(q, m, w) for q, m, w in _searches(folder)][::5]  # 10 of the 50: every field kind, both modes
+    store = data / "qdrant" / NAME
+    with indexer.open_collection(NAME, settings=settings) as col:
+        assert col.index([folder]).files_indexed == 20
+        reindex.run(col, str(embed_model_alt_path))
+        target = vectors_name(col.record)
+        assert target.startswith(NAME + "__")
+        expected = [col.search(q, k=10, mode=m, where=w, rerank=False, facets=["type"]) for q, m, w in asked]
+        new_model = col.record.model_id
+    assert sorted(p.name for p in (store / "edge").iterdir() if p.is_dir()) == [target]  # the old vectors dropped
+    assert (store / "edge" / f"{NAME}.live.json").is_file()
+    empty = tmp_path / "worker-data"
+    empty.mkdir()
+    worker = Settings(data_dir=empty, store="qdrant", stateless=True, store_options={"path": str(store)},
+                      embed_model=str(embed_model_alt_path), max_top_k=100, max_candidates=200)
+    stateless._RECORDS.clear()
+    reader = open_reader(NAME, worker)
+    try:
+        assert reader.status()["model"] == new_model and reader.status()["points"] > 0
+        for (query, mode, where), want in zip(asked, expected, strict=True):
+            got = reader.search(query, k=10, mode=mode, where=where, rerank=False, facets=["type"])
+            assert [h.chunk_id for h in got.hits] == [h.chunk_id for h in want.hits], (where, mode)
+            assert [round(h.score, 5) for h in got.hits] == [round(h.score, 5) for h in want.hits], where
+            assert got.matched == want.matched and got.facets == want.facets, where
+        # the writer reindexes again (back to the first model) while the worker is up (its shard let go: embedded
+        # Qdrant admits one opener at a time): the worker follows the record, and refuses to search the new vectors
+        # with the model it has, naming the fix, instead of failing on dropped vectors
+        reader.parts.drop_store()
+        with indexer.open_collection(NAME, settings=settings) as col:
+            reindex.run(col, str(embed_model_path))
+            again = vectors_name(col.record)
+        assert again != target and json.loads((store / "edge" / f"{NAME}.live.json").read_text()) == {
+            "vectors": again}
+        reader.parts._live_checked = 0.0  # past LIVE_SECONDS
+        with pytest.raises(CollectionMismatchError, match="embed_model"):
+            reader.search("bread", k=3, rerank=False)
+        assert vectors_name(reader.parts.require_record()) == again
+    finally:
+        reader.close()
+        stateless._RECORDS.clear()
+    assert list(empty.iterdir()) == []
+    fresh = open_reader(NAME, worker.model_copy(update={"embed_model": str(embed_model_path)}))
+    try:  # restarted with the model of the last reindex: it answers
+        assert fresh.search("sourdough bread", k=3, rerank=False).hits
+    finally:
+        fresh.close()
+        stateless._RECORDS.clear()
+
+
+def test_the_cli_status_and_fields_of_a_worker_read_the_store_and_write_nothing(written, tmp_path):
+    """`indexer status` / `indexer fields` with INDEXER_STATELESS: the store's view (with the writer's recorded recall
+    estimate), no state database made; `indexer search` there is refused, naming the worker's HTTP API."""
+    import subprocess
+    import sys
+
+    settings, store = _worker(written, tmp_path)
+    env = {**os.environ, "INDEXER_DATA_DIR": str(settings.data_dir), "INDEXER_STATELESS": "true",
+           "INDEXER_STORE": "qdrant", "INDEXER_STORE_OPTIONS": json.dumps({"path": str(store)})}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "indexer.cli", *args], capture_output=True, text=True, env=env)
+
+    status = cli("status", "-c", NAME, "--json")
+    assert status.returncode == 0, status.stderr
+    info = json.loads(status.stdout)
+    assert info["stateless"] and info["points"] > 0 and info["vectors"] == NAME
+    assert info["recall"]["estimate"]["param"] == "hnsw_ef"  # the writer's, recorded in the store
+    text = cli("status", "-c", NAME)
+    assert "stateless search worker" in text.stdout and "recall" in text.stdout, text.stderr
+    fields = cli("fields", "-c", NAME)
+    assert fields.returncode == 0 and "sender" in fields.stdout, fields.stderr
+    search = cli("search", "bread", "-c", NAME)
+    assert search.returncode != 0 and "stateless setting is for search workers" in search.stderr
+    assert list(settings.data_dir.iterdir()) == []

@@ -128,11 +128,23 @@ def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (x - mu) / np.sqrt(var + 1e-12) * g + b
 
 
+def _simd_gelu() -> bool:
+    """Whether the installed ggml computes GELU on SIMD registers in f32 (indexer/engine/llama_cpp_patches/01-vec-simd:
+    the function is then exported) rather than through its f16 table."""
+    import llama_cpp
+
+    libs = sorted((Path(llama_cpp.__file__).parent / "lib").glob("libggml-cpu*"))
+    return any(b"ggml_vec_gelu_f32" in p.read_bytes() for p in libs)
+
+
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """GELU as ggml's CPU backend computes it: tanh form, looked up in an f16 table (input and output f16).
+    """GELU as ggml's CPU backend computes it: tanh form, in f32 with the speed patches (make setup), else looked
+    up in an f16 table (input and output f16).
 
     Hugging Face's exact erf form differs from this by up to ~1e-3, enough to blur a tight comparison.
     """
+    if _simd_gelu():
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
     h = x.astype(np.float16).astype(np.float64)
     y = (0.5 * h * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h**3)))).astype(np.float16)
     return np.where(x <= -10.0, 0.0, np.where(x >= 10.0, x, y.astype(np.float64)))

@@ -129,6 +129,7 @@ def test_cluster_is_three_nodes_in_distributed_mode_with_consistent_replication(
     assert search["command"] == ["serve", "--no-watch", "--stateless"]  # scaled workers never write
     worker = _settings_from(_env(search))
     assert worker.stateless and worker.qdrant_read_consistency == "majority"
+    assert worker.qdrant_route_affinity == "caller"  # each caller one view (nginx passes the caller's mark)
     writer = _settings_from(_env(compose["services"]["indexer"]))
     replicas = writer.qdrant_replication_factor or 1
     # a majority read and the confirmed write overlap in at least one replica: every worker sees a committed write
@@ -157,6 +158,9 @@ def test_cluster_load_balancer_spreads_over_every_qdrant_node_and_every_search_w
     assert re.search(r"listen 8490;.*?proxy_pass http://search_workers;.*?proxy_set_header Host \$host;", text,
                      flags=re.S)
     assert lb["ports"] == ["127.0.0.1:8490:8490"] and "resolver 127.0.0.11" in text
+    # the caller's route-affinity mark: its own header, else its address (the workers see nginx's address only)
+    assert re.search(r'map \$http_x_qdrant_route_affinity \$route_affinity \{\s*""\s+\$remote_addr;', text)
+    assert re.search(r"listen 8490;.*?proxy_set_header X-Qdrant-Route-Affinity \$route_affinity;", text, flags=re.S)
     assert _env(services["search"])["INDEXER_QDRANT_URL"] == "http://lb:6333"
 
 

@@ -15,6 +15,7 @@ from indexer.engine.plan import (
     NORM_MODE_NONE,
     NORM_MODE_PNORM,
     NORM_MODE_TAXICAB,
+    PackChooser,
     ThreadChooser,
     VocabSpecials,
     apply_token_limit,
@@ -24,6 +25,7 @@ from indexer.engine.plan import (
     cosine_matrix,
     fair_split,
     normalize_array,
+    packs_matter,
     parse_input,
     plan_batches,
     rank_pair_within,
@@ -351,3 +353,30 @@ def test_balanced_pack_gives_every_parallel_context_work() -> None:
     assert balanced_pack_tokens(40, 512, 2) == 64  # never tiny batches
     assert balanced_pack_tokens(40, 32, 2) == 32
     assert balanced_pack_tokens(0, 512, 2) == 512
+
+
+# ---------------------------------------------------------------- pack choice
+
+
+def test_pack_chooser_tries_the_default_first_then_keeps_the_fastest() -> None:
+    c = PackChooser([256, 128])
+    picks = _drive(c, {128: 5200.0, 256: 5600.0}, 200, n_tokens=4096)
+    assert picks[:2] == [128, 256]  # 128, the measured default, before any other
+    assert c.best() == 256
+    assert 0 < picks[2:].count(128) < 15
+
+
+def test_pack_chooser_keeps_the_default_where_it_wins() -> None:
+    c = PackChooser([128, 256])
+    _drive(c, {128: 9000.0, 256: 4700.0}, 100, n_tokens=4096)  # the Intel Xeon's short queries before the patches
+    assert c.best() == 128
+
+
+def test_packs_matter_only_for_many_short_inputs() -> None:
+    packs = (128, 256)
+    assert packs_matter([15] * 200, packs)  # queries: the pack decides how many share a batch
+    assert not packs_matter([200] * 200, packs)  # chunks near the pack go alone whatever it is
+    assert not packs_matter([15] * 3, packs)  # one batch either way
+    assert not packs_matter([15] * 40, packs)  # 600 tokens: too few to fill four of the largest packs
+    assert not packs_matter([15] * 100, [])
+
