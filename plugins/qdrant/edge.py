@@ -110,8 +110,7 @@ class EdgeStore(EdgeFields, EdgeLanguages, EdgeRecall):
         self._terms: dict[str, str | None] = {}  # the analyzer version of each open shard's sparse vector
         self._lock = threading.RLock()  # the shards: every engine call
         self._writes = threading.RLock()  # taken before _lock by writers; a build holds it to copy and swap
-        self.builder = BackgroundBuilder(self._lock, self._writes, self._shards.get)
-        self.builder.graph = self._graph_for  # the HNSW graph each build uses (edge_recall: chosen from the estimate)
+        self.builder = BackgroundBuilder(self._lock, self._writes, self._shards.get, graph=self._graph_for)
         if read_only:
             if not (self.path / EDGE_DIR).is_dir():
                 raise StoreError(f"no embedded Qdrant store at {self.path}; point store_options (path) at the "

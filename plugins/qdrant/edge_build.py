@@ -171,7 +171,7 @@ class BackgroundBuilder:
     built folder in place and opens it (called with writes held back; it takes the lock itself)."""
 
     def __init__(self, lock: threading.RLock, write_gate: threading.RLock, live: Callable[[str], Any | None],
-                 threshold: int = INDEX_THRESHOLD) -> None:
+                 threshold: int = INDEX_THRESHOLD, graph: Callable[[str], dict[str, int]] | None = None) -> None:
         self._lock = lock
         self._gate = write_gate
         self._live_shard = live
@@ -181,7 +181,7 @@ class BackgroundBuilder:
         # count cannot tell: points deleted from an indexed segment stay in it)
         self._written: dict[str, int] = {}
         self.completed: list[tuple[str, float, dict[str, float]]] = []  # (collection, seconds, steps) of builds
-        self.graph: Callable[[str], dict[str, int]] | None = None  # the HNSW m / ef_construct the next build uses
+        self.graph = graph  # the HNSW m / ef_construct of the next build (the store's choice from the estimate)
 
     def building(self, collection: str) -> bool:
         return collection in self._builds
