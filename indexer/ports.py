@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -329,6 +329,13 @@ class Source:
         lane)."""
         return True
 
+    def parse_job(self, ref: SourceRef, *, shared: bool = False) -> Callable[[], Document] | None:
+        """A heavy read that may run on another machine (a Ray node: docs/deploy.md#indexing-on-a-ray-cluster): a
+        picklable callable returning the Document :meth:`read` would. It carries the file's bytes, read here (the
+        file may exist only on this machine); with ``shared`` (the roots are visible at the same paths there) only
+        the path, and it reads the file where it runs. Default None: the read runs here."""
+        return None
+
     def abort_reads(self) -> None:
         """End the reads in flight now (a shutdown never waits for a long parse). Default: nothing to end."""
 
@@ -342,7 +349,7 @@ class _PluginSource(Source):
 
     def __init__(self, inner: SourcePlugin) -> None:
         self.inner = inner
-        for name in ("claims", "scan_below", "heavy_read", "abort_reads", "close"):
+        for name in ("claims", "scan_below", "heavy_read", "parse_job", "abort_reads", "close"):
             own = getattr(inner, name, None)  # the one place a source's optional ability is asked by name
             if callable(own):
                 setattr(self, name, own)

@@ -82,11 +82,18 @@ class NodeStats:
     texts: int = 0
     chars: int = 0
     seconds: float = 0.0
+    files: int = 0  # documents read, parsed and chunked there (indexer.cluster.parsing)
+    sent: int = 0  # bytes sent to it
+    parse_seconds: float = 0.0  # reading and parsing (OCR included)
+    chunk_seconds: float = 0.0
+    transfer_seconds: float = 0.0  # a read's round trip minus its parse and chunking (dispatch, bytes, queueing)
 
     def as_dict(self) -> dict[str, Any]:
         rate = self.chars / self.seconds if self.seconds else 0.0
         return {"host": self.host, "texts": self.texts, "chars": self.chars, "seconds": round(self.seconds, 2),
-                "chars_per_s": round(rate)}
+                "chars_per_s": round(rate), "files": self.files, "bytes_sent": self.sent,
+                "parse_seconds": round(self.parse_seconds, 2), "chunk_seconds": round(self.chunk_seconds, 2),
+                "transfer_seconds": round(self.transfer_seconds, 2)}
 
 
 @dataclass
@@ -201,7 +208,8 @@ class ClusterEmbedder(LlamaEmbedder):
         have = {w.node for w in self._workers}
         nodes = [n for n in ray.nodes() if n.get("Alive") and n["NodeID"] not in have
                  and n.get("Resources", {}).get("CPU", 0) >= 1]
-        remote = ray.remote(max_restarts=0, max_task_retries=0)(EmbedWorker)
+        # reads parse in their own concurrency group, beside the parts being embedded (indexer.cluster.parsing)
+        remote = ray.remote(max_restarts=0, max_task_retries=0, concurrency_groups={"parse": 1})(EmbedWorker)
         started: list[tuple[Any, dict[str, Any]]] = []
         for n in nodes:
             cpus = int(n["Resources"]["CPU"])
@@ -256,11 +264,26 @@ class ClusterEmbedder(LlamaEmbedder):
             self.stats.refused.append(line)
             logger.warning("Ray worker refused on %s", line)
 
+    def pool(self) -> list[_Worker]:
+        """The live workers (made on the first call; the reads' lane shares them): ClusterError when none."""
+        if self._given_up is not None:
+            raise ClusterError(f"the Ray cluster at {self.address} was given up: {self._given_up}")
+        try:
+            return self._ensure_pool()
+        except _Lost as exc:
+            self._give_up(str(exc))
+            raise ClusterError(str(exc)) from exc
+
+    def live(self) -> list[_Worker]:
+        with self._pool_lock:
+            return list(self._workers)
+
     def _lose(self, worker: _Worker, exc: BaseException) -> None:
         with self._pool_lock:
-            if worker in self._workers:
-                self._workers.remove(worker)
-                self.stats.workers = len(self._workers)
+            if worker not in self._workers:
+                return  # already said (the reads' lane and the embedding both met its death)
+            self._workers.remove(worker)
+            self.stats.workers = len(self._workers)
         line = f"{worker.host}: {' '.join(str(exc).split())[:200]}"
         self.stats.lost.append(line)
         logger.warning("Ray worker lost on %s; its part goes to another worker", line)

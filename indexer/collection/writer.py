@@ -25,6 +25,7 @@ from indexer.index import large, payloads
 from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.reads import DETACH_SECONDS, ReadAhead
+from indexer.index.splitting import SplitRecipe
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, PayloadScan, Source, lexical_index
 from indexer.search.lexical import ANALYZER
@@ -55,8 +56,7 @@ class CollectionWriter(PartsView):
     def close(self) -> None:
         self._recall.wait(RECALL_WAIT_S)  # a measurement in flight finishes (and records) before the store closes
         if self._reads is not None:
-            self._reads.close()
-            self._reads = None
+            self._close_reads()
         for source in self._sources.values():
             source.close()
         self._sources.clear()
@@ -70,12 +70,19 @@ class CollectionWriter(PartsView):
         if listener is None:  # the watcher stops: reads left in the background end now (their paths are queued)
             self._kept = large.KeptWrites()  # part-written large files too (the next call's recover deletes them)
             if self._reads is not None:
-                self._reads.close()
-                self._reads = None
+                self._close_reads()
             self._following = False
             return
         self._read_ahead().listener = listener
         self._following = True
+
+    def _close_reads(self) -> None:
+        reads, self._reads = self._reads, None
+        if reads is not None:
+            reads.close()
+            far = reads.far
+            if far is not None and hasattr(far, "close"):
+                far.close()
 
     def reading(self) -> list[dict[str, Any]]:
         """Files being read in the background (path, seconds so far): status."""
@@ -95,6 +102,15 @@ class CollectionWriter(PartsView):
     def _read_ahead(self) -> ReadAhead:
         if self._reads is None:
             self._reads = ReadAhead(self.parts.settings.parse_workers)
+            if self.parts.settings.cluster:  # heavy reads parsed and chunked on the Ray cluster's nodes
+                from indexer.cluster.parsing import ClusterReads
+
+                parts = self.parts
+                self._reads.far = ClusterReads(
+                    lambda: parts.model.engine,
+                    lambda: SplitRecipe(parts.chunk_tokens, parts.settings.chunk_overlap, parts.chunk_context,
+                                        parts.prompts.document),
+                    shared=parts.settings.cluster_shared_roots)
         return self._reads
 
     def source_for(self, root: str) -> Source:

@@ -279,8 +279,8 @@ class Pipeline:
         since = time.monotonic()
         large: Deferred[Prepared] = Deferred()
         reads = self.reads or ReadAhead(1)
-        width = max(1, min(reads.width, int(source.parallel_reads or 1)))
         queue = deque(sorted(todo, key=lambda r: r.size))  # small files first
+        width = reads.plan(source, queue)  # with a far lane (a Ray cluster) as many more as it takes
         running: dict[Future[Document], SourceRef] = {}
         try:
             while queue or running:
@@ -376,6 +376,8 @@ class Pipeline:
                 report.files_touched += 1
                 return None
             started = time.perf_counter()
+            if chunked is not None and self._listening:  # chunked elsewhere: the progress counts them now
+                self.progress.chunked(len(chunked))
             chunks = chunked if chunked is not None else self._split.chunks(doc)
             seconds = time.perf_counter() - started
             report.timed("chunk", seconds)
