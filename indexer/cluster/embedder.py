@@ -111,10 +111,13 @@ class ClusterStats:
     lost: list[str] = field(default_factory=list)
     local_texts: int = 0
     per_node: dict[str, NodeStats] = field(default_factory=dict)
+    reads_resent: int = 0  # reads sent to another worker after theirs died (indexer.cluster.parsing)
+    reads_given_back: int = 0  # reads the writer did itself after the cluster could not
 
     def as_dict(self) -> dict[str, Any]:
         return {"workers": self.workers, "nodes": self.nodes, "refused": list(self.refused), "lost": list(self.lost),
-                "local_texts": self.local_texts, "per_node": {k: v.as_dict() for k, v in self.per_node.items()}}
+                "local_texts": self.local_texts, "per_node": {k: v.as_dict() for k, v in self.per_node.items()},
+                "reads_resent": self.reads_resent, "reads_given_back": self.reads_given_back}
 
 
 class ClusterEmbedder(LlamaEmbedder):

@@ -146,7 +146,7 @@ class ClusterReads:
                 last = time.monotonic()
             if pending and time.monotonic() - last > PART_TIMEOUT:  # nothing finished for that long: read here
                 for read, _, _ in pending.values():
-                    read.out.set_exception(ClusterError(f"no read finished on the cluster in {PART_TIMEOUT:.0f} s"))
+                    self._give_back(engine, read, ClusterError(f"no read finished on the cluster in {PART_TIMEOUT:.0f} s"))
                 pending.clear()
 
     def _dispatch(self, engine: ClusterEmbedder, waiting: list[_Read], pending: dict[Any, Any]) -> None:
@@ -156,7 +156,7 @@ class ClusterReads:
         workers = engine.live()
         if not workers:
             for read in waiting:
-                read.out.set_exception(ClusterError("no Ray worker is left"))
+                self._give_back(engine, read, ClusterError("no Ray worker is left"))
             waiting.clear()
             return
         load = {id(w): 0 for w in workers}
@@ -180,14 +180,15 @@ class ClusterReads:
         try:
             answer = ray.get(ref)
         except RayTaskError as exc:  # the worker's code failed on this file (not the file's error): read here
-            read.out.set_exception(ClusterError(" ".join(str(exc).split())[:300]))
+            self._give_back(engine, read, ClusterError(" ".join(str(exc).split())[:300]))
             return
         except Exception as exc:  # the actor, its process or its node died: another worker, or here
             engine._lose(worker, exc)
             if read.attempts < ATTEMPTS and not self._closed:
+                engine.stats.reads_resent += 1
                 waiting.insert(0, read)
             else:
-                read.out.set_exception(ClusterError(f"lost on {read.attempts} workers"))
+                self._give_back(engine, read, ClusterError(f"lost on {read.attempts} workers"))
             return
         if answer[0] == "failed":
             reason, code = answer[1], answer[2]
@@ -209,6 +210,12 @@ class ClusterReads:
         stats.chunk_seconds += seconds["chunk"]
         stats.transfer_seconds += max(0.0, took - seconds["parse"] - seconds["chunk"])
         read.out.set_result((doc, chunks))
+
+    @staticmethod
+    def _give_back(engine: ClusterEmbedder, read: _Read, exc: Exception) -> None:
+        """The writer reads this file itself (the read-ahead does, on this failure)."""
+        engine.stats.reads_given_back += 1
+        read.out.set_exception(exc)
 
     def _unshared(self, worker: Any, reason: str) -> None:
         if not self._told_unshared:

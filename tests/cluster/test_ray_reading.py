@@ -102,8 +102,8 @@ def test_a_node_killed_mid_parse_loses_nothing(ray_cluster, mixed, embed_model_p
     class _KillOnFirstDocument(Progress):
         killed = None
 
-        def chunked(self, chunks: int) -> None:  # a document came back from a node: others are in flight
-            if self.killed is None:
+        def file_done(self, path: str) -> None:  # a document came back from a node: others are in flight
+            if self.killed is None and not path.endswith(".md"):
                 self.killed = next(iter(ray_cluster.worker_nodes))
                 ray_cluster.remove_node(self.killed, allow_graceful=False)
 
@@ -117,7 +117,7 @@ def test_a_node_killed_mid_parse_loses_nothing(ray_cluster, mixed, embed_model_p
         assert got == want, "points lost or duplicated"
         work = report.cluster
         assert work is not None and len(work["lost"]) == 1, work
-        assert sum(_parsed(work).values()) <= HEAVY  # a read lost with its node was parsed again (elsewhere, here)
+        assert work["reads_resent"] + work["reads_given_back"] >= 1, work  # lost with its node, parsed again
     finally:
         while len(ray_cluster.worker_nodes) < 2:
             ray_cluster.add_node(**NODE)
