@@ -145,8 +145,9 @@ class ClusterReads:
                 self._finished(engine, ray, ref, read, worker, sent, waiting)
                 last = time.monotonic()
             if pending and time.monotonic() - last > PART_TIMEOUT:  # nothing finished for that long: read here
+                stalled = ClusterError(f"no read finished on the cluster in {PART_TIMEOUT:.0f} s")
                 for read, _, _ in pending.values():
-                    self._give_back(engine, read, ClusterError(f"no read finished on the cluster in {PART_TIMEOUT:.0f} s"))
+                    self._give_back(engine, read, stalled)
                 pending.clear()
 
     def _dispatch(self, engine: ClusterEmbedder, waiting: list[_Read], pending: dict[Any, Any]) -> None:
