@@ -427,12 +427,16 @@ class Progress:
     def file_part(self, path: str, done: int, total: int) -> None:
         """A large file is written in parts: ``done`` of its ``total`` chunks are searchable."""
 
+    def cluster(self, work: Mapping[str, Any]) -> None:
+        """What the Ray cluster has done for the run so far (nodes, workers, rate per node: the ``cluster`` of the
+        run's report), every few seconds while it works for it."""
+
 
 class _PluginProgress(Progress):
     """A progress listener object that does not inherit :class:`Progress`: each member it lacks is a no-op."""
 
     def __init__(self, inner: object) -> None:
-        for name in ("files_total", "file_done", "embedded", "chunked", "file_part"):
+        for name in ("files_total", "file_done", "embedded", "chunked", "file_part", "cluster"):
             own = getattr(inner, name, None)  # the one place a listener's members are asked by name
             setattr(self, name, own if callable(own) else (lambda *args, **kwargs: None))
 

@@ -86,14 +86,15 @@ class NodeStats:
     sent: int = 0  # bytes sent to it
     parse_seconds: float = 0.0  # reading and parsing (OCR included)
     chunk_seconds: float = 0.0
-    transfer_seconds: float = 0.0  # a read's round trip minus its parse and chunking (dispatch, bytes, queueing)
+    transfer_seconds: float = 0.0  # trips minus the node's work (dispatch, bytes, queueing), parts and reads
+    embed_seconds: float = 0.0  # the node's own embedding time (``seconds``: the parts' round trips)
 
     def as_dict(self) -> dict[str, Any]:
         rate = self.chars / self.seconds if self.seconds else 0.0
         return {"host": self.host, "texts": self.texts, "chars": self.chars, "seconds": round(self.seconds, 2),
                 "chars_per_s": round(rate), "files": self.files, "bytes_sent": self.sent,
                 "parse_seconds": round(self.parse_seconds, 2), "chunk_seconds": round(self.chunk_seconds, 2),
-                "transfer_seconds": round(self.transfer_seconds, 2)}
+                "transfer_seconds": round(self.transfer_seconds, 2), "embed_seconds": round(self.embed_seconds, 2)}
 
 
 @dataclass
@@ -307,7 +308,7 @@ class ClusterEmbedder(LlamaEmbedder):
             while queue and idle:
                 w = idle.popleft()
                 i = queue.popleft()
-                pending[w.actor.embed.remote(parts[i], normalize.value)] = (i, w, time.perf_counter())
+                pending[w.actor.embed_timed.remote(parts[i], normalize.value)] = (i, w, time.perf_counter())
             if not pending:
                 raise _Lost("every worker died")
             done, _ = ray.wait(list(pending), num_returns=1, timeout=PART_TIMEOUT)
@@ -316,7 +317,8 @@ class ClusterEmbedder(LlamaEmbedder):
             ref = done[0]
             i, w, started = pending.pop(ref)
             try:
-                results[i] = np.asarray(ray.get(ref), dtype=np.float32)
+                vectors, took = ray.get(ref)
+                results[i] = np.asarray(vectors, dtype=np.float32)
             except RayTaskError:  # the part's input, not the worker: embedded here, where its error is raised
                 results[i] = super().embed_batch(parts[i], normalize)
                 idle.append(w)
@@ -328,7 +330,10 @@ class ClusterEmbedder(LlamaEmbedder):
             stats = self.stats.per_node.setdefault(w.node, NodeStats(w.host))
             stats.texts += len(parts[i])
             stats.chars += sum(map(len, parts[i]))
-            stats.seconds += time.perf_counter() - started
+            trip = time.perf_counter() - started
+            stats.seconds += trip
+            stats.embed_seconds += took
+            stats.transfer_seconds += max(0.0, trip - took)
             idle.append(w)
         return np.concatenate([r for r in results if r is not None], axis=0)
 

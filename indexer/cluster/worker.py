@@ -119,6 +119,12 @@ class EmbedWorker:
         with self.lock:
             return self.engine.embed_batch(texts, Normalization(normalize))
 
+    def embed_timed(self, texts: list[str], normalize: str) -> tuple[np.ndarray, float]:
+        """The vectors and the seconds the node spent making them (the rest of a part's trip is transfer)."""
+        started = time.perf_counter()
+        vectors = self.embed(texts, normalize)
+        return vectors, time.perf_counter() - started
+
     def parse(self, job: Callable[[], Any], recipe: Any) -> tuple[Any, ...]:
         """Read, parse and chunk one document (``job``: a source's parse job; ``recipe``: the collection's
         indexer.index.splitting.SplitRecipe). ``("ok", document without its text, chunks, seconds)`` or

@@ -16,8 +16,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from indexer import ports
 from indexer.cluster.report import note as cluster_note
 from indexer.collection import blind_spots, leftovers, reindex
+from indexer.collection.cluster_run import ClusterRun
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
@@ -254,7 +256,7 @@ class CollectionWriter(PartsView):
         parts = self.parts
         report = IndexReport()
         parts.join_cluster()
-        with parts.writer_lock():
+        with parts.writer_lock(), ClusterRun(parts, ports.as_progress(progress)):
             pipeline = self._pipeline(parts.ensure_created(), progress)
             pipeline.recover()
             self._ensure_lexical(report)

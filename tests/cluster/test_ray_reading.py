@@ -66,11 +66,33 @@ def _parsed(work: dict[str, Any]) -> dict[str, int]:
     return {n["host"]: n["files"] for n in work["per_node"].values()}
 
 
+class _Watching(Progress):
+    """Keeps the cluster lines the run sends, and what ``indexer status`` reads meanwhile."""
+
+    def __init__(self, col: Any) -> None:
+        self.col, self.lines, self.status = col, [], []
+
+    def cluster(self, work: Any) -> None:
+        self.lines.append(work)
+        self.status.append(self.col.status()["cluster"])
+
+
 def test_documents_are_parsed_on_the_nodes_with_the_same_points(ray_cluster, mixed, embed_model_path):
+    from indexer.cli.status_view import lines
+
     root, want = mixed
     with open_collection("far", embed_model=str(embed_model_path), cluster=ray_cluster.address) as col:
-        report = col.index([root])
+        watching = _Watching(col)
+        report = col.index([root], progress=watching)
         got = _snapshot(col)
+        after = col.status()
+    # visible while it ran (the progress bar's line, `indexer status`: running now) and after (the last run)
+    assert watching.lines and watching.status and watching.status[-1]["running"], watching.status
+    assert after["cluster"] is not None and not after["cluster"]["running"] and after["cluster"]["nodes"] == 2
+    rows = dict(lines(after, verbose=True)[-8:])
+    assert any(label == "cluster" and "last run" in text and "2 workers on 2 nodes" in text
+               for label, text in lines(after)), rows
+    assert any("parse" in text and "transfer" in text for _, text in lines(after, verbose=True))
     assert not report.failed and report.files_indexed == HEAVY + 6
     assert got == want
     work = report.cluster
