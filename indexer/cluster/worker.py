@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from indexer.core.normalization import Normalization
+from indexer.errors import SourceError
 
 CACHE_ENV = "INDEXER_RAY_MODEL_CACHE"  # where a node keeps the weight files it was sent (default: <tmp>)
 _write_lock = threading.Lock()
@@ -132,8 +133,10 @@ class EmbedWorker:
         started = time.perf_counter()
         try:
             doc = job()
-        except Exception as exc:  # SourceError (path, reason, code) or a bug: the file's failure either way
-            return ("failed", getattr(exc, "reason", f"{type(exc).__name__}: {exc}"), getattr(exc, "code", "error"))
+        except SourceError as exc:
+            return ("failed", exc.reason, exc.code)
+        except Exception as exc:  # a reader's bug: the file's failure too, as a read in the writer says it
+            return ("failed", f"{type(exc).__name__}: {exc}", "error")
         parsed = time.perf_counter()
         split = self._splitters.get(recipe)
         if split is None:

@@ -99,7 +99,7 @@ class _Prompted:
     def __init__(self, engine: Any, prompt: str, lock: threading.Lock | None) -> None:
         self.engine, self.prompt, self.lock = engine, prompt, lock
         self.max_tokens = int(engine.max_tokens)
-        self.media_kinds = tuple(getattr(engine, "media_kinds", ()))
+        self.media_kinds = tuple(engine.media_kinds)
 
     def count_tokens(self, text: str) -> int:
         with self.lock or nullcontext():
