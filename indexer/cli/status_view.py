@@ -152,6 +152,7 @@ def cluster_rows(run: dict[str, Any], verbose: bool = False) -> list[tuple[str, 
 
 
 def time_split(node: dict[str, Any]) -> str:
-    """Where a node's time went: transfer (trips minus the node's work), parse, chunk, embed (seconds)."""
-    stages = ("transfer", "parse", "chunk", "embed")
-    return ", ".join(f"{k} {float(node.get(f'{k}_seconds') or 0):.1f} s" for k in stages)
+    """Where a node's time went (seconds): transfer and queue (its trips minus its work: dispatch, bytes, a read
+    waiting behind the one parsing), parse, chunk, embed."""
+    stages = (("transfer+queue", "transfer"), ("parse", "parse"), ("chunk", "chunk"), ("embed", "embed"))
+    return ", ".join(f"{label} {float(node.get(f'{k}_seconds') or 0):.1f} s" for label, k in stages)
