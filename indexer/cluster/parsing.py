@@ -195,7 +195,11 @@ class ClusterReads:
             reason, code = answer[1], answer[2]
             if code == "not_shared" and read.shared:
                 self._unshared(worker, reason)
-                job = read.source.parse_job(read.ref, shared=False)
+                try:
+                    job = read.source.parse_job(read.ref, shared=False)
+                except Exception as exc:  # vanished, unreadable: the writer's read says why
+                    self._give_back(engine, read, ClusterError(str(exc)))
+                    return
                 if job is not None:
                     read.job, read.shared, read.size, read.attempts = ray.put(job), False, read.ref.size, 0
                     waiting.insert(0, read)
