@@ -92,7 +92,7 @@ def write_mixed(beir: Path, dest: Path, skip: int, n: int) -> dict[str, int]:
     return kinds
 
 
-LEVERS = ((2048, 4096), (4096, 16384), (8192, 16384))  # (characters per part, tokens per embedding step)
+LEVERS = ((4096, 4096), (2048, 16384), (8192, 16384))  # (characters per part, tokens per cluster embedding step)
 
 
 def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=500)
     parser.add_argument("--mixed", type=int, default=0, help="documents of the mixed-format folder (0: none)")
     parser.add_argument("--part-chars", type=int, help="characters per part sent to a worker (a lever)")
-    parser.add_argument("--step-tokens", type=int, help="tokens per embedding step (a lever)")
+    parser.add_argument("--step-tokens", type=int, help="tokens per embedding step on the cluster (a lever)")
     parser.add_argument("--only-2x1", action="store_true", help="the 2x1 runs alone (a smoke test)")
     parser.add_argument("--levers", action="store_true", help="SciFact's 2x1 run again with other part and step sizes")
     parser.add_argument("--out", type=Path)
@@ -145,10 +145,10 @@ def main() -> None:
     if args.part_chars:
         cluster_embedder.PART_CHARS = args.part_chars
     if args.step_tokens:
-        batching.EMBED_STEP_TOKENS = args.step_tokens
+        batching.CLUSTER_STEP_TOKENS = args.step_tokens
     print(machine_line(), flush=True)
     print(json.dumps({"load_start": os.getloadavg(), "part_chars": cluster_embedder.PART_CHARS,
-                      "step_tokens": batching.EMBED_STEP_TOKENS}), flush=True)
+                      "cluster_step_tokens": batching.CLUSTER_STEP_TOKENS}), flush=True)
     model = str(ensure_model())
     work = Path(tempfile.mkdtemp(prefix="indexer-cluster-bench-"))
     folders: dict[str, Path] = {}
@@ -185,14 +185,14 @@ def main() -> None:
                                                   cluster=cluster.address)})
             disconnect()
         for part, step in LEVERS if args.levers and "scifact" in folders else ():
-            saved = cluster_embedder.PART_CHARS, batching.EMBED_STEP_TOKENS
-            cluster_embedder.PART_CHARS, batching.EMBED_STEP_TOKENS = part, step
+            saved = cluster_embedder.PART_CHARS, batching.CLUSTER_STEP_TOKENS
+            cluster_embedder.PART_CHARS, batching.CLUSTER_STEP_TOKENS = part, step
             try:
                 results.append({"folder": "scifact", **run(f"ray-2x1 part {part} step {step}", folders["scifact"],
                                                            work / f"lever-{part}-{step}", model, threads=1,
                                                            cluster=cluster.address)})
             finally:
-                cluster_embedder.PART_CHARS, batching.EMBED_STEP_TOKENS = saved
+                cluster_embedder.PART_CHARS, batching.CLUSTER_STEP_TOKENS = saved
                 disconnect()
     finally:
         disconnect()

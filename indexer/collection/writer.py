@@ -23,7 +23,7 @@ from indexer.collection.cluster_run import ClusterRun
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
-from indexer.index import large, payloads
+from indexer.index import batching, large, payloads
 from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.reads import DETACH_SECONDS, ReadAhead
@@ -357,6 +357,7 @@ class CollectionWriter(PartsView):
             chunk_context=self.parts.chunk_context,
             kept=self._kept if kept else None,
             slice_seconds=large.LARGE_WRITE_SECONDS if kept and self._following else None,
+            step_tokens=batching.CLUSTER_STEP_TOKENS if parts.settings.cluster else None,
         )
 
     def _attach_root(self, root: str, notes: list[str]) -> str:

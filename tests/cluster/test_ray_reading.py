@@ -157,3 +157,28 @@ def test_a_few_documents_stay_in_the_writer(ray_cluster, mixed, embed_model_path
     assert not report.failed and report.files_indexed == 3
     work = report.cluster
     assert work is None or sum(_parsed(work).values()) == 0  # three documents: Ray's dispatch is not worth it
+
+
+def test_a_reindex_parses_its_documents_on_the_nodes(ray_cluster, mixed, embed_model_path, embed_model_alt_path,
+                                                      monkeypatch):
+    """The reindex to another model (same tokenizer: the same chunks, so the same ids) re-reads the documents on
+    the nodes too."""
+    from indexer.cluster.parsing import ClusterReads
+    from indexer.collection import reindex
+
+    root, want = mixed
+    sent: list[str] = []
+    start = ClusterReads.start
+
+    def counted(self, source, ref):  # type: ignore[no-untyped-def]
+        sent.append(ref.path)
+        return start(self, source, ref)
+
+    with open_collection("re", embed_model=str(embed_model_path), cluster=ray_cluster.address) as col:
+        col.index([root])  # (closed after: its workers hold the nodes' CPUs, the reindex's need them)
+    with open_collection("re", cluster=ray_cluster.address) as col:
+        monkeypatch.setattr(ClusterReads, "start", counted)
+        report = reindex.run(col, str(embed_model_alt_path))
+        ids = sorted(col.parts.state.point_ids(col.name))
+    assert report.switched and ids == want["ids"]
+    assert len(set(sent)) == HEAVY  # every document of the reindex went to a node
