@@ -21,6 +21,7 @@ the writer's object store), up to :data:`ATTEMPTS` times; with no worker left, n
 :data:`~indexer.cluster.embedder.PART_TIMEOUT`, or any other failure than the file's own, the read-ahead reads the
 file here. The file's own failure (unreadable, hostile, a parse timeout) is reported as a read here would be.
 A shared path that a node does not see comes back once as ``not_shared``: the bytes are sent instead, said once.
+A node without a parser library (``missing_library``) gives the document back to the writer, said once.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class ClusterReads:
         self._waiting: list[_Read] = []
         self._pending: dict[Any, tuple[_Read, Any, float]] = {}
         self._told_unshared = False
+        self._told_lacking = False
         self._closed = False
 
     def _engine(self) -> ClusterEmbedder:
@@ -204,6 +206,10 @@ class ClusterReads:
                     read.job, read.shared, read.size, read.attempts = ray.put(job), False, read.ref.size, 0
                     waiting.insert(0, read)
                     return
+            if code == "missing_library":  # the node lacks a parser the writer may have: the node's fault
+                self._lacking(worker, reason)
+                self._give_back(engine, read, ClusterError(f"{worker.host} cannot parse it: {reason}"))
+                return
             read.out.set_exception(SourceError(read.ref.path, reason, code))
             return
         _, doc, chunks, seconds = answer
@@ -221,6 +227,12 @@ class ClusterReads:
         """The writer reads this file itself (the read-ahead does, on this failure)."""
         engine.stats.reads_given_back += 1
         read.out.set_exception(exc)
+
+    def _lacking(self, worker: Any, reason: str) -> None:
+        if not self._told_lacking:
+            self._told_lacking = True
+            logger.warning("%s lacks a parser (%s): such documents are read by the writer; install the same extras "
+                           "(and tesseract for OCR) on every node", worker.host, reason)
 
     def _unshared(self, worker: Any, reason: str) -> None:
         if not self._told_unshared:
