@@ -91,7 +91,7 @@ class Deferred(Generic[T]):
 EMBED_STEP_TOKENS = 4096
 # With a Ray cluster's workers embedding (indexer.cluster) a step is cut into parts spread over them, and each step
 # ends when its last part does: larger steps leave the workers idle less often (measured: 2 nodes x 1 CPU made
-# 1.09x the tokens/s with 16,384-token steps; docs/benchmarks.md#ray-indexing).
+# 1.11x the tokens/s with 16,384-token steps; docs/benchmarks.md#ray-indexing).
 CLUSTER_STEP_TOKENS = 16384
 FIRST_STEP_TOKENS = 256
 
