@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -341,6 +341,13 @@ class Source:
         lane)."""
         return True
 
+    def parse_job(self, ref: SourceRef, *, shared: bool = False) -> Callable[[], Document] | None:
+        """A heavy read that may run on another machine (a Ray node: docs/deploy.md#indexing-on-a-ray-cluster): a
+        picklable callable returning the Document :meth:`read` would. It carries the file's bytes, read here (the
+        file may exist only on this machine); with ``shared`` (the roots are visible at the same paths there) only
+        the path, and it reads the file where it runs. Default None: the read runs here."""
+        return None
+
     def abort_reads(self) -> None:
         """End the reads in flight now (a shutdown never waits for a long parse). Default: nothing to end."""
 
@@ -354,7 +361,7 @@ class _PluginSource(Source):
 
     def __init__(self, inner: SourcePlugin) -> None:
         self.inner = inner
-        for name in ("claims", "scan_below", "heavy_read", "abort_reads", "close"):
+        for name in ("claims", "scan_below", "heavy_read", "parse_job", "abort_reads", "close"):
             own = getattr(inner, name, None)  # the one place a source's optional ability is asked by name
             if callable(own):
                 setattr(self, name, own)
@@ -432,12 +439,16 @@ class Progress:
     def file_part(self, path: str, done: int, total: int) -> None:
         """A large file is written in parts: ``done`` of its ``total`` chunks are searchable."""
 
+    def cluster(self, work: Mapping[str, Any]) -> None:
+        """What the Ray cluster has done for the run so far (nodes, workers, rate per node: the ``cluster`` of the
+        run's report), every few seconds while it works for it."""
+
 
 class _PluginProgress(Progress):
     """A progress listener object that does not inherit :class:`Progress`: each member it lacks is a no-op."""
 
     def __init__(self, inner: object) -> None:
-        for name in ("files_total", "file_done", "embedded", "chunked", "file_part"):
+        for name in ("files_total", "file_done", "embedded", "chunked", "file_part", "cluster"):
             own = getattr(inner, name, None)  # the one place a listener's members are asked by name
             setattr(self, name, own if callable(own) else (lambda *args, **kwargs: None))
 

@@ -149,6 +149,10 @@ class Settings(BaseSettings):
         "(the cluster `ray start` made on this machine), HOST:PORT of its head, or 'local' (a one-machine cluster "
         "in this process); none: the writer embeds alone. Needs the cluster extra and token authentication",
     )
+    cluster_shared_roots: bool = Field(
+        False, description="the roots are visible at the same paths on every Ray node (a shared filesystem): nodes "
+        "read the documents they parse themselves instead of receiving their bytes through Ray's object store",
+    )
     # indexer watch
     watch_rescan_seconds: float = Field(600.0, ge=0, description="full reconciliation scan interval (0: at start only)")
     watch_polling: bool = Field(False, description="poll instead of inotify (NFS, SMB, some container mounts)")

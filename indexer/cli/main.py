@@ -29,6 +29,7 @@ from indexer.cli.options import (
     set_verbose,
 )
 from indexer.cli.progress import BarProgress, progress_bars
+from indexer.cli.status_view import time_split as cluster_time
 from indexer.codec import decode_result, request_json, result_json
 from indexer.collection.facade import Collection, list_collections, open_collection, open_reader
 from indexer.core import registry
@@ -197,6 +198,9 @@ def _print_report(r: IndexReport) -> None:
     if _STATE["verbose"] and r.stages:
         stages = ", ".join(f"{name} {seconds:.2f}" for name, seconds in r.stages.items())
         err.print(f"stage timings (s): {stages}; total {r.seconds:.2f}", highlight=False, markup=False)
+    if _STATE["verbose"] and r.cluster:  # the nodes' side: where each node's time went
+        for node in (r.cluster.get("per_node") or {}).values():
+            err.print(f"cluster node {node.get('host')}: {cluster_time(node)}", highlight=False, markup=False)
 
 
 @app.command()

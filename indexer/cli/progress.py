@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from indexer import ports
 
@@ -32,6 +33,7 @@ class BarProgress(ports.Progress):
         self.started = time.monotonic()
         self.done = 0
         self.total: int | None = None
+        self.nodes: TaskID | None = None  # the cluster's line, once a Ray cluster works for the run
 
     def files_total(self, n: int) -> None:
         self.total = n
@@ -44,6 +46,17 @@ class BarProgress(ports.Progress):
     def chunked(self, chunks: int) -> None:
         self.split += chunks
         self.bar.update(self.chunks, total=self.split)
+
+    def cluster(self, work: Mapping[str, Any]) -> None:
+        """A third line while a Ray cluster works for the run: nodes, workers and each node's rate."""
+        rates = [f"{n['host']} {n['chars_per_s']:,} chars/s" + (f", {n['files']} docs" if n.get("files") else "")
+                 for n in (work.get("per_node") or {}).values()]
+        text = f"cluster: {work.get('workers', 0)} workers on {work.get('nodes', 0)} nodes"
+        text += f" ({'; '.join(rates)})" if rates else ""
+        if self.nodes is None:
+            self.nodes = self.bar.add_task(text, total=None)
+        else:
+            self.bar.update(self.nodes, description=text)
 
     def embedded(self, chunks: int, tokens: int) -> None:
         self.tokens += tokens

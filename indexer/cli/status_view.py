@@ -112,6 +112,8 @@ def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
         ("last indexed", ago(info.get("last_indexed"))),
         ("watcher", describe_watcher(info.get("watcher"))),
     ]
+    if info.get("cluster"):
+        rows += cluster_rows(info["cluster"], verbose)
     reindex = info.get("reindex")
     if reindex:
         rows.append(
@@ -142,3 +144,33 @@ def lines(info: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
             ("health", ", ".join(f"{k}={v}" for k, v in health.items())),
         ]
     return rows
+
+
+def cluster_rows(run: dict[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
+    """The last (or ongoing) indexing run on a Ray cluster: nodes, workers, each node's rate; with ``verbose``
+    where each node's time went."""
+    when = (f"running now (started {ago(run.get('started_at'))})" if run.get("running")
+            else f"last run {ago(run.get('updated_at'))}")
+    workers, nodes = _plural(int(run.get("workers") or 0), "worker"), _plural(int(run.get("nodes") or 0), "node")
+    head = (f"{when} on the Ray cluster at {run.get('address')}: {workers} on {nodes}, "
+            f"{run.get('local_texts', 0):,} texts embedded by the writer")
+    if run.get("given_up"):
+        head += f"; given up ({run['given_up']}), the writer finished alone"
+    rows = [("cluster", head)]
+    for node in (run.get("per_node") or {}).values():
+        rate = f"{node.get('chars_per_s', 0):,} chars/s embedded ({node.get('texts', 0):,} texts)"
+        if node.get("files"):
+            rate += f", {node['files']:,} documents parsed"
+        rows.append(("  node", f"{node.get('host')}: {rate}"))
+        if verbose:
+            rows.append(("", "time: " + time_split(node)))
+    for line in (run.get("refused") or []) + (run.get("lost") or []):
+        rows.append(("  node", line))
+    return rows
+
+
+def time_split(node: dict[str, Any]) -> str:
+    """Where a node's time went (seconds): transfer and queue (its trips minus its work: dispatch, bytes, a read
+    waiting behind the one parsing), parse, chunk, embed."""
+    stages = (("transfer+queue", "transfer"), ("parse", "parse"), ("chunk", "chunk"), ("embed", "embed"))
+    return ", ".join(f"{label} {float(node.get(f'{k}_seconds') or 0):.1f} s" for label, k in stages)

@@ -82,11 +82,19 @@ class NodeStats:
     texts: int = 0
     chars: int = 0
     seconds: float = 0.0
+    files: int = 0  # documents read, parsed and chunked there (indexer.cluster.parsing)
+    sent: int = 0  # bytes sent to it
+    parse_seconds: float = 0.0  # reading and parsing (OCR included)
+    chunk_seconds: float = 0.0
+    transfer_seconds: float = 0.0  # trips minus the node's work (dispatch, bytes, queueing), parts and reads
+    embed_seconds: float = 0.0  # the node's own embedding time (``seconds``: the parts' round trips)
 
     def as_dict(self) -> dict[str, Any]:
         rate = self.chars / self.seconds if self.seconds else 0.0
         return {"host": self.host, "texts": self.texts, "chars": self.chars, "seconds": round(self.seconds, 2),
-                "chars_per_s": round(rate)}
+                "chars_per_s": round(rate), "files": self.files, "bytes_sent": self.sent,
+                "parse_seconds": round(self.parse_seconds, 2), "chunk_seconds": round(self.chunk_seconds, 2),
+                "transfer_seconds": round(self.transfer_seconds, 2), "embed_seconds": round(self.embed_seconds, 2)}
 
 
 @dataclass
@@ -104,10 +112,13 @@ class ClusterStats:
     lost: list[str] = field(default_factory=list)
     local_texts: int = 0
     per_node: dict[str, NodeStats] = field(default_factory=dict)
+    reads_resent: int = 0  # reads sent to another worker after theirs died (indexer.cluster.parsing)
+    reads_given_back: int = 0  # reads the writer did itself after the cluster could not
 
     def as_dict(self) -> dict[str, Any]:
         return {"workers": self.workers, "nodes": self.nodes, "refused": list(self.refused), "lost": list(self.lost),
-                "local_texts": self.local_texts, "per_node": {k: v.as_dict() for k, v in self.per_node.items()}}
+                "local_texts": self.local_texts, "per_node": {k: v.as_dict() for k, v in self.per_node.items()},
+                "reads_resent": self.reads_resent, "reads_given_back": self.reads_given_back}
 
 
 class ClusterEmbedder(LlamaEmbedder):
@@ -201,7 +212,8 @@ class ClusterEmbedder(LlamaEmbedder):
         have = {w.node for w in self._workers}
         nodes = [n for n in ray.nodes() if n.get("Alive") and n["NodeID"] not in have
                  and n.get("Resources", {}).get("CPU", 0) >= 1]
-        remote = ray.remote(max_restarts=0, max_task_retries=0)(EmbedWorker)
+        # reads parse in their own concurrency group, beside the parts being embedded (indexer.cluster.parsing)
+        remote = ray.remote(max_restarts=0, max_task_retries=0, concurrency_groups={"parse": 1})(EmbedWorker)
         started: list[tuple[Any, dict[str, Any]]] = []
         for n in nodes:
             cpus = int(n["Resources"]["CPU"])
@@ -256,11 +268,26 @@ class ClusterEmbedder(LlamaEmbedder):
             self.stats.refused.append(line)
             logger.warning("Ray worker refused on %s", line)
 
+    def pool(self) -> list[_Worker]:
+        """The live workers (made on the first call; the reads' lane shares them): ClusterError when none."""
+        if self._given_up is not None:
+            raise ClusterError(f"the Ray cluster at {self.address} was given up: {self._given_up}")
+        try:
+            return self._ensure_pool()
+        except _Lost as exc:
+            self._give_up(str(exc))
+            raise ClusterError(str(exc)) from exc
+
+    def live(self) -> list[_Worker]:
+        with self._pool_lock:
+            return list(self._workers)
+
     def _lose(self, worker: _Worker, exc: BaseException) -> None:
         with self._pool_lock:
-            if worker in self._workers:
-                self._workers.remove(worker)
-                self.stats.workers = len(self._workers)
+            if worker not in self._workers:
+                return  # already said (the reads' lane and the embedding both met its death)
+            self._workers.remove(worker)
+            self.stats.workers = len(self._workers)
         line = f"{worker.host}: {' '.join(str(exc).split())[:200]}"
         self.stats.lost.append(line)
         logger.warning("Ray worker lost on %s; its part goes to another worker", line)
@@ -281,7 +308,7 @@ class ClusterEmbedder(LlamaEmbedder):
             while queue and idle:
                 w = idle.popleft()
                 i = queue.popleft()
-                pending[w.actor.embed.remote(parts[i], normalize.value)] = (i, w, time.perf_counter())
+                pending[w.actor.embed_timed.remote(parts[i], normalize.value)] = (i, w, time.perf_counter())
             if not pending:
                 raise _Lost("every worker died")
             done, _ = ray.wait(list(pending), num_returns=1, timeout=PART_TIMEOUT)
@@ -290,7 +317,8 @@ class ClusterEmbedder(LlamaEmbedder):
             ref = done[0]
             i, w, started = pending.pop(ref)
             try:
-                results[i] = np.asarray(ray.get(ref), dtype=np.float32)
+                vectors, took = ray.get(ref)
+                results[i] = np.asarray(vectors, dtype=np.float32)
             except RayTaskError:  # the part's input, not the worker: embedded here, where its error is raised
                 results[i] = super().embed_batch(parts[i], normalize)
                 idle.append(w)
@@ -302,7 +330,10 @@ class ClusterEmbedder(LlamaEmbedder):
             stats = self.stats.per_node.setdefault(w.node, NodeStats(w.host))
             stats.texts += len(parts[i])
             stats.chars += sum(map(len, parts[i]))
-            stats.seconds += time.perf_counter() - started
+            trip = time.perf_counter() - started
+            stats.seconds += trip
+            stats.embed_seconds += took
+            stats.transfer_seconds += max(0.0, trip - took)
             idle.append(w)
         return np.concatenate([r for r in results if r is not None], axis=0)
 

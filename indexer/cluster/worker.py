@@ -14,11 +14,14 @@ computes differently: another build, a broken CPU path.)
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import socket
 import tempfile
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from indexer.core.normalization import Normalization
+from indexer.errors import SourceError
 
 CACHE_ENV = "INDEXER_RAY_MODEL_CACHE"  # where a node keeps the weight files it was sent (default: <tmp>)
 _write_lock = threading.Lock()
@@ -89,7 +93,10 @@ def weights_here(spec: WeightsSpec, weights: list[Any]) -> tuple[Path, str]:
 
 
 class EmbedWorker:
-    """The body of a Ray actor (``ray.remote`` is applied by :mod:`indexer.cluster.embedder`)."""
+    """The body of a Ray actor (``ray.remote`` is applied by :mod:`indexer.cluster.embedder`). Its ``embed`` calls
+    run one at a time; ``parse`` (a heavy read: :mod:`indexer.cluster.parsing`) runs in the actor's ``parse``
+    concurrency group beside them, so a document parses in its worker process while a part embeds; the tokenizer
+    the chunking counts with is shared with ``embed`` under a lock."""
 
     def __init__(self, spec: WeightsSpec, weights: list[Any]) -> None:
         import ray
@@ -100,6 +107,8 @@ class EmbedWorker:
         threads = spec.threads or max(1, int(ray.get_runtime_context().get_assigned_resources().get("CPU", 1)))
         self.engine = LlamaEmbedder(path, n_threads=threads)
         self.engine.use_tokenizer(spec.tokenizer)
+        self.lock = threading.Lock()
+        self._splitters: dict[Any, Callable[[Any], list[Any]]] = {}
         self.info = {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
                      "pid": os.getpid(), "weights": how, "threads": threads}
 
@@ -108,4 +117,30 @@ class EmbedWorker:
         return dict(self.info)
 
     def embed(self, texts: list[str], normalize: str) -> np.ndarray:
-        return self.engine.embed_batch(texts, Normalization(normalize))
+        with self.lock:
+            return self.engine.embed_batch(texts, Normalization(normalize))
+
+    def embed_timed(self, texts: list[str], normalize: str) -> tuple[np.ndarray, float]:
+        """The vectors and the seconds the node spent making them (the rest of a part's trip is transfer)."""
+        started = time.perf_counter()
+        vectors = self.embed(texts, normalize)
+        return vectors, time.perf_counter() - started
+
+    def parse(self, job: Callable[[], Any], recipe: Any) -> tuple[Any, ...]:
+        """Read, parse and chunk one document (``job``: a source's parse job; ``recipe``: the collection's
+        indexer.index.splitting.SplitRecipe). ``("ok", document without its text, chunks, seconds)`` or
+        ``("failed", reason, code)`` (the file's own error: a SourceError does not travel whole)."""
+        started = time.perf_counter()
+        try:
+            doc = job()
+        except SourceError as exc:
+            return ("failed", exc.reason, exc.code)
+        except Exception as exc:  # a reader's bug: the file's failure too, as a read in the writer says it
+            return ("failed", f"{type(exc).__name__}: {exc}", "error")
+        parsed = time.perf_counter()
+        split = self._splitters.get(recipe)
+        if split is None:
+            split = self._splitters[recipe] = recipe.splitter(self.engine, self.lock)
+        chunks = split(doc)
+        seconds = {"parse": parsed - started, "chunk": time.perf_counter() - parsed}
+        return ("ok", dataclasses.replace(doc, text="", media=(), outline=()), chunks, seconds)

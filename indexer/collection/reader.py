@@ -32,6 +32,7 @@ from indexer.search.lexical import known as lexical_known
 from indexer.search.query import QueryLimits, SearchRequest, SearchResult, Selection, prepare, run_search
 from indexer.search.rerank import RerankBudget
 from indexer.settings import Settings
+from indexer.state.cluster_runs import read_run
 from indexer.state.fields import Where, clause_order, compile_where
 
 logger = logging.getLogger(__name__)
@@ -333,6 +334,7 @@ class CollectionReader(PartsView):
             "pictures": embeds_images(rec.model_path),
             "image_points": parts.state.image_points(self.name),
             "watcher": _watcher_status(parts.settings, self.name),
+            "cluster": read_run(parts.settings.data_dir, self.name),  # the last or ongoing run on a Ray cluster
             "health": health,
             "recall": self.recall(),
             "failures": [{"path": p, "reason": r} for p, r in parts.state.failures(self.name)],

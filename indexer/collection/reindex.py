@@ -50,7 +50,10 @@ from indexer.core.paths import within
 from indexer.engine import loader
 from indexer.engine.adapters import LlamaEmbedder
 from indexer.errors import InputError, NotFoundError, StoreError
+from indexer.index import batching
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
+from indexer.index.reads import ReadAhead
+from indexer.index.splitting import SplitRecipe
 from indexer.ports import Embedder, VectorStore, embeds_images
 from indexer.settings import Settings
 from indexer.state.database import CollectionRecord, StateStore
@@ -144,10 +147,11 @@ def run(
             if shadow.get_collection(col.name) is None:
                 shadow.create_collection(new_rec)
             model = ModelHandle.over(embedder).with_prompt(col.prompts.document)  # documents as recorded
-            first = _sync_shadow(col, shadow, store, model, job, progress_cb)
-            with _wait_writer_lock(col, lock_wait_s):
-                catch_up = _sync_shadow(col, shadow, store, model, job, progress_cb)
-                _switch(col, job, new_rec, shadow)
+            with _reads(col, embedder) as reads:
+                first = _sync_shadow(col, shadow, store, model, job, progress_cb, reads)
+                with _wait_writer_lock(col, lock_wait_s):
+                    catch_up = _sync_shadow(col, shadow, store, model, job, progress_cb, reads)
+                    _switch(col, job, new_rec, shadow)
         finally:
             shadow.close()
     finally:
@@ -196,11 +200,14 @@ def _sync_shadow(
     embedder: Embedder,
     job: Job,
     progress_cb: Progress | None,
+    reads: ReadAhead,
 ) -> IndexReport:
     """Bring the shadow (new model) in line with the files under the live collection's current roots."""
     from indexer.index.chunking import chunker_for
 
     pipeline = Pipeline(
+        reads=reads,
+        step_tokens=batching.CLUSTER_STEP_TOKENS if col.settings.cluster else None,
         collection=col.name,
         state=shadow,
         store=AliasedStore(store, col.name, job.target),
@@ -222,6 +229,25 @@ def _sync_shadow(
         # the new model's readers: a multimodal model re-reads the images a text-only one skipped or OCR'd
         pipeline.sync(col.source_for(root, media=embeds_images(embedder)), root, report)
     return report
+
+
+@contextmanager
+def _reads(col: CollectionParts, engine: LlamaEmbedder) -> Iterator[ReadAhead]:
+    """The reindex's read-ahead: with the ``cluster`` setting, documents parsed and chunked on the Ray cluster's
+    nodes for the new model (indexer.cluster.parsing), as an index run's are."""
+    reads = ReadAhead(col.settings.parse_workers if col.settings.cluster else 1)  # 1: as before the cluster
+    far = None
+    if col.settings.cluster:
+        from indexer.cluster.parsing import ClusterReads
+
+        recipe = SplitRecipe(col.chunk_tokens, col.settings.chunk_overlap, col.chunk_context, col.prompts.document)
+        far = reads.far = ClusterReads(lambda: engine, lambda: recipe, shared=col.settings.cluster_shared_roots)
+    try:
+        yield reads
+    finally:
+        reads.close()
+        if far is not None:
+            far.close()
 
 
 @contextmanager

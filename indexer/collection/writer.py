@@ -16,16 +16,19 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from indexer import ports
 from indexer.cluster.report import note as cluster_note
 from indexer.collection import blind_spots, leftovers, reindex
 from indexer.collection.aliases import keep_live
+from indexer.collection.cluster_run import ClusterRun
 from indexer.collection.parts import CollectionParts, PartsView
 from indexer.core.paths import user_path, within
 from indexer.errors import InputError, NotFoundError
-from indexer.index import large, payloads
+from indexer.index import batching, large, payloads
 from indexer.index.chunking import chunker_for
 from indexer.index.pipeline import IndexReport, Pipeline, Progress
 from indexer.index.reads import DETACH_SECONDS, ReadAhead
+from indexer.index.splitting import SplitRecipe
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, PayloadScan, Source, lexical_index
 from indexer.search.lexical import ANALYZER
@@ -56,8 +59,7 @@ class CollectionWriter(PartsView):
     def close(self) -> None:
         self._recall.wait(RECALL_WAIT_S)  # a measurement in flight finishes (and records) before the store closes
         if self._reads is not None:
-            self._reads.close()
-            self._reads = None
+            self._close_reads()
         for source in self._sources.values():
             source.close()
         self._sources.clear()
@@ -71,12 +73,19 @@ class CollectionWriter(PartsView):
         if listener is None:  # the watcher stops: reads left in the background end now (their paths are queued)
             self._kept = large.KeptWrites()  # part-written large files too (the next call's recover deletes them)
             if self._reads is not None:
-                self._reads.close()
-                self._reads = None
+                self._close_reads()
             self._following = False
             return
         self._read_ahead().listener = listener
         self._following = True
+
+    def _close_reads(self) -> None:
+        reads, self._reads = self._reads, None
+        if reads is not None:
+            reads.close()
+            far = reads.far
+            if far is not None and hasattr(far, "close"):
+                far.close()
 
     def reading(self) -> list[dict[str, Any]]:
         """Files being read in the background (path, seconds so far): status."""
@@ -96,6 +105,15 @@ class CollectionWriter(PartsView):
     def _read_ahead(self) -> ReadAhead:
         if self._reads is None:
             self._reads = ReadAhead(self.parts.settings.parse_workers)
+            if self.parts.settings.cluster:  # heavy reads parsed and chunked on the Ray cluster's nodes
+                from indexer.cluster.parsing import ClusterReads
+
+                parts = self.parts
+                self._reads.far = ClusterReads(
+                    lambda: parts.model.engine,
+                    lambda: SplitRecipe(parts.chunk_tokens, parts.settings.chunk_overlap, parts.chunk_context,
+                                        parts.prompts.document),
+                    shared=parts.settings.cluster_shared_roots)
         return self._reads
 
     def source_for(self, root: str) -> Source:
@@ -239,7 +257,7 @@ class CollectionWriter(PartsView):
         parts = self.parts
         report = IndexReport()
         parts.join_cluster()
-        with parts.writer_lock():
+        with parts.writer_lock(), ClusterRun(parts, ports.as_progress(progress)):
             pipeline = self._pipeline(parts.ensure_created(), progress)
             pipeline.recover()
             self._ensure_lexical(report)
@@ -341,6 +359,7 @@ class CollectionWriter(PartsView):
             chunk_context=self.parts.chunk_context,
             kept=self._kept if kept else None,
             slice_seconds=large.LARGE_WRITE_SECONDS if kept and self._following else None,
+            step_tokens=batching.CLUSTER_STEP_TOKENS if parts.settings.cluster else None,
         )
 
     def _attach_root(self, root: str, notes: list[str]) -> str:

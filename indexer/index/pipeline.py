@@ -73,6 +73,7 @@ class Pipeline:
         chunk_context: str = "none",
         kept: KeptWrites | None = None,
         slice_seconds: float | None = None,
+        step_tokens: int | None = None,
     ) -> None:
         self.collection = collection
         self.state = state
@@ -82,6 +83,7 @@ class Pipeline:
         self.normalization = normalization
         self.batch_chunks = batch_chunks
         self.batch_seconds = batch_seconds
+        self.step_tokens = step_tokens  # tokens per embedding step (None: EMBED_STEP_TOKENS; a cluster's are larger)
         progress = ports.as_progress(progress)  # a listener of the Python API may define only some members
         self.progress: Progress = progress or _NoProgress()
         # Unchanged files are reported one by one only to a listener: at 100k files the calls alone cost ~0.1 s.
@@ -279,8 +281,8 @@ class Pipeline:
         since = time.monotonic()
         large: Deferred[Prepared] = Deferred()
         reads = self.reads or ReadAhead(1)
-        width = max(1, min(reads.width, int(source.parallel_reads or 1)))
         queue = deque(sorted(todo, key=lambda r: r.size))  # small files first
+        width = reads.plan(source, queue)  # with a far lane (a Ray cluster) as many more as it takes
         running: dict[Future[Document], SourceRef] = {}
         try:
             while queue or running:
@@ -376,6 +378,8 @@ class Pipeline:
                 report.files_touched += 1
                 return None
             started = time.perf_counter()
+            if chunked is not None and self._listening:  # chunked elsewhere: the progress counts them now
+                self.progress.chunked(len(chunked))
             chunks = chunked if chunked is not None else self._split.chunks(doc)
             seconds = time.perf_counter() - started
             report.timed("chunk", seconds)
@@ -548,7 +552,7 @@ class Pipeline:
             if chunk.content_hash not in vectors:
                 missing.setdefault(chunk.content_hash, chunk)
         report.chunks_reused += len(chunks) - len(missing)
-        for step in embed_steps(list(missing.values())):
+        for step in embed_steps(list(missing.values()), self.step_tokens):
             texts = [c for c in step if c.media is None]
             pictures = [c for c in step if c.media is not None]
             started = time.perf_counter()

@@ -23,6 +23,13 @@ longer than a moment in the background, syncs the other changes, and is told (``
 the next sync of that path takes the finished document instead of reading it again (if the file has changed
 since, that version is indexed first and the file synced again). Detached reads hold no more than their lane's
 threads, so their number needs no cap.
+
+A third lane may take the heavy reads elsewhere (:attr:`ReadAhead.far`: the Ray cluster's nodes, set by the
+collection's writer with the ``cluster`` setting; docs/deploy.md#indexing-on-a-ray-cluster): there a document is
+read, parsed and chunked, and comes back with its chunks (:meth:`ReadAhead.prepared`). A call uses it only when it
+has at least :data:`FAR_MIN_FILES` heavy reads (:meth:`ReadAhead.plan`: a watcher's one-file edit stays here), with
+as many reads in flight as the lane takes. A far read that fails for another reason than the file (its node died,
+the cluster was lost) is read here instead: nothing is lost.
 """
 
 from __future__ import annotations
@@ -30,14 +37,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
+from indexer.errors import SourceError
 from indexer.ports import Source
-from indexer.types import Document, SourceRef
+from indexer.types import Chunk, Document, SourceRef
 
 logger = logging.getLogger(__name__)
 # the watcher leaves each read running longer than this in the background and goes on with the rest of its call: a
@@ -46,6 +54,20 @@ DETACH_SECONDS = 0.5
 QUEUED_SECONDS = 0.1  # a read queued this long behind others is slow too
 UNTAKEN_SECONDS = 300.0  # a background read's document is kept this long for the sync that takes it
 REMEMBERED = 10_000  # files whose last read's duration is kept (a file read slowly last time is not waited for)
+FAR_MIN_FILES = 4  # a call with fewer heavy reads reads them here: the far lane's dispatch never slows an edit
+
+
+class FarLane(Protocol):
+    """Heavy reads done elsewhere, each document coming back with its chunks (indexer.cluster.parsing)."""
+
+    def capacity(self) -> int:
+        """How many reads it takes in flight at once (0: none now)."""
+        ...
+
+    def start(self, source: Source, ref: SourceRef) -> Future[tuple[Document, list[Chunk]]] | None:
+        """The read of ``ref`` elsewhere (None: not this one). Fails with the file's SourceError, or with anything
+        else when it could not be done there (then it is read here)."""
+        ...
 
 
 @dataclass
@@ -74,6 +96,23 @@ class ReadAhead:
         self._took: dict[str, float] = {}  # path -> seconds its last read ran (oldest first)
         self.listener: Callable[[str], None] | None = None
         self._closed = False
+        self.far: FarLane | None = None
+        self._far_now = False  # this call's heavy reads go to the far lane (plan)
+
+    def plan(self, source: Source, refs: Sequence[SourceRef]) -> int:
+        """How many reads a call over ``refs`` may have in flight, and whether its heavy reads go to the far lane
+        (at least :data:`FAR_MIN_FILES` of them): then as many more as the lane takes."""
+        self._far_now = False
+        width = max(1, min(self.width, int(source.parallel_reads or 1)))
+        if self.far is None or sum(1 for r in refs if self._lane(source, r) is self._heavy) < FAR_MIN_FILES:
+            return width
+        try:
+            more = self.far.capacity()
+        except Exception as exc:  # the cluster could not be reached or made no worker: every read here
+            logger.warning("reading here: the far lane takes no reads (%s)", exc)
+            return width
+        self._far_now = more > 0
+        return width + max(0, more)
 
     def submit(
         self, source: Source, ref: SourceRef, prepare: Callable[[Document], Any] | None = None
@@ -89,7 +128,13 @@ class ReadAhead:
                 known.detached = False
                 return known.future
             read = _Read(key, Future(), source, ref)
-            read.future = self._lane(source, ref).submit(self._run, read, source, ref, prepare)
+            lane = self._lane(source, ref)
+            far = self._far_start(source, ref) if self._far_now and lane is self._heavy else None
+            if far is None:
+                read.future = lane.submit(self._run, read, source, ref, prepare)
+            else:
+                read.running = time.monotonic()
+                far.add_done_callback(partial(self._far_done, read, source, ref, prepare))
             self._reads[ref.path] = read
             future = read.future
         future.add_done_callback(partial(self._ended, ref.path))
@@ -102,6 +147,29 @@ class ReadAhead:
         if prepare is not None:
             read.prepared = prepare(doc)
         return doc
+
+    def _far_start(self, source: Source, ref: SourceRef) -> Future[tuple[Document, list[Chunk]]] | None:
+        assert self.far is not None
+        try:
+            return self.far.start(source, ref)
+        except Exception as exc:  # the file could not be sent (vanished, unreadable): the read here says why
+            logger.debug("%s read here: %s", ref.path, exc)
+            return None
+
+    def _far_done(self, read: _Read, source: Source, ref: SourceRef, prepare: Callable[[Document], Any] | None,
+                  far: Future[tuple[Document, list[Chunk]]]) -> None:
+        """A far read ended: its document and chunks, the file's own error, or (lost) the file read here."""
+        exc = far.exception()
+        if exc is None:
+            doc, read.prepared = far.result()
+            _settle(read.future, doc, None)
+        elif isinstance(exc, SourceError) or self._closed:
+            _settle(read.future, None, exc)
+        else:
+            logger.info("%s is read here: its far read was lost (%s)", ref.path, exc)
+            here = self._heavy.submit(self._run, read, source, ref, prepare)
+            here.add_done_callback(lambda f: _settle(read.future, None if f.exception() else f.result(),
+                                                     f.exception()))
 
     def read_ref(self, path: str) -> SourceRef | None:
         """The ref the read of ``path`` was started with (older than the caller's when the file changed while a
@@ -208,3 +276,14 @@ class ReadAhead:
                 read.source.abort_reads()
         for lane in (self._heavy, self._light):
             lane.shutdown(wait=False, cancel_futures=True)
+
+
+def _settle(future: Future[Document], doc: Document | None, exc: BaseException | None) -> None:
+    """End a far read's future (unless it was cancelled meanwhile: a closing writer)."""
+    try:
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(doc)  # type: ignore[arg-type]
+    except InvalidStateError:
+        pass

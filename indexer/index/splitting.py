@@ -5,8 +5,14 @@ calls; otherwise in the indexing thread, telling a progress that counts chunks a
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, cast
 
+from indexer.index.chunking import chunker_for
 from indexer.index.context import HeadingContext
 from indexer.ports import Chunker, Embedder, Progress, embeds_images
 from indexer.types import Chunk, Document
@@ -66,3 +72,35 @@ class Splitter:
         lines = max(1, doc.text.count("\n") + 1) if doc.text else 1
         return [Chunk(doc.ref.path, start + i, "", 0, 0, 1, lines, 0, metadata=doc.metadata, media=part)
                 for i, part in enumerate(doc.media) if part.kind == "image"]
+
+
+@dataclass(frozen=True)
+class SplitRecipe:
+    """How a collection cuts its documents, for another process holding the same model (a Ray node:
+    :mod:`indexer.cluster`): the chunks it makes are the ones this process would (same tokenizer, chunk size,
+    overlap, heading context, and the document prompt counted in front of each text)."""
+
+    chunk_tokens: int
+    overlap_tokens: int
+    chunk_context: str = "none"
+    prompt: str = ""
+
+    def splitter(self, engine: Any, lock: threading.Lock | None = None) -> Callable[[Document], list[Chunk]]:
+        """``doc -> chunks`` over ``engine`` (a loaded llama.cpp adapter); ``lock`` guards its tokenizer when
+        another thread embeds with it."""
+        counter = cast(Embedder, _Prompted(engine, self.prompt, lock))
+        chunker = chunker_for(counter, self.chunk_tokens, self.overlap_tokens)
+        return Splitter(chunker, counter, Progress(), False, self.chunk_context).chunks
+
+
+class _Prompted:
+    """The model as the collection counts with it: the document prompt in front (collection/model.py's handle)."""
+
+    def __init__(self, engine: Any, prompt: str, lock: threading.Lock | None) -> None:
+        self.engine, self.prompt, self.lock = engine, prompt, lock
+        self.max_tokens = int(engine.max_tokens)
+        self.media_kinds = tuple(engine.media_kinds)
+
+    def count_tokens(self, text: str) -> int:
+        with self.lock or nullcontext():
+            return int(self.engine.count_tokens(self.prompt + text))

@@ -42,6 +42,7 @@ from plugins.filesystem.isolation import ParsePool
 from plugins.filesystem.reader_options import configure_readers
 from plugins.filesystem.readers import TextReader
 from plugins.filesystem.readers import looks_like_text as sniff_text
+from plugins.filesystem.remote import RemoteRead
 
 if TYPE_CHECKING:
     from indexer.plugin_api import Settings
@@ -171,6 +172,7 @@ class FilesystemSource(Source):
         # parse_timeout None parses them in this process (tests of the readers themselves). Up to
         # ``parse_workers`` files parse at once (``read`` is thread-safe), each in its own worker.
         self._worker = ParsePool(parse_timeout, parse_memory_mb, parse_workers) if parse_timeout is not None else None
+        self._limits = (parse_timeout, parse_memory_mb)
         self.parallel_reads = parse_workers if parse_timeout is not None else 1
 
     @classmethod
@@ -220,6 +222,15 @@ class FilesystemSource(Source):
         reads in their own lane, so a text file is never queued behind them (:mod:`indexer.index.reads`)."""
         reader = self.reader_for(ref.path)
         return self._worker is not None and reader is not None and bool(getattr(reader, "isolated", False))
+
+    def parse_job(self, ref: SourceRef, *, shared: bool = False) -> RemoteRead | None:
+        """A heavy read for another machine (a Ray node: :mod:`plugins.filesystem.remote`), with the file's bytes
+        read here unless ``shared``; None for a read that is not heavy."""
+        reader = self.reader_for(ref.path)
+        if reader is None or not self.heavy_read(ref) or not self.contains(ref.path):
+            return None
+        cap = self.size_cap(os.path.splitext(ref.path)[1].lower())[0]
+        return RemoteRead(reader, ref, None if shared else self._read_bytes(ref.path), cap, *self._limits)
 
     def kind_for(self, path: str | os.PathLike[str]) -> str | None:
         """The reader kind (``markdown``, ``code``, ...) a path would be read with, by extension only."""

@@ -85,6 +85,7 @@ def test_a_node_killed_mid_run_loses_and_duplicates_nothing(ray_cluster, referen
     name = f"killed{int(share * 100)}"
     # small embedding steps, each spread over both workers, so the kill at 90 % still has steps after it
     monkeypatch.setattr("indexer.index.batching.EMBED_STEP_TOKENS", 1024)
+    monkeypatch.setattr("indexer.index.batching.CLUSTER_STEP_TOKENS", 1024)
     monkeypatch.setattr("indexer.cluster.embedder.MIN_CLUSTER_CHARS", 1)
     monkeypatch.setattr("indexer.cluster.embedder.PART_CHARS", 1000)
     try:
@@ -113,6 +114,7 @@ def test_the_whole_cluster_lost_mid_run_the_writer_finishes_alone(ray_cluster, r
     the one-machine index's."""
     root, want = reference
     monkeypatch.setattr("indexer.index.batching.EMBED_STEP_TOKENS", 1024)
+    monkeypatch.setattr("indexer.index.batching.CLUSTER_STEP_TOKENS", 1024)
     monkeypatch.setattr("indexer.cluster.embedder.MIN_CLUSTER_CHARS", 1)
     monkeypatch.setattr("indexer.cluster.embedder.PART_CHARS", 1000)
 

@@ -3,6 +3,7 @@ by weight type, and that a small batch never reaches the pool."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,45 @@ def test_tolerance_is_stricter_for_float_weights(embed_model_path: Path, tmp_pat
 
 def test_tolerance_of_a_quantized_file(embed_model_q8_path: Path, q8_runs: bool):
     assert tolerance(str(embed_model_q8_path)) == 0.999
+
+
+def _run_record(**over):
+    node = {"host": "vm:1234", "texts": 10, "chars": 9000, "seconds": 1.0, "chars_per_s": 9000, "files": 4,
+            "bytes_sent": 1000, "parse_seconds": 3.25, "chunk_seconds": 0.5, "transfer_seconds": 0.25,
+            "embed_seconds": 0.75}
+    return {"address": "10.0.0.5:6379", "workers": 2, "nodes": 2, "local_texts": 3, "given_up": None, "refused": [],
+            "lost": [], "per_node": {"n1": node}, "started_at": 1.0, **over}
+
+
+def test_status_reads_the_last_run_and_a_running_one(tmp_path):
+    import os
+
+    from indexer.cli.status_view import cluster_rows
+    from indexer.state.cluster_runs import read_run, write_run
+
+    assert read_run(tmp_path, "notes") is None  # no run on a cluster yet: no row
+    write_run(tmp_path, "notes", _run_record(running=True, pid=os.getpid()))
+    run = read_run(tmp_path, "notes")
+    assert run is not None and run["running"]
+    rows = cluster_rows(run, verbose=True)
+    assert rows[0][0] == "cluster" and rows[0][1].startswith("running now") and "2 workers on 2 nodes" in rows[0][1]
+    assert "vm:1234: 9,000 chars/s embedded (10 texts), 4 documents parsed" in rows[1][1]
+    assert rows[2][1] == "time: transfer+queue 0.2 s, parse 3.2 s, chunk 0.5 s, embed 0.8 s"
+    write_run(tmp_path, "notes", _run_record(running=True, pid=2 ** 22 + 12345))  # its writer is gone (killed)
+    run = read_run(tmp_path, "notes")
+    assert run is not None and not run["running"]
+    assert cluster_rows(run)[0][1].startswith("last run") and len(cluster_rows(run)) == 2  # no time rows without -v
+
+
+def test_the_progress_bar_draws_a_cluster_line():
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from indexer.cli.progress import BarProgress
+
+    with Progress(console=Console(file=open(os.devnull, "w")), disable=True) as bar:  # noqa: SIM115
+        progress = BarProgress(bar)
+        progress.cluster(_run_record())
+        progress.cluster(_run_record(workers=1, nodes=1))
+        line = bar.tasks[-1].description
+    assert len(bar.tasks) == 3 and line.startswith("cluster: 1 workers on 1 nodes (vm:1234 9,000 chars/s, 4 docs")

@@ -25,8 +25,9 @@ ALLOWED_LONG = {
         690, "token-aware chunking: blocks, exact counts, packing and overlap (one algorithm, one pass per document)"
     ),
     "plugins/filesystem/source.py": (
-        632, "the filesystem scan: roots, ignore files, symlinks, per-path refs, claims and reading (+10 for the rules "
-        "asked of a link's target, issue 41; +1 for inheriting the Source port, issue 43)"
+        643, "the filesystem scan: roots, ignore files, symlinks, per-path refs, claims and reading (+10 for the rules "
+        "asked of a link's target, issue 41; +1 for inheriting the Source port, issue 43; +11 for a read's job for a "
+        "Ray node, issue 47)"
     ),
 }
 
