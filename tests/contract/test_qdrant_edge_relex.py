@@ -110,7 +110,9 @@ def test_a_rebuild_killed_mid_way_leaves_the_old_terms_and_the_next_run_finishes
 
         assert store.ensure_lexical("notes") is True  # the next run finishes the rebuild
         assert store.lexical_version("notes") == lexical.LEXICAL_VERSION
-        assert sorted(p.name for p in (folder / "edge").iterdir()) == ["notes", "notes.meta.json"]  # no copy left
+        left = sorted(p.name for p in (folder / "edge").iterdir())
+        assert not [n for n in left if "relex" in n], left  # no copy left (the recall ring's file may sit beside)
+        assert {"notes", "notes.meta.json"} <= set(left)
         assert _first(store, "预算") == "/notes/zh.md"
         assert _first(store, "데이터베이스") == "/notes/ko.md"
         assert _first(store, "budget") == "/notes/en.md"
