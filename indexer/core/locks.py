@@ -180,3 +180,18 @@ def writer_lock(path: str | os.PathLike[str], what: str) -> Iterator[None]:
     message = f"{what} is being written by another indexer process; wait for it to finish (searching works meanwhile)"
     with lock_for(path).hold(timeout=0, message=message):
         yield
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a pid recorded in a status or announce file; pids are reused, so this says
+    "maybe still running", and callers pair it with a freshness time or a lock)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+

@@ -14,6 +14,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from indexer.core.locks import process_alive
+
 FILE_NAME = "server.json"
 
 
@@ -58,7 +60,7 @@ def read(data_dir: Path | str) -> Announcement | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return ann if _alive(ann.pid) else None
+    return ann if process_alive(ann.pid) else None
 
 
 def remove(data_dir: Path | str, ann: Announcement) -> None:
@@ -72,13 +74,3 @@ def remove(data_dir: Path | str, ann: Announcement) -> None:
         pass
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

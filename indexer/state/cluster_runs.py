@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from indexer.core.locks import process_alive
 from indexer.state.watch_files import write_json_atomic
 
 RECORD_SECONDS = 2.0  # how often a running writer writes the file
@@ -39,17 +40,7 @@ def read_run(data_dir: str | os.PathLike[str], collection: str) -> dict[str, Any
     if not isinstance(data, dict):
         return None
     fresh = time.time() - float(data.get("updated_at") or 0) < STALE_SECONDS
-    data["running"] = bool(data.get("running")) and fresh and _alive(int(data.get("pid") or 0))
+    data["running"] = bool(data.get("running")) and fresh and process_alive(int(data.get("pid") or 0))
     return data
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
