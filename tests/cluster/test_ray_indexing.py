@@ -101,7 +101,10 @@ def test_a_node_killed_mid_run_loses_and_duplicates_nothing(ray_cluster, referen
         assert got["tops"] == want["tops"]
         work = report.cluster
         assert work is not None
-        assert len(work["lost"]) == 1 and work["workers"] == 1, work  # its part was redone by the other worker
+        # its part was redone by the other worker; at 90 % the run may end before Ray reports the node dead (the
+        # points above are the goal): the redo is asserted wherever the loss was seen, and always at 30 and 60 %
+        if share < 0.9 or work["lost"]:
+            assert len(work["lost"]) == 1 and work["workers"] == 1, work
         assert not work["given_up"]
     finally:
         while len(ray_cluster.worker_nodes) < 2:  # the next test gets its two nodes back
