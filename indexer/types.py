@@ -475,11 +475,12 @@ class RecallEstimate:
     rescore: int | None = None  # candidates per result rescored with the float vectors (x limit); None: no codes
     source: str = "exact"
     points: int = 0
-    latency_ms: float | None = None  # mean time of one approximate query of the sample at ``value``
+    latency_ms: float | None = None  # median time of one approximate query of the sample at ``value``
     measured_at: float = 0.0  # unix time
     sample_kind: str = "chunks"  # searches | chunks | searches+chunks (older records: chunks)
     searches: int = 0  # queries of the sample that were recent searches (the rest: chunk vectors)
     graph: dict[str, int] | None = None  # the build-time parameters of the index measured (HNSW m, ef_construct; lists)
+    trials: list[list[float]] | None = None  # the tuning's steps in the order measured: [value, rescore, recall, ms]
 
     @property
     def exact(self) -> bool:

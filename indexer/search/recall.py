@@ -3,8 +3,8 @@ exact search, how its search-time parameter is tuned from the estimate, and when
 
 Pure parts (the stores call them through :mod:`indexer.plugin_api`): :func:`recall_at_k` (ties with the k-th
 exact score count as found), :func:`steps` (the values tried), :func:`tune` (raise the parameter until the floor
-or the latency budget), :func:`sample_rows`. :class:`RecentQueries`: the bounded ring of a collection's recent
-search vectors (never their text) the stores sample first, persisted beside the recorded estimate. The scheduling
+or the latency budget), :func:`climb` (several levers, the cheapest per recall gained first), :func:`sample_rows`.
+:class:`RecentQueries`: the bounded ring of a collection's recent search vectors (never their text) the stores sample first, persisted beside the recorded estimate. The scheduling
 part, :class:`RecallWatch`, runs a store's ``measure_recall`` (:class:`indexer.ports.RecallCheck`) in a background
 thread after a write batch, at most every ``interval`` seconds per collection, and says a drop below the floor
 once (a log warning; status shows it).
@@ -35,7 +35,7 @@ FLOOR = 0.97  # recall@10 an approximate index must keep (issue 50's goal)
 K = 10
 SAMPLE = 100  # queries per measurement: recent searches first (at recall 0.75 the standard error is ~0.03)
 INTERVAL_S = 600.0  # at most one measurement per collection in this time (after a write batch)
-LATENCY_BUDGET_MS = 5.0  # mean time of one approximate query the tuning may spend
+LATENCY_BUDGET_MS = 5.0  # median time of one approximate query the tuning may spend
 RECENT = 200  # query vectors a collection's ring keeps (300 KB at 384 dimensions)
 PERSIST_S = 30.0  # a searching process writes its ring to disk at most this often (and when it closes)
 
@@ -87,7 +87,7 @@ def ladder(start: int, cap: int, rescore: int = 1, rescore_cap: int = 1) -> list
 
 @dataclass(frozen=True)
 class Trial:
-    value: Any  # a parameter value, or a (parameter, rescoring depth) pair of :func:`ladder`
+    value: Any  # a parameter value, or a (parameter, rescoring depth) pair of :func:`ladder` / :func:`climb`
     recall: float
     latency_ms: float
 
@@ -113,6 +113,50 @@ def tune(
     if not trials:
         raise ValueError("no value to try")
     return trials[-1], trials
+
+
+def climb(
+    measure: Callable[[tuple[int, ...]], tuple[float, float]], start: Sequence[int], caps: Sequence[int],
+    floor: float = FLOOR, latency_budget_ms: float = LATENCY_BUDGET_MS,
+) -> tuple[Trial, list[Trial]]:
+    """Tune several levers together (``measure(values)`` -> (recall, latency in ms); each lever is doubled, up to its
+    cap), following whichever is cheapest per recall gained: from ``start``, each lever raised alone is measured;
+    a value that meets ``floor`` within the latency budget ends the climb (the fastest such one); else the step
+    that gains the most recall per millisecond it adds is taken (when none gains, the first lever's: the wider
+    search), and the climb goes on from there. It stops at the caps or when every next step passes the budget,
+    keeping the last value taken (the start even when it is over the budget: a default is never lowered). On
+    near-duplicates the lever that pays differs by set and store (measured: FAISS boilerplate gains only from
+    ``nprobe``; the mailbox set from rescoring), so a fixed order wastes the budget on the lever that does not.
+    Returns the choice and every trial, in the order measured."""
+    trials: list[Trial] = []
+    seen: dict[tuple[int, ...], Trial] = {}
+
+    def trial(values: tuple[int, ...]) -> Trial:
+        if values not in seen:
+            recall, latency = measure(values)
+            seen[values] = Trial(values, float(recall), float(latency))
+            trials.append(seen[values])
+        return seen[values]
+
+    now = trial(tuple(max(1, int(v)) for v in start))
+    if now.recall >= floor or now.latency_ms > latency_budget_ms:
+        return now, trials
+    while True:
+        raised = [tuple(min(int(cap), v * 2) if j == i else v for j, v in enumerate(now.value))
+                  for i, cap in enumerate(caps) if now.value[i] < cap]
+        within = [t for t in (trial(values) for values in raised) if t.latency_ms <= latency_budget_ms]
+        if not within:
+            return now, trials
+        meeting = [t for t in within if t.recall >= floor]
+        if meeting:
+            return min(meeting, key=lambda t: t.latency_ms), trials
+        cost = max(0.05 * now.latency_ms, 1e-3)  # latency differences below 5 % are noise, not a price
+
+        def worth(t: Trial, base: Trial = now, floor_cost: float = cost) -> float:
+            return (t.recall - base.recall) / max(t.latency_ms - base.latency_ms, floor_cost)
+
+        best = max(within, key=worth)
+        now = best if best.recall > now.recall else within[0]
 
 
 def sample_rows(n: int, size: int, seed: int = 50) -> np.ndarray:

@@ -7,7 +7,8 @@ stored; each one's own point left out), computes their exact
 nearest neighbours with the sidecar's float vectors (paged, on a connection of its own: no lock of the store is
 held during the scan), then searches the index with each query (its own point left out) at the search-time
 parameters tried: ``nprobe`` and the rescoring depth of the 8-bit codes for IVF lists, ``efSearch`` for HNSW. With
-tuning they start at their defaults and are raised in turn until the estimate meets the floor or a query's mean
+tuning they start at their defaults and are raised, whichever gains more recall per millisecond first
+(:func:`indexer.search.recall.climb`; every step recorded), until the estimate meets the floor or a query's median
 time passes the latency budget. The estimate is recorded in ``<collection>/recall.json`` (read by status in any
 process; a searching process reads it again at most every ``RE_READ_S``, so a choice the watcher's process made
 reaches the server's) and the tuned values used by every search that follows. An explicit ``ivf_nprobe`` or
@@ -184,15 +185,17 @@ class FaissRecall:
         finally:
             reader.close()
 
-        def measure(at: tuple[int, int]) -> tuple[float, float]:
+        def measure(at: tuple[int, ...]) -> tuple[float, float]:
             with self._lock, coll.sidecar.read():
                 index = self._sync(coll)
                 saved = index.tuned
+                found, times = [], []
                 try:
-                    start = time.perf_counter()
-                    found = [self._search_at(coll, index, q, k + int(has), None, None, at)[1]  # a chunk: + itself
-                             for q, has in zip(queries, mine, strict=True)]
-                    latency = (time.perf_counter() - start) * 1000 / max(len(queries), 1)
+                    for q, has in zip(queries, mine, strict=True):
+                        start = time.perf_counter()
+                        found.append(self._search_at(coll, index, q, k + int(has), None, None, (at[0], at[1]))[1])
+                        times.append(time.perf_counter() - start)  # a chunk asks for k + 1: itself left out
+                    latency = float(np.median(times)) * 1000 if times else 0.0
                 finally:
                     index.tuned = saved
                 ids = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
@@ -203,11 +206,12 @@ class FaissRecall:
             return recall.recall_at_k(approx, truth, k), latency
 
         fixed = self.fixed.get(name)
+        trials = None
         if tune and fixed is None:
-            depth_cap = RESCORE_CAP if name == "nprobe" else 1
-            steps = recall.ladder(default, max(cap, default), 1, depth_cap)
-            chosen, _trials = recall.tune(measure, steps, floor, latency_budget_ms)
+            caps = (max(cap, default), RESCORE_CAP if name == "nprobe" else 1)
+            chosen, tried = recall.climb(measure, (default, 1), caps, floor, latency_budget_ms)
             (value, depth), estimate, latency, source = chosen.value, chosen.recall, chosen.latency_ms, "tuned"
+            trials = [[*t.value, round(t.recall, 4), round(t.latency_ms, 3)] for t in tried]
         else:
             value, depth = current, 1
             estimate, latency = measure((value, depth))
@@ -215,7 +219,7 @@ class FaissRecall:
         record = self._record(collection, RecallEstimate(
             round(estimate, 4), len(queries), k, name, value, depth if name == "nprobe" else None, source, points,
             round(latency, 3), time.time(), recall.sample_kind(len(searched), len(queries)), len(searched),
-            {"lists": lists} if lists else None))
+            {"lists": lists} if lists else None, trials))
         if source == "tuned" and lists and record.recall < floor:
             self._choose_lists(collection, record, lists)
         return record

@@ -61,6 +61,41 @@ def test_tune_keeps_the_last_value_within_the_latency_budget():
     assert chosen.value == 3
 
 
+def test_climb_follows_the_lever_that_pays_per_millisecond():
+    # boilerplate on FAISS (measured): rescoring gains nothing, nprobe does; the climb never doubles the depth twice
+    def lists_lose(at):
+        nprobe, depth = at
+        return {64: 0.88, 128: 0.94, 256: 0.977}[nprobe] + 0.001 * (depth > 1), nprobe / 256 + 0.05 * depth
+
+    chosen, trials = recall.climb(lists_lose, (64, 1), (4096, 16), floor=0.97, latency_budget_ms=5.0)
+    assert chosen.value == (256, 1) and chosen.recall == pytest.approx(0.977)
+    assert [t.value for t in trials] == [(64, 1), (128, 1), (64, 2), (256, 1), (128, 2)]
+
+    # the mailbox set: the codes lose the neighbours, so the rescoring depth is the cheap lever
+    def codes_lose(at):
+        nprobe, depth = at
+        return min(0.99, 0.90 + 0.04 * (depth.bit_length() - 1) + 0.001 * (nprobe // 64)), 0.5 * nprobe / 64
+    chosen, trials = recall.climb(codes_lose, (64, 1), (4096, 16), floor=0.97, latency_budget_ms=5.0)
+    assert chosen.value == (64, 4) and all(t.value[0] <= 128 for t in trials)
+
+
+def test_climb_stops_at_the_budget_and_the_caps():
+    # every next step over the budget: the last value taken (not a faster one that was never better)
+    chosen, trials = recall.climb(lambda at: (0.5 + 0.01 * at[0], float(at[0])), (1, 1), (64, 1), 0.97, 5.0)
+    assert chosen.value == (4, 1) and trials[-1].value == (8, 1)
+    # the start over the budget is kept (a default is never lowered); at the caps: the last value
+    assert recall.climb(lambda at: (0.5, 50.0), (64, 2), (4096, 16), 0.97, 5.0)[0].value == (64, 2)
+    chosen, _ = recall.climb(lambda at: (0.5 + 0.1 * at[0], 1.0), (1, 1), (2, 1), 0.97, 5.0)
+    assert chosen.value == (2, 1)
+    # no lever gains: the first (the wider search) is raised before the rescoring, then the other up to its cap
+    chosen, trials = recall.climb(lambda at: (0.5, 1.0), (1, 1), (4, 4), 0.97, 5.0)
+    assert [t.value for t in trials] == [(1, 1), (2, 1), (1, 2), (4, 1), (2, 2), (4, 2), (4, 4)]
+    assert chosen.value == (4, 4)
+    # the fastest of two steps that both meet the floor
+    chosen, _ = recall.climb(lambda at: (0.5 if at == (1, 1) else 0.98, float(at[0] + 3 * at[1])), (1, 1), (8, 8))
+    assert chosen.value == (2, 1)
+
+
 def test_sample_rows_are_distinct_sorted_and_repeatable():
     rows = recall.sample_rows(1000, 50)
     assert len(set(rows.tolist())) == 50 and list(rows) == sorted(rows) and (rows == recall.sample_rows(1000, 50)).all()
