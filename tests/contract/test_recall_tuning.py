@@ -317,3 +317,46 @@ def test_faiss_chooses_fewer_ivf_lists_for_its_next_training_when_tuning_falls_s
         assert fixed.lists_choice("c")["lists"] == 64  # an explicit count is never chosen over
     finally:
         fixed.close()
+
+
+def boilerplate(n: int, dim: int, seed: int = 0) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Man-page-like chunks (bench/scale.py's boilerplate set): each mostly one of 40 shared sections, weighted
+    0.5-0.95, plus its page's topic; and queries about topics (ids, vectors, queries). Searched by topic, a query's
+    nearest chunks lie in many sections: IVF's lists, not its 8-bit codes, lose them."""
+    rng = np.random.default_rng(seed)
+    pool = rng.standard_normal((2000, dim)).astype(np.float32)
+    pool /= np.linalg.norm(pool, axis=1, keepdims=True)
+    pages = []
+    while sum(len(p) for p in pages) < n:
+        size = int(rng.integers(2, 21))
+        a = rng.uniform(0.5, 0.95, (size, 1)).astype(np.float32)
+        v = a * pool[rng.integers(0, 40, size)] + (1 - a) * (0.7 * pool[rng.integers(0, 2000)] +
+                                                           0.3 * pool[rng.integers(0, 2000, size)])
+        v += 0.03 * rng.standard_normal(v.shape).astype(np.float32) / np.sqrt(dim)
+        pages.append(v / np.linalg.norm(v, axis=1, keepdims=True))
+    vectors = np.concatenate(pages)[:n].astype(np.float32)
+    queries = pool[rng.integers(0, 2000, 600)] + rng.standard_normal((600, dim)).astype(np.float32) / np.sqrt(dim)
+    ids = [str(uuid.UUID(bytes=rng.bytes(16), version=4)) for _ in range(n)]
+    return ids, vectors, (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_faiss_tuning_follows_the_lever_that_pays_on_boilerplate(tmp_path: Path) -> None:
+    """Boilerplate: rescoring the codes gains little, more lists probed gains much; the tuning measures both at
+    every step, takes nprobe (no rescoring), reaches the floor, and records every step it measured."""
+    ids, vectors, queries = boilerplate(20_000, 64)
+    store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=19_000)  # 512 lists
+    try:
+        fill(store, ids, vectors)
+        for q in queries[:200]:
+            store.search("c", q, 10)
+        before = store.measure_recall("c", 100, False, FLOOR, 50.0)
+        assert before.recall < FLOOR and before.graph == {"lists": 512}, before
+        tuned = store.measure_recall("c", 100, True, FLOOR, 50.0)
+        assert tuned.source == "tuned" and tuned.recall >= FLOOR and tuned.value >= 256 and tuned.rescore == 1, tuned
+        steps = {(int(v), int(d)): r for v, d, r, _ms in tuned.trials or []}
+        assert steps[(64, 2)] - steps[(64, 1)] < steps[(128, 1)] - steps[(64, 1)], steps  # depth measured, not taken
+        assert store.recall_estimate("c") == tuned  # the steps recorded with the choice
+        store.recent_queries("c").clear()
+        assert measured_searches(store, ids, vectors, queries[200:]) >= FLOOR - 0.01
+    finally:
+        store.close()
