@@ -54,6 +54,7 @@ class Collection(PartsView):
 
     def close(self) -> None:
         self.writer.close()  # its background reads (the parts are the facade's)
+        self.reader.close()  # a recall measurement its searches started finishes first
         self.parts.close()
 
     # -- the parts -----------------------------------------------------------------------------------------

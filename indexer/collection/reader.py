@@ -63,6 +63,10 @@ class CollectionReader(PartsView):
         self._owns_parts = owns_parts
         self._rerank_budget = RerankBudget(parts.settings.rerank_budget_ms)  # paced by this collection's searches
         self._thumbnails = Thumbnails()
+        st = parts.settings  # a collection only searched is measured again once enough new searches were made
+        self._recall = recall_estimate.RecallWatch(
+            tune=st.recall_tuning, floor=st.recall_floor, sample=st.recall_sample, interval=st.recall_interval,
+            latency_budget_ms=st.recall_latency_budget_ms)
 
     # -- what the parts hold ------------------------------------------------------------------------------
 
@@ -77,6 +81,7 @@ class CollectionReader(PartsView):
         return self.parts.single_process
 
     def close(self) -> None:
+        self._recall.wait(recall_estimate.WAIT_S)  # a measurement in flight records before the store closes
         if self._owns_parts:
             self.parts.close()
 
@@ -123,6 +128,7 @@ class CollectionReader(PartsView):
             hidden=self.hidden,
             committed_only=self.committed_only,
         )
+        self._recall.after_search(parts.store, self.name)
         warning = self.search_warning()
         return replace(result, warning=warning) if warning else result
 

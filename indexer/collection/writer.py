@@ -32,14 +32,13 @@ from indexer.index.splitting import SplitRecipe
 from indexer.names import encodable, printable
 from indexer.ports import Chunker, PayloadScan, Source, lexical_index
 from indexer.search.lexical import ANALYZER
+from indexer.search.recall import WAIT_S as RECALL_WAIT_S  # a closing writer waits for a measurement in flight
 from indexer.search.recall import RecallWatch
 from indexer.state.database import CollectionRecord
 from indexer.types import Chunk, Document
 
 logger = logging.getLogger(__name__)
 
-
-RECALL_WAIT_S = 300.0  # the longest a closing writer waits for a recall measurement in flight
 
 class CollectionWriter(PartsView):
     """Writes one collection. ``owns_parts``: closing the writer closes its parts (not when it shares them with

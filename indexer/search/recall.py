@@ -6,8 +6,9 @@ exact score count as found), :func:`steps` (the values tried), :func:`tune` (rai
 or the latency budget), :func:`climb` (several levers, the cheapest per recall gained first), :func:`sample_rows`.
 :class:`RecentQueries`: the bounded ring of a collection's recent search vectors (never their text) the stores sample first, persisted beside the recorded estimate. The scheduling
 part, :class:`RecallWatch`, runs a store's ``measure_recall`` (:class:`indexer.ports.RecallCheck`) in a background
-thread after a write batch, at most every ``interval`` seconds per collection, and says a drop below the floor
-once (a log warning; status shows it).
+thread after a write batch, or once ``sample`` searches were made since the last estimate (a collection only
+searched), at most every ``interval`` seconds per collection and one at a time per process, and says a drop below
+the floor once (a log warning; status shows it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +36,10 @@ logger = logging.getLogger(__name__)
 FLOOR = 0.97  # recall@10 an approximate index must keep (issue 50's goal)
 K = 10
 SAMPLE = 100  # queries per measurement: recent searches first (at recall 0.75 the standard error is ~0.03)
-INTERVAL_S = 600.0  # at most one measurement per collection in this time (after a write batch)
+INTERVAL_S = 600.0  # at most one measurement per collection in this time (after writes or searches)
 LATENCY_BUDGET_MS = 5.0  # median time of one approximate query the tuning may spend
 RECENT = 200  # query vectors a collection's ring keeps (300 KB at 384 dimensions)
+WAIT_S = 300.0  # the longest a closing writer or reader waits for a measurement in flight
 PERSIST_S = 30.0  # a searching process writes its ring to disk at most this often (and when it closes)
 
 
@@ -48,7 +51,13 @@ def recall_at_k(approx: Sequence[Ranked], exact: Sequence[Ranked], k: int = K, t
     caller). A hit counts as found when exact search returned it, or when its exact score ties the k-th exact
     score (near-duplicates: either of two equal points is a right answer). Queries with no exact neighbour are
     skipped; none at all: 1.0."""
-    total, found = 0, 0.0
+    each = per_query(approx, exact, k, tolerance)
+    return sum(each) / len(each) if each else 1.0
+
+
+def per_query(approx: Sequence[Ranked], exact: Sequence[Ranked], k: int = K, tolerance: float = 1e-5) -> list[float]:
+    """Each query's recall@k as :func:`recall_at_k` counts it (queries with no exact neighbour left out)."""
+    out = []
     for got, truth in zip(approx, exact, strict=True):
         truth = list(truth)[:k]
         if not truth:
@@ -56,9 +65,16 @@ def recall_at_k(approx: Sequence[Ranked], exact: Sequence[Ranked], k: int = K, t
         ids = {i for i, _ in truth}
         kth = truth[-1][1]
         hits = sum(1 for i, score in list(got)[:k] if i in ids or score >= kth - tolerance * max(1.0, abs(kth)))
-        found += min(hits, len(truth)) / len(truth)
-        total += 1
-    return found / total if total else 1.0
+        out.append(min(hits, len(truth)) / len(truth))
+    return out
+
+
+def estimate(approx: Sequence[Ranked], exact: Sequence[Ranked], k: int = K) -> tuple[float, float]:
+    """(mean recall@k, its standard error over the queries: 0 with fewer than two)."""
+    each = np.asarray(per_query(approx, exact, k), dtype=np.float64)
+    if len(each) < 2:
+        return (float(each.mean()) if len(each) else 1.0), 0.0
+    return float(each.mean()), float(each.std(ddof=1) / np.sqrt(len(each)))
 
 
 def steps(start: int, cap: int) -> list[int]:
@@ -90,6 +106,7 @@ class Trial:
     value: Any  # a parameter value, or a (parameter, rescoring depth) pair of :func:`ladder` / :func:`climb`
     recall: float
     latency_ms: float
+    error: float = 0.0  # the standard error of ``recall`` (:func:`climb` asks ``recall - error`` to meet the floor)
 
 
 def tune(
@@ -116,12 +133,15 @@ def tune(
 
 
 def climb(
-    measure: Callable[[tuple[int, ...]], tuple[float, float]], start: Sequence[int], caps: Sequence[int],
+    measure: Callable[[tuple[int, ...]], tuple[float, ...]], start: Sequence[int], caps: Sequence[int],
     floor: float = FLOOR, latency_budget_ms: float = LATENCY_BUDGET_MS,
 ) -> tuple[Trial, list[Trial]]:
-    """Tune several levers together (``measure(values)`` -> (recall, latency in ms); each lever is doubled, up to its
-    cap), following whichever is cheapest per recall gained: from ``start``, each lever raised alone is measured;
-    a value that meets ``floor`` within the latency budget ends the climb (the fastest such one); else the step
+    """Tune several levers together (``measure(values)`` -> (recall, latency in ms[, the recall's standard error]);
+    each lever is doubled, up to its cap), following whichever is cheapest per recall gained: from ``start``, each
+    lever raised alone is measured; a value that meets ``floor`` within the latency budget ends the climb (the
+    fastest such one; it meets it when its recall less one standard error does: a sample of 100 queries errs by
+    ~0.015 at recall 0.97, and stopping at an estimate just over the floor leaves the real recall below it half
+    the time); else the step
     that gains the most recall per millisecond it adds is taken (when none gains, the first lever's: the wider
     search), and the climb goes on from there. It stops at the caps or when every next step passes the budget,
     keeping the last value taken (the start even when it is over the budget: a default is never lowered). On
@@ -133,13 +153,16 @@ def climb(
 
     def trial(values: tuple[int, ...]) -> Trial:
         if values not in seen:
-            recall, latency = measure(values)
-            seen[values] = Trial(values, float(recall), float(latency))
+            recall, latency, *error = measure(values)
+            seen[values] = Trial(values, float(recall), float(latency), float(error[0]) if error else 0.0)
             trials.append(seen[values])
         return seen[values]
 
+    def meets(t: Trial) -> bool:
+        return t.recall - t.error >= floor
+
     now = trial(tuple(max(1, int(v)) for v in start))
-    if now.recall >= floor or now.latency_ms > latency_budget_ms:
+    if meets(now) or now.latency_ms > latency_budget_ms:
         return now, trials
     while True:
         raised = [tuple(min(int(cap), v * 2) if j == i else v for j, v in enumerate(now.value))
@@ -147,7 +170,7 @@ def climb(
         within = [t for t in (trial(values) for values in raised) if t.latency_ms <= latency_budget_ms]
         if not within:
             return now, trials
-        meeting = [t for t in within if t.recall >= floor]
+        meeting = [t for t in within if meets(t)]
         if meeting:
             return min(meeting, key=lambda t: t.latency_ms), trials
         cost = max(0.05 * now.latency_ms, 1e-3)  # latency differences below 5 % are noise, not a price
@@ -330,9 +353,15 @@ def describe(estimate: RecallEstimate | None, floor: float = FLOOR) -> str:
 
 
 class RecallWatch:
-    """Measures (and tunes) collections' recall in the background after writes: at most one measurement at a time
-    in this process, and at most every ``interval`` seconds per collection. A store without the ability is left
-    alone. A drop below the floor is said once (until the recall is back above it)."""
+    """Measures (and tunes) collections' recall in the background: after writes, and for a collection that is only
+    searched once ``sample`` searches were made since its last estimate. At most one measurement at a time in this
+    process (every watch of the process shares the turn: a writer's and a reader's), and at most every ``interval``
+    seconds per collection (the recorded estimate's time counts, whichever process measured). A store without the
+    ability is left alone. A drop below the floor is said once (until the recall is back above it)."""
+
+    _turn = threading.Lock()  # guards _flight, shared by every watch of the process
+    _flight: threading.Thread | None = None  # the measurement in flight in this process
+    LOOK_S = 30.0  # a searched collection's recorded estimate is read at most this often (not at every search)
 
     def __init__(self, *, tune: bool = True, floor: float = FLOOR, sample: int = SAMPLE,
                  interval: float = INTERVAL_S, latency_budget_ms: float = LATENCY_BUDGET_MS) -> None:
@@ -342,6 +371,8 @@ class RecallWatch:
         self._below: set[str] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._searched: dict[str, deque[float]] = {}  # per collection: the times of its last ``sample`` searches
+        self._looked: dict[str, float] = {}
 
     def after_write(self, store: VectorStore, collection: str, now: float | None = None) -> bool:
         """Start a measurement of ``collection`` when one is due; True when one started."""
@@ -350,18 +381,43 @@ class RecallWatch:
             return False
         now = time.time() if now is None else now
         with self._lock:
-            if self._thread is not None and self._thread.is_alive():
-                return False
             last = self._last.get(collection)
-            if last is None:  # this process has not measured it: the recorded estimate's time (another run's)
-                recorded = check.recall_estimate(collection)
-                last = recorded.measured_at if recorded is not None and not recorded.exact else float("-inf")
-            if now - last < self.interval:
+        if last is None:  # this process has not measured it: the recorded estimate's time (another run's)
+            recorded = check.recall_estimate(collection)
+            last = recorded.measured_at if recorded is not None and not recorded.exact else float("-inf")
+        return now - last >= self.interval and self._start(store, collection, now)
+
+    def after_search(self, store: VectorStore, collection: str, now: float | None = None) -> bool:
+        """Count one search of ``collection``; start a measurement when ``sample`` searches were made since its
+        estimate (so a collection that is only searched is measured again on what users now search), and the
+        interval has passed. Cheap: a time appended; the recorded estimate is read at most every ``LOOK_S``."""
+        if recall_check(store) is None:
+            return False
+        now = time.time() if now is None else now
+        with self._lock:
+            times = self._searched.setdefault(collection, deque(maxlen=self.sample))
+            times.append(now)
+            if len(times) < self.sample or now - self._looked.get(collection, float("-inf")) < self.LOOK_S:
                 return False
-            self._last[collection] = now
-            self._thread = threading.Thread(target=self.measure, args=(store, collection), daemon=True,
-                                            name=f"recall-{collection}")
-            self._thread.start()
+            self._looked[collection] = now
+            oldest, last = times[0], self._last.get(collection, float("-inf"))
+        check = recall_check(store)
+        recorded = check.recall_estimate(collection) if check is not None else None
+        since = max(last, recorded.measured_at if recorded is not None else float("-inf"))
+        return oldest > since and now - since >= self.interval and self._start(store, collection, now)
+
+    def _start(self, store: VectorStore, collection: str, now: float) -> bool:
+        """Start the measurement in a daemon thread unless one is in flight in this process."""
+        with RecallWatch._turn:
+            if RecallWatch._flight is not None and RecallWatch._flight.is_alive():
+                return False
+            with self._lock:
+                self._last[collection] = now
+                self._searched.pop(collection, None)
+            thread = threading.Thread(target=self.measure, args=(store, collection), daemon=True,
+                                      name=f"recall-{collection}")
+            RecallWatch._flight = self._thread = thread
+            thread.start()
         return True
 
     def measure(self, store: VectorStore, collection: str) -> RecallEstimate | None:

@@ -185,7 +185,7 @@ class FaissRecall:
         finally:
             reader.close()
 
-        def measure(at: tuple[int, ...]) -> tuple[float, float]:
+        def measure(at: tuple[int, ...]) -> tuple[float, float, float]:
             with self._lock, coll.sidecar.read():
                 index = self._sync(coll)
                 saved = index.tuned
@@ -203,7 +203,8 @@ class FaissRecall:
             vectors = dict(zip(got_ids.tolist(), got_vectors, strict=True))
             approx = [[(str(i), _score(q, vectors[i], ip)) for i in row.tolist() if not (has and i == me) and
                        i in vectors][:k] for q, row, me, has in zip(queries, found, own.tolist(), mine, strict=True)]
-            return recall.recall_at_k(approx, truth, k), latency
+            mean, error = recall.estimate(approx, truth, k)
+            return mean, latency, error
 
         fixed = self.fixed.get(name)
         trials = None
@@ -214,7 +215,7 @@ class FaissRecall:
             trials = [[*t.value, round(t.recall, 4), round(t.latency_ms, 3)] for t in tried]
         else:
             value, depth = current, 1
-            estimate, latency = measure((value, depth))
+            estimate, latency, _error = measure((value, depth))
             source = "setting" if fixed else "default"
         record = self._record(collection, RecallEstimate(
             round(estimate, 4), len(queries), k, name, value, depth if name == "nprobe" else None, source, points,

@@ -189,14 +189,15 @@ class EdgeRecall:
 
         truth = [ranked(q, me, exact_params) for q, me in zip(queries, own, strict=True)]
 
-        def measure(at: tuple[int, ...]) -> tuple[float, float]:
+        def measure(at: tuple[int, ...]) -> tuple[float, float, float]:
             ef, depth = at
             got, times = [], []  # a search asks for k, as users' do; a chunk for k + 1 (itself left out)
             for q, me in zip(queries, own, strict=True):
                 start = time.perf_counter()
                 got.append(ranked(q, me, search_params(ef, depth if oversampling else None, k + 1 if me else k)))
                 times.append(time.perf_counter() - start)
-            return recall.recall_at_k(got, truth, k), float(np.median(times)) * 1000 if times else 0.0
+            mean, error = recall.estimate(got, truth, k)
+            return mean, float(np.median(times)) * 1000 if times else 0.0, error
 
         start_depth = int(oversampling or 1)
         trials = None
@@ -207,7 +208,7 @@ class EdgeRecall:
             trials = [[*t.value, round(t.recall, 4), round(t.latency_ms, 3)] for t in tried]
         else:
             value, depth = self.fixed_ef or default_ef, start_depth
-            estimate, latency = measure((value, depth))
+            estimate, latency, _error = measure((value, depth))
             source = "setting" if self.fixed_ef else "default"
         record = self._record(collection, RecallEstimate(
             round(estimate, 4), len(queries), k, "hnsw_ef", value, depth if oversampling else None, source, points,

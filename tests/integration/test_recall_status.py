@@ -69,3 +69,24 @@ def test_searches_are_kept_as_vectors_and_the_next_measurement_samples_them(tmp_
         estimate = col.status()["recall"]["estimate"]
         assert (estimate["sample_kind"], estimate["searches"]) == ("searches+chunks", 3), estimate
         assert "on 3 recent searches + " in col.status()["recall"]["text"]
+
+
+def test_a_collection_only_searched_is_measured_again_on_its_new_searches(tmp_path, embed_model_path):
+    corpus = write_corpus(tmp_path / "corpus", _mailbox(30))
+    with indexer.open_collection("mail", store="qdrant") as col:
+        col.index([corpus])  # measured after the write, on chunks (nobody searched yet)
+    with indexer.open_collection("mail", store="qdrant") as col:
+        first = col.status()["recall"]["estimate"]
+    assert first["sample_kind"] == "chunks"
+    texts = ["quarterly report due Friday", "figures quoted below", "thread two", "a new subject", "Re: Re: Fwd"]
+    with indexer.open_collection("mail", store="qdrant", recall_sample=5) as col:
+        for text in texts[:4]:
+            col.search(text)
+        assert col.status()["recall"]["estimate"]["measured_at"] == first["measured_at"]  # 4 of 5: not yet
+    with indexer.open_collection("mail", store="qdrant", recall_sample=5, recall_interval=0) as col:
+        for text in texts:  # another process (a server): its own 5 searches since the estimate, no write
+            col.search(text)
+    with indexer.open_collection("mail", store="qdrant") as col:  # the closing reader waited for it
+        again = col.status()["recall"]["estimate"]
+    assert again["measured_at"] > first["measured_at"], (first, again)
+    assert (again["sample_kind"], again["searches"]) == ("searches", 5), again

@@ -79,6 +79,16 @@ def test_climb_follows_the_lever_that_pays_per_millisecond():
     assert chosen.value == (64, 4) and all(t.value[0] <= 128 for t in trials)
 
 
+def test_climb_asks_the_estimate_less_its_standard_error_to_meet_the_floor():
+    assert recall.estimate([[("a", 1.0)], [("x", 0.1)]], [[("a", 1.0)], [("b", 0.9)]], k=1) == (0.5, 0.5)
+    assert recall.estimate([], [], k=10) == (1.0, 0.0)
+    # 0.975 +- 0.015 may well be below 0.97 for other queries: one more step (0.99 +- 0.005) is taken
+    table = {(64, 1): (0.90, 1.0, 0.03), (128, 1): (0.975, 1.5, 0.015), (64, 2): (0.91, 1.4, 0.03),
+             (256, 1): (0.99, 2.0, 0.005), (128, 2): (0.976, 2.0, 0.015)}
+    chosen, _ = recall.climb(lambda at: table[at], (64, 1), (256, 2), 0.97, 5.0)
+    assert chosen.value == (256, 1) and chosen.error == 0.005
+
+
 def test_climb_stops_at_the_budget_and_the_caps():
     # every next step over the budget: the last value taken (not a faster one that was never better)
     chosen, trials = recall.climb(lambda at: (0.5 + 0.01 * at[0], float(at[0])), (1, 1), (64, 1), 0.97, 5.0)
@@ -138,6 +148,38 @@ def test_the_watch_measures_after_a_write_at_most_once_per_interval(tmp_path: Pa
         assert not watch.after_write(store, "c", now=1100.0)  # within the interval
         assert watch.after_write(store, "c", now=1700.0)
         watch.wait(30)
+    finally:
+        store.close()
+
+
+def test_a_collection_only_searched_is_measured_once_enough_new_searches_were_made(tmp_path: Path):
+    store = _small_store(tmp_path)
+    try:
+        watch = recall.RecallWatch(sample=5, interval=600)
+        watch.LOOK_S = 0.0
+        t0 = time.time() + 10  # after the store's own clock: its estimate is recorded at time.time()
+        assert not any(watch.after_search(store, "c", now=t0 + i) for i in range(4))  # 4 of 5
+        assert watch.after_search(store, "c", now=t0 + 4)  # 5 since the estimate (none yet)
+        watch.wait(30)
+        assert store.recall_estimate("c") is not None
+        assert not any(watch.after_search(store, "c", now=t0 + 10 + i) for i in range(5))  # within the interval
+        assert watch.after_search(store, "c", now=t0 + 700)  # the interval passed, 5 searches since the estimate
+        watch.wait(30)
+        assert not any(watch.after_search(store, "c", now=t0 + 1400 + i) for i in range(4))  # 4 since this one
+        assert watch.after_search(store, "c", now=t0 + 1404)
+        watch.wait(30)
+        # one measurement at a time in the process, whichever watch (a writer's, a reader's) wants one
+        gate = threading.Event()
+        busy = threading.Thread(target=gate.wait)
+        busy.start()
+        recall.RecallWatch._flight = busy
+        other = recall.RecallWatch(interval=0)
+        assert not other.after_write(store, "c")
+        assert not any(watch.after_search(store, "c", now=t0 + 2000 + i) for i in range(5))
+        gate.set()
+        busy.join()
+        assert other.after_write(store, "c")
+        other.wait(30)
     finally:
         store.close()
 
