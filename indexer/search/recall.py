@@ -1,14 +1,14 @@
-"""Recall that holds (docs/stores.md#recall-that-holds): how an approximate index's recall@k is estimated against
-exact search, how its search-time parameter is tuned from the estimate, and when it is measured.
+"""Recall that holds (docs/stores.md#recall-that-holds): how an approximate index's recall@k is estimated against exact
+search, how its search-time parameter is tuned from the estimate, and when it is measured.
 
-Pure parts (the stores call them through :mod:`indexer.plugin_api`): :func:`recall_at_k` (ties with the k-th
-exact score count as found), :func:`steps` (the values tried), :func:`tune` (raise the parameter until the floor
-or the latency budget), :func:`climb` (several levers, the cheapest per recall gained first), :func:`sample_rows`.
-:class:`RecentQueries`: the bounded ring of a collection's recent search vectors (never their text) the stores sample first, persisted beside the recorded estimate. The scheduling
-part, :class:`RecallWatch`, runs a store's ``measure_recall`` (:class:`indexer.ports.RecallCheck`) in a background
-thread after a write batch, or once ``sample`` searches were made since the last estimate (a collection only
-searched), at most every ``interval`` seconds per collection and one at a time per process, and says a drop below
-the floor once (a log warning; status shows it).
+Pure parts (the stores call them through :mod:`indexer.plugin_api`): :func:`recall_at_k` (ties with the k-th exact score
+count as found), :func:`steps` (the values tried), :func:`tune` (raise the parameter until the floor or the latency
+budget), :func:`climb` (several levers, the cheapest per recall gained first), :func:`sample_rows`.
+:class:`RecentQueries`: the bounded ring of a collection's recent search vectors (never their text) the stores sample
+first, persisted beside the recorded estimate. The scheduling part, :class:`RecallWatch`, runs a store's
+``measure_recall`` (:class:`indexer.ports.RecallCheck`) in a background thread after a write batch, or once ``sample``
+searches were made since the last estimate (a collection only searched), at most every ``interval`` seconds per
+collection and one at a time per process, and says a drop below the floor once (a log warning; status shows it).
 """
 
 from __future__ import annotations

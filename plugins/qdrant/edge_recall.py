@@ -1,18 +1,18 @@
 """Recall that holds on embedded Qdrant (:class:`indexer.plugin_api.RecallCheck`; docs/stores.md#recall-that-holds).
 
-A mixin of :class:`plugins.qdrant.edge.EdgeStore`. A measurement takes the collection's recent searches as queries
-(the ring every search feeds: :class:`indexer.search.recall.RecentQueries`), filled up when there are fewer than
-``sample`` with points of the collection (the first point at or after each of random UUIDs: chunk ids are hashes,
-so uniform, each one's own point left out), asks the
-engine for each one's exact neighbours (``exact=True`` with the int8 codes ignored: a full scan of the float
-vectors) and compares the search as it runs (HNSW at ``hnsw_ef``, the best ``oversampling x limit`` of the int8
-codes rescored with the float vectors), each query's own point left out. With tuning, ``hnsw_ef`` and the
-oversampling are raised, whichever gains more recall per millisecond first (:func:`indexer.search.recall.climb`),
-until the estimate meets the floor or a query's median time passes the latency budget; every step is recorded. The estimate is recorded in ``edge/<collection>.recall.json`` and the
-tuned values used by every search that follows; an explicit ``hnsw_ef`` (setting ``qdrant_hnsw_ef``) wins and is
-never tuned. When the tuning cannot reach the floor, the graph itself is made denser (``m`` and ``ef_construct``
-doubled, recorded in ``edge/<collection>.graph.json``) and built again in the background; the settings
-``qdrant_hnsw_m`` / ``qdrant_ef_construct`` win and are never changed.
+A mixin of :class:`plugins.qdrant.edge.EdgeStore`. A measurement takes the collection's recent searches as queries (the
+ring every search feeds: :class:`indexer.search.recall.RecentQueries`), filled up when there are fewer than ``sample``
+with points of the collection (the first point at or after each of random UUIDs: chunk ids are hashes, so uniform, each
+one's own point left out), asks the engine for each one's exact neighbours (``exact=True`` with the int8 codes ignored:
+a full scan of the float vectors) and compares the search as it runs (HNSW at ``hnsw_ef``, the best ``oversampling x
+limit`` of the int8 codes rescored with the float vectors), each query's own point left out. With tuning, ``hnsw_ef``
+and the oversampling are raised, whichever gains more recall per millisecond first
+(:func:`indexer.search.recall.climb`), until the estimate meets the floor or a query's median time passes the latency
+budget; every step is recorded. The estimate is recorded in ``edge/<collection>.recall.json`` and the tuned values used
+by every search that follows; an explicit ``hnsw_ef`` (setting ``qdrant_hnsw_ef``) wins and is never tuned. When the
+tuning cannot reach the floor, the graph itself is made denser (``m`` and ``ef_construct`` doubled, recorded in
+``edge/<collection>.graph.json``) and built again in the background; the settings ``qdrant_hnsw_m`` /
+``qdrant_ef_construct`` win and are never changed.
 """
 
 from __future__ import annotations
