@@ -263,17 +263,24 @@ def bench_edge(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.nd
     self_tuning("qdrant-edge", store, "bench", queries, truth)
     if store.builder.building("bench"):  # the tuning fell short: a denser graph is being built (edge_recall.py)
         during, i, t = [], 0, time.perf_counter()
-        while store.builder.building("bench"):
+        while store.builder.building("bench") and time.perf_counter() - t < REBUILD_WAIT:
             t1 = time.perf_counter()
             store.search("bench", queries[i % len(queries)], 10)
             during.append((time.perf_counter() - t1) * 1000)
             i += 1
             time.sleep(0.02)
         choice = store.graph_choice("bench") or {}
-        print(f"qdrant-edge graph rebuilt with m {choice.get('m')}, ef_construct {choice.get('ef_construct')} in "
-              f"{time.perf_counter() - t:.1f}s in the background; during it {len(during)} searches (the previous "
-              f"graph answering) p50 {pct(during, 50):.2f} ms p95 {pct(during, 95):.2f} ms max {max(during):.0f} ms")
-        self_tuning("qdrant-edge after the graph rebuild", store, "bench", queries, truth)
+        if store.builder.building("bench"):
+            store.builder.cancel()
+            print(f"qdrant-edge graph rebuild with m {choice.get('m')}, ef_construct {choice.get('ef_construct')} "
+                  f"cancelled after {time.perf_counter() - t:.0f}s (--rebuild-wait); during it {len(during)} searches "
+                  f"p50 {pct(during, 50):.2f} ms p95 {pct(during, 95):.2f} ms max {max(during):.0f} ms")
+        else:
+            print(f"qdrant-edge graph rebuilt with m {choice.get('m')}, ef_construct {choice.get('ef_construct')} in "
+                  f"{time.perf_counter() - t:.1f}s in the background; during it {len(during)} searches (the previous "
+                  f"graph answering) p50 {pct(during, 50):.2f} ms p95 {pct(during, 95):.2f} ms "
+                  f"max {max(during):.0f} ms")
+            self_tuning("qdrant-edge after the graph rebuild", store, "bench", queries, truth)
     subset = np.flatnonzero(np.arange(len(data)) % 100 == 7)
     sub_truth = subset[np.argsort(-(queries @ data[subset].T), axis=1)[:, :10]]
     ms, found = edge_search(store, queries, where=Filter(path_prefix="/r/d7"))
@@ -354,6 +361,8 @@ def grow(store, data: np.ndarray, queries: np.ndarray, new: int = 20_000) -> Non
 
 
 RECENT: np.ndarray = np.zeros((0, 0), np.float32)  # users' recent searches: other real queries than the measured
+SAMPLE = 0  # queries per estimate (--sample; 0: the store's default)
+REBUILD_WAIT = float("inf")  # the longest wait for a denser graph the tuning chose (--rebuild-wait)
 
 
 def self_tuning(label: str, store, collection: str, queries: np.ndarray, truth: np.ndarray) -> None:
@@ -362,20 +371,23 @@ def self_tuning(label: str, store, collection: str, queries: np.ndarray, truth: 
     store samples its recent searches: before each measurement its ring holds only ``RECENT`` (other real queries
     than the measured ones, searched through the store as a user would), or nothing with ``--recent 0`` (it then
     samples its own chunks)."""
-    from indexer.search.recall import SAMPLE
+    from indexer.search import recall as estimates
 
     for tune in (False, True):
         store.recent_queries(collection).clear()
         for q in RECENT:
             store.search(collection, q, 10)
         t = time.perf_counter()
-        est = store.measure_recall(collection, SAMPLE, tune, 0.97, 5.0)
+        est = store.measure_recall(collection, SAMPLE or estimates.SAMPLE, tune, 0.97, 5.0)
         took = time.perf_counter() - t
         ms, found = edge_search(store, queries)  # any store: the points are named as points_for names them
         print(f"{label} {'self-tuned' if tune else 'defaults'}: estimate {est.recall:.3f} on {est.sample} queries "
               f"({est.sample_kind}: {est.searches} recent searches; {est.param} {est.value}, rescore {est.rescore}, "
               f"measured in {took:.1f}s); measured recall@10 {recall(found, truth):.3f} on {len(queries)} other "
               f"queries, p50 {pct(ms, 50):.2f} ms, p95 {pct(ms, 95):.2f} ms", flush=True)
+        if est.trials:
+            print(f"{label} tuning steps (value, depth, recall, median ms): "
+                  + "; ".join(f"{v:g} {d:g} {r:.3f} {m:.2f}" for v, d, r, m in est.trials), flush=True)
 
 
 def bench_faiss_store(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, switch_at: int) -> None:
@@ -490,13 +502,17 @@ def main() -> None:
                          "their recall estimate samples (0: none; the estimate then samples chunks)")
     ap.add_argument("--live", action="store_true", help="embedded Qdrant: also a bulk load with the builder on, "
                     "searches during its background builds")
+    ap.add_argument("--sample", type=int, default=0, help="queries per recall estimate (0: the store's default)")
+    ap.add_argument("--rebuild-wait", type=float, default=float("inf"),
+                    help="embedded Qdrant: the longest wait (s) for a denser graph its tuning chose, then cancelled")
     ap.add_argument("--switch-at", type=int, default=AutoParams.switch_at, help="FAISS auto: IVF from this size")
     ap.add_argument("--work", type=Path, help="folder for the store files (default: a temporary one)")
     args = ap.parse_args()
     stores = set(args.stores.split(","))
 
     real, docs = real_vectors(args.state)
-    global RECENT
+    global RECENT, SAMPLE, REBUILD_WAIT
+    SAMPLE, REBUILD_WAIT = args.sample, args.rebuild_wait
     queries, qids = embed_queries(args.queries, args.max_queries + args.recent)
     RECENT, queries, qids = queries[args.max_queries :], queries[: args.max_queries], qids[: args.max_queries]
     n_real = len(real)
