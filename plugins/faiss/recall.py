@@ -212,7 +212,7 @@ class FaissRecall:
             caps = (max(cap, default), RESCORE_CAP if name == "nprobe" else 1)
             chosen, tried = recall.climb(measure, (default, 1), caps, floor, latency_budget_ms)
             (value, depth), estimate, latency, source = chosen.value, chosen.recall, chosen.latency_ms, "tuned"
-            trials = [[*t.value, round(t.recall, 4), round(t.latency_ms, 3)] for t in tried]
+            trials = [[*t.value, round(t.recall, 4), round(t.latency_ms, 3), round(t.error, 4)] for t in tried]
         else:
             value, depth = current, 1
             estimate, latency, _error = measure((value, depth))

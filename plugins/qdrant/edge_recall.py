@@ -205,7 +205,7 @@ class EdgeRecall:
             caps = (EF_CAP, OVERSAMPLING_CAP if oversampling else start_depth)
             chosen, tried = recall.climb(measure, (default_ef, start_depth), caps, floor, latency_budget_ms)
             (value, depth), estimate, latency, source = chosen.value, chosen.recall, chosen.latency_ms, "tuned"
-            trials = [[*t.value, round(t.recall, 4), round(t.latency_ms, 3)] for t in tried]
+            trials = [[*t.value, round(t.recall, 4), round(t.latency_ms, 3), round(t.error, 4)] for t in tried]
         else:
             value, depth = self.fixed_ef or default_ef, start_depth
             estimate, latency, _error = measure((value, depth))

@@ -353,7 +353,7 @@ def test_faiss_tuning_follows_the_lever_that_pays_on_boilerplate(tmp_path: Path)
         assert before.recall < FLOOR and before.graph == {"lists": 512}, before
         tuned = store.measure_recall("c", 100, True, FLOOR, 50.0)
         assert tuned.source == "tuned" and tuned.recall >= FLOOR and tuned.value >= 256 and tuned.rescore == 1, tuned
-        steps = {(int(v), int(d)): r for v, d, r, _ms in tuned.trials or []}
+        steps = {(int(v), int(d)): r for v, d, r, _ms, _error in tuned.trials or []}
         assert steps[(64, 2)] - steps[(64, 1)] < steps[(128, 1)] - steps[(64, 1)], steps  # depth measured, not taken
         assert store.recall_estimate("c") == tuned  # the steps recorded with the choice
         store.recent_queries("c").clear()
