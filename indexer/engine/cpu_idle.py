@@ -11,6 +11,9 @@ answers from two readings of ``/proc/stat``, both needed:
   each): other processes' work that has run for a while. Work that started a moment ago is not seen yet: the
   chooser's stall rule (a team query far slower than usual keeps queries off teams for a while) covers it.
 
+A cgroup CPU quota (``/sys/fs/cgroup/cpu.max``, a container's ``--cpus``) caps the answer: a team wider than the
+quota is throttled at every barrier.
+
 Where ``/proc/stat`` cannot be read (not Linux) the answer is ``None`` and the rule keeps queries on the fewest
 threads, as before. Readings are at most every ``min_interval`` seconds (one read is ~20 µs); between them the
 last answer stands.
@@ -52,13 +55,29 @@ def _read_stat(path: Path, cpus: frozenset[int]) -> tuple[float, float] | None:
     return busy, total
 
 
+def cgroup_cpus(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
+    """The CPUs a cgroup v2 quota allows (``quota / period``), or None where there is none or it is unreadable."""
+    try:
+        quota, period = path.read_text().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    try:
+        return max(0.0, float(quota) / float(period))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
 class CoreGauge:
     """Spare cores for a query's decode team: ``len(cpus)`` minus other processes' cores (see the module text)."""
 
     def __init__(self, cpus: Iterable[int] | None = None, path: str | Path = "/proc/stat",
                  min_interval: float = 0.05, clock: Callable[[], float] = time.monotonic,
-                 own_cpu: Callable[[], float] = time.process_time) -> None:
+                 own_cpu: Callable[[], float] = time.process_time,
+                 quota: Callable[[], float | None] = cgroup_cpus) -> None:
         self.cpus = frozenset(os.sched_getaffinity(0) if cpus is None else cpus)
+        self.quota = quota()
         self.path = Path(path)
         self.min_interval = min_interval
         self.clock = clock
@@ -90,4 +109,6 @@ class CoreGauge:
             share = (busy - last[1]) / (total - last[2])  # jiffies are per CPU: busy share of the interval
             other = max(0.0, share * n - (own - last[3]) / (now - last[0]))
             self._answer = max(0.0, n - other)
+            if self.quota is not None:
+                self._answer = min(self._answer, self.quota)
             return self._answer

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from indexer.engine.cpu_idle import CoreGauge
+from indexer.engine.cpu_idle import CoreGauge, cgroup_cpus
 from indexer.engine.plan import ThreadChooser
 
 
@@ -81,7 +81,8 @@ def test_core_gauge_counts_other_processes_not_ours(tmp_path: Path) -> None:
     stat = tmp_path / "stat"
     clock = Clock()
     own = [0.0]
-    g = CoreGauge(cpus={0, 1}, path=stat, min_interval=0.05, clock=clock, own_cpu=lambda: own[0])
+    g = CoreGauge(cpus={0, 1}, path=stat, min_interval=0.05, clock=clock, own_cpu=lambda: own[0],
+                  quota=lambda: None)
     _stat(stat, {0: (1000, 5000), 1: (1000, 5000), 2: (0, 9000)})
     assert g.spare() is None  # one reading: no interval yet
     # 1 s later (100 jiffies per CPU): cpu0 fully busy, cpu1 idle; cpu2 is outside our affinity
@@ -110,3 +111,21 @@ def test_core_gauge_reads_this_machine() -> None:
     sum(i * i for i in range(200_000))  # a little time between the readings
     value = g.spare()
     assert value is not None and 0.0 <= value <= len(g.cpus)
+
+
+def test_a_cgroup_quota_caps_the_spare_cores(tmp_path: Path) -> None:
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text("100000 100000\n")  # docker --cpus=1
+    assert cgroup_cpus(cpu_max) == 1.0
+    cpu_max.write_text("max 100000\n")
+    assert cgroup_cpus(cpu_max) is None
+    assert cgroup_cpus(tmp_path / "absent") is None
+    cpu_max.write_text("garbage")
+    assert cgroup_cpus(cpu_max) is None
+    stat, clock = tmp_path / "stat", Clock()
+    g = CoreGauge(cpus={0, 1}, path=stat, clock=clock, own_cpu=lambda: 0.0, quota=lambda: 1.0)
+    _stat(stat, {0: (1000, 5000), 1: (1000, 5000)})
+    g.spare()
+    clock.t += 1.0
+    _stat(stat, {0: (1000, 5100), 1: (1000, 5100)})  # both idle, but the quota is one CPU
+    assert g.spare() == 1.0
