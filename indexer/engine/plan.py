@@ -364,12 +364,15 @@ class ThreadChooser:
     79 ms, 2 threads p50 3.3 s), and so does a core the hypervisor let sleep (2 idle KVM vCPUs, queries 0.2 s
     apart: 2 threads p50 5.6 ms, p90 274 ms; 1 thread 4.5 / 5.6 ms), while on warm idle cores the team halves
     a query (back to back: 1.9 ms against 3.9 ms on 2 Zen 4 vCPUs). A team query that still takes more than
-    ``stall_factor`` times the usual one keeps queries off teams for ``backoff`` seconds.
+    ``stall_factor`` times the usual one keeps queries off teams for ``backoff`` seconds, doubled at each stall
+    in a row up to ``max_backoff`` (work the gauge cannot see, such as this process's own other threads, keeps
+    costing one query per period at most), and reset by a team query at its usual speed.
     """
 
     def __init__(self, candidates: Sequence[int], explore_share: float = 0.04, alpha: float = 0.3,
                  small_tokens: int = 32, gauge: Any = None, stall_factor: float = 4.0,
-                 backoff: float = 5.0, warm_gap: float = 0.01, clock: Any = None) -> None:
+                 backoff: float = 5.0, warm_gap: float = 0.01, max_backoff: float = 300.0,
+                 clock: Any = None) -> None:
         cands = sorted({int(c) for c in candidates if int(c) >= 1}, reverse=True)
         if not cands:
             raise ValueError("ThreadChooser needs at least one thread count >= 1")
@@ -383,6 +386,8 @@ class ThreadChooser:
         self.gauge = gauge
         self.stall_factor = stall_factor
         self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._next_backoff = backoff
         self._clock = clock or time.monotonic
         self._small_rate: dict[int, float] = {}  # tokens/s of small decodes per team size
         self._no_team_until = float("-inf")
@@ -444,8 +449,11 @@ class ThreadChooser:
         rate = n_tokens / seconds
         usual = self._small_rate.get(threads)
         if usual is not None and rate * self.stall_factor < usual:
-            self._no_team_until = self._clock() + self.backoff  # stalled: another process took a core
+            # stalled: another process (or another thread of ours) took a core
+            self._no_team_until = self._clock() + self._next_backoff
+            self._next_backoff = min(self.max_backoff, 2 * self._next_backoff)
             return
+        self._next_backoff = self.backoff
         self._small_rate[threads] = rate if usual is None else (1 - self.alpha) * usual + self.alpha * rate
 
 

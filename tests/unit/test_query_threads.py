@@ -66,6 +66,26 @@ def test_a_stalled_team_query_keeps_queries_off_teams_for_a_while() -> None:
     c.record(1, 8, 0.004)
     assert c.choose(8) == 2  # the backoff is over
     assert c.rates == {}  # small decodes never enter the large-batch rates
+    # stalls in a row: 10 s, then 20 s; a team query at its usual speed resets the period to 5 s
+    c.record(2, 8, 0.050)
+    clock.t += 9.0
+    c.record(1, 8, 0.004)
+    assert c.choose(8) == 1
+    clock.t += 1.5
+    c.record(1, 8, 0.004)
+    assert c.choose(8) == 2
+    c.record(2, 8, 0.050)
+    clock.t += 19.0
+    c.record(1, 8, 0.004)
+    assert c.choose(8) == 1
+    clock.t += 1.5
+    c.record(1, 8, 0.004)
+    assert c.choose(8) == 2
+    c.record(2, 8, 0.002)  # usual speed
+    c.record(2, 8, 0.050)
+    clock.t += 5.5
+    c.record(1, 8, 0.004)
+    assert c.choose(8) == 2
 
 
 def _stat(path: Path, cpus: dict[int, tuple[int, int]]) -> None:
