@@ -60,6 +60,7 @@ from indexer.engine.arguments import (
     check_arguments,
     pooling_name,
 )
+from indexer.engine.cpu_idle import CoreGauge
 from indexer.engine.multimodal import MTMDEmbeddingHandler
 from indexer.engine.multimodal_model import MultimodalMixin
 from indexer.engine.outputs import Input, OutputsMixin
@@ -345,7 +346,7 @@ class LlamaEmbedding(OutputsMixin, RankingMixin, MultimodalMixin, llama_cpp.Llam
         self._threads: ThreadChooser | None = None
         self._current_threads = int(cp.n_threads_batch)
         if n_threads is None and n_threads_batch is None and cpus > 1:
-            self._threads = ThreadChooser([cpus, max(1, cpus // 2)])
+            self._threads = ThreadChooser([cpus, max(1, cpus // 2)], gauge=CoreGauge())
         self.token_batch = TokenBatch(self.batch_tokens, self.n_seq_max)
         self._extra_tokens = self.batch_tokens  # the parallel contexts' batch size (the main one may grow)
         if parallel_contexts is None:

@@ -7,6 +7,7 @@ they are decoded in, normalization of outputs, input parsing, and the per-batch 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -356,14 +357,22 @@ class ThreadChooser:
     of the time whatever the gap. Candidates are first tried fewest threads first: on a busy machine the
     first try of a full team can take many times longer than one thread.
 
-    Decodes of fewer than ``small_tokens`` tokens (a search query) always run on the fewest threads and are
-    not recorded: their matrix products are too small to split well, while a stalled team costs every one of
-    the graph's ~150 barriers (measured on 2 busy cores, an 8-token query: 1 thread p50 79 ms, 2 threads p50
-    3.3 s).
+    Decodes of fewer than ``small_tokens`` tokens (a search query) are not recorded, and run on the fewest
+    threads unless ``gauge`` (a :class:`indexer.engine.cpu_idle.CoreGauge`) says enough cores are free of
+    other work right now and the previous decode ended less than ``warm_gap`` seconds ago: a stalled team
+    costs every one of the graph's ~150 barriers (measured on 2 busy cores, an 8-token query: 1 thread p50
+    79 ms, 2 threads p50 3.3 s), and so does a core the hypervisor let sleep (2 idle KVM vCPUs, queries 0.2 s
+    apart: 2 threads p50 5.6 ms, p90 274 ms; 1 thread 4.5 / 5.6 ms), while on warm idle cores the team halves
+    a query (back to back: 1.9 ms against 3.9 ms on 2 Zen 4 vCPUs). A team query that still takes more than
+    ``stall_factor`` times the usual one keeps queries off teams for ``backoff`` seconds, doubled at each stall
+    in a row up to ``max_backoff`` (work the gauge cannot see, such as this process's own other threads, keeps
+    costing one query per period at most), and reset by a team query at its usual speed.
     """
 
     def __init__(self, candidates: Sequence[int], explore_share: float = 0.04, alpha: float = 0.3,
-                 small_tokens: int = 32) -> None:
+                 small_tokens: int = 32, gauge: Any = None, stall_factor: float = 4.0,
+                 backoff: float = 5.0, warm_gap: float = 0.01, max_backoff: float = 300.0,
+                 clock: Any = None) -> None:
         cands = sorted({int(c) for c in candidates if int(c) >= 1}, reverse=True)
         if not cands:
             raise ValueError("ThreadChooser needs at least one thread count >= 1")
@@ -374,6 +383,31 @@ class ThreadChooser:
         self.rates: dict[int, float] = {}
         self.elapsed = 0.0  # decode seconds recorded so far
         self._last_try: dict[int, float] = {}
+        self.gauge = gauge
+        self.stall_factor = stall_factor
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._next_backoff = backoff
+        self._clock = clock or time.monotonic
+        self._small_rate: dict[int, float] = {}  # tokens/s of small decodes per team size
+        self._no_team_until = float("-inf")
+        self.warm_gap = warm_gap
+        self._last_end = float("-inf")  # when the last decode ended
+
+    def _small_threads(self) -> int:
+        fewest = self.candidates[-1]
+        now = self._clock()
+        if self.gauge is None or len(self.candidates) < 2 or now < self._no_team_until:
+            return fewest
+        if now - self._last_end > self.warm_gap:
+            return fewest
+        spare = self.gauge.spare()
+        if spare is None:
+            return fewest
+        for c in self.candidates[:-1]:
+            if spare >= c - 0.5:
+                return c
+        return fewest
 
     def best(self) -> int:
         if not self.rates:
@@ -382,7 +416,7 @@ class ThreadChooser:
 
     def choose(self, n_tokens: int) -> int:
         if n_tokens < self.small_tokens:
-            return self.candidates[-1]
+            return self._small_threads()
         for c in reversed(self.candidates):
             if c not in self.rates:
                 return c
@@ -396,13 +430,31 @@ class ThreadChooser:
         return best
 
     def record(self, threads: int, n_tokens: int, seconds: float) -> None:
-        if seconds <= 0 or n_tokens <= 0 or n_tokens < self.small_tokens:
+        self._last_end = self._clock()
+        if seconds <= 0 or n_tokens <= 0:
+            return
+        if n_tokens < self.small_tokens:
+            self._record_small(threads, n_tokens, seconds)
             return
         self.elapsed += seconds
         self._last_try[threads] = self.elapsed
         rate = n_tokens / seconds
         old = self.rates.get(threads)
         self.rates[threads] = rate if old is None else (1 - self.alpha) * old + self.alpha * rate
+
+
+    def _record_small(self, threads: int, n_tokens: int, seconds: float) -> None:
+        if self.gauge is None or threads == self.candidates[-1]:
+            return
+        rate = n_tokens / seconds
+        usual = self._small_rate.get(threads)
+        if usual is not None and rate * self.stall_factor < usual:
+            # stalled: another process (or another thread of ours) took a core
+            self._no_team_until = self._clock() + self._next_backoff
+            self._next_backoff = min(self.max_backoff, 2 * self._next_backoff)
+            return
+        self._next_backoff = self.backoff
+        self._small_rate[threads] = rate if usual is None else (1 - self.alpha) * usual + self.alpha * rate
 
 
 class PackChooser(ThreadChooser):

@@ -118,3 +118,44 @@ def test_the_pack_is_measured_per_cpu_and_never_changes_a_vector(embed_model_pat
     for got in runs:
         cos = (got * ref).sum(axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(ref, axis=1))
         assert cos.min() >= 0.9999, cos.min()
+
+
+def test_a_query_on_warm_spare_cores_uses_the_team_and_keeps_its_vector(embed_model_path: Path) -> None:
+    """Back-to-back queries on cores the gauge reports free run on the full team (the chooser's small-decode
+    rule) and give the vector one thread gives; a gauge reporting a busy core keeps them on one thread."""
+    import os
+
+    from indexer.engine.llama_embedding import LlamaEmbedding
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: no team to choose")
+
+    class Gauge:
+        value = 2.0
+
+        def spare(self) -> float:
+            return self.value
+
+    query = "how are unchanged files skipped?"
+    auto = LlamaEmbedding(str(embed_model_path), verbose=False)
+    one = LlamaEmbedding(str(embed_model_path), n_threads=1, verbose=False)
+    try:
+        assert auto._threads is not None
+        gauge = auto._threads.gauge = Gauge()
+        gauge.value = float(len(os.sched_getaffinity(0)))
+        # the warm-gap and stall rules are the unit tests' (a loaded CI machine may pause between calls)
+        auto._threads.warm_gap, auto._threads.stall_factor = 60.0, float("inf")
+        auto.embed(query)
+        used = []
+        for _ in range(5):
+            vec = np.asarray(auto.embed(query))
+            used.append(auto._current_threads)
+        assert used == [auto._threads.candidates[0]] * 5
+        gauge.value = 0.0
+        auto.embed(query)
+        assert auto._current_threads == auto._threads.candidates[-1]
+        ref = np.asarray(one.embed(query))
+    finally:
+        auto.close()
+        one.close()
+    assert float(vec @ ref / (np.linalg.norm(vec) * np.linalg.norm(ref))) >= 0.99999
