@@ -140,7 +140,7 @@ def climb(
     each lever is doubled, up to its cap), following whichever is cheapest per recall gained: from ``start``, each
     lever raised alone is measured; a value that meets ``floor`` within the latency budget ends the climb (the
     fastest such one; it meets it when its recall less one standard error does: a sample of 100 queries errs by
-    ~0.015 at recall 0.97, and stopping at an estimate just over the floor leaves the real recall below it half the
+    0.004-0.015 near 0.97, and stopping at an estimate just over the floor leaves the real recall below it half the
     time); else the step that gains the most recall per millisecond it adds is taken (when none gains, the first
     lever's: the wider search), and the climb goes on from there. It stops at the caps or when every next step
     passes the budget, keeping the last value taken (the start even when it is over the budget: a default is never
