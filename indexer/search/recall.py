@@ -178,7 +178,12 @@ def climb(
             return (t.recall - base.recall) / max(t.latency_ms - base.latency_ms, floor_cost)
 
         best = max(within, key=worth)
-        now = best if best.recall > now.recall else within[0]
+        if best.recall > now.recall:
+            now = best
+        elif within[0].value[0] > now.value[0]:
+            now = within[0]  # nothing gains: the wider search (its recall may rise at the next step)
+        else:
+            return now, trials  # only a lever that gains nothing is within the budget: never followed
 
 
 def sample_rows(n: int, size: int, seed: int = 50) -> np.ndarray:
