@@ -142,7 +142,8 @@ def climb(
     fastest such one; it meets it when its recall less one standard error does: a sample of 100 queries errs by
     0.004-0.015 near 0.97, and stopping at an estimate just over the floor leaves the real recall below it half the
     time); else the step that gains the most recall per millisecond it adds is taken (when none gains, the first
-    lever's: the wider search), and the climb goes on from there. It stops at the caps or when every next step
+    lever's: the wider search; when that one is over the budget, the climb stops: a lever that gains nothing is
+    never followed), and the climb goes on from there. It stops at the caps or when every next step
     passes the budget, keeping the last value taken (the start even when it is over the budget: a default is never
     lowered). On near-duplicates the lever that pays differs by set and store (measured: FAISS boilerplate gains
     only from ``nprobe``; the mailbox set from rescoring), so a fixed order wastes the budget on the lever that does
@@ -178,7 +179,12 @@ def climb(
             return (t.recall - base.recall) / max(t.latency_ms - base.latency_ms, floor_cost)
 
         best = max(within, key=worth)
-        now = best if best.recall > now.recall else within[0]
+        if best.recall > now.recall:
+            now = best
+        elif within[0].value[0] > now.value[0]:
+            now = within[0]  # nothing gains: the wider search (its recall may rise at the next step)
+        else:
+            return now, trials  # only a lever that gains nothing is within the budget: never followed
 
 
 def sample_rows(n: int, size: int, seed: int = 50) -> np.ndarray:
