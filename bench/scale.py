@@ -292,16 +292,18 @@ def bench_edge(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.nd
     store.close()
 
 
-def live_load(folder: Path, data: np.ndarray, queries: np.ndarray) -> None:
+def live_load(folder: Path, data: np.ndarray, queries: np.ndarray, rate: float = 0) -> None:
     """A bulk load as indexing makes it: the builder at its threshold, so builds run in the background while
-    points keep coming; a search after every batch is answered by what exists (the segments already indexed,
-    HNSW, plus an exact scan of the points not yet indexed), never by a scan of everything."""
+    points keep coming (``rate`` points a second, as an embedder delivers them; 0: as fast as the store takes
+    them); a search after every batch is answered by what exists (the segments already indexed, HNSW, plus an
+    exact scan of the points not yet indexed), never by a scan of everything."""
     from plugins.qdrant.edge import EdgeStore
+    from plugins.qdrant.edge_build import unindexed
 
     shutil.rmtree(folder, ignore_errors=True)
     store = EdgeStore(folder)
     store.ensure_collection("bench", data.shape[1], {})
-    building, idle = [], []
+    building, idle, tail = [], [], []
     t = time.perf_counter()
     for start in range(0, len(data), 1000):
         store.upsert("bench", points_for(data, start, min(len(data), start + 1000)))
@@ -309,7 +311,17 @@ def live_load(folder: Path, data: np.ndarray, queries: np.ndarray) -> None:
             t1 = time.perf_counter()
             store.search("bench", queries[(start // 1000 * 3 + j) % len(queries)], 10)
             (building if store.builder.building("bench") else idle).append((time.perf_counter() - t1) * 1000)
+        if start % 20_000 == 0:
+            with store._lock:
+                tail.append(unindexed(store._require("bench")))
+            if start % 100_000 == 0:
+                print(f"  {start:,} written at {time.perf_counter() - t:.0f}s: {tail[-1]:,} unindexed, searches "
+                      f"during builds so far p95 {pct(building or [0], 95):.1f} ms", flush=True)
+        if rate:
+            time.sleep(max(0.0, t + (start + 1000) / rate - time.perf_counter()))
     loaded = time.perf_counter() - t
+    print(f"qdrant-edge live load: written at {len(data) / loaded:,.0f} points/s (asked {rate or 'unpaced'}); "
+          f"unindexed points, sampled every 20,000 written: p50 {pct(tail, 50):,.0f}, max {max(tail):,}", flush=True)
     while store.builder.building("bench"):
         t1 = time.perf_counter()
         store.search("bench", queries[len(building) % len(queries)], 10)
@@ -502,6 +514,9 @@ def main() -> None:
                          "their recall estimate samples (0: none; the estimate then samples chunks)")
     ap.add_argument("--live", action="store_true", help="embedded Qdrant: also a bulk load with the builder on, "
                     "searches during its background builds")
+    ap.add_argument("--live-only", action="store_true", help="embedded Qdrant: only the bulk load with the builder on")
+    ap.add_argument("--live-rate", type=float, default=0,
+                    help="points a second the bulk load writes (an embedder's pace; 0: as fast as the store takes)")
     ap.add_argument("--sample", type=int, default=0, help="queries per recall estimate (0: the store's default)")
     ap.add_argument("--rebuild-wait", type=float, default=float("inf"),
                     help="embedded Qdrant: the longest wait (s) for a denser graph its tuning chose, then cancelled")
@@ -550,9 +565,10 @@ def main() -> None:
             edge.HNSW_M = args.m or edge.HNSW_M
             edge.HNSW_EF_CONSTRUCT = args.ef_construct or edge.HNSW_EF_CONSTRUCT
             print(f"qdrant-edge HNSW m {edge.HNSW_M}, ef_construct {edge.HNSW_EF_CONSTRUCT}")
-            bench_edge(work / "edge", data, queries, truth, args.ef)
-            if args.live:
-                live_load(work / "live", data, queries)
+            if not args.live_only:
+                bench_edge(work / "edge", data, queries, truth, args.ef)
+            if args.live or args.live_only:
+                live_load(work / "live", data, queries, args.live_rate)
         if "qdrant-local" in stores:
             bench_local(work / "local", data, queries, truth)
         if not args.work:

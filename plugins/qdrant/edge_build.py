@@ -25,8 +25,14 @@ an indexed segment; and points it leaves unindexed never cause a build after eve
 scans them exactly (measured 2.4 ms p50 at 30,000 384-d points), so a small collection never pays for an index.
 Shards are created with the engine's own indexing threshold at 1 KB, so a build indexes whatever it finds: this
 rule alone decides. When a build ends with as many points written meanwhile, the next starts at once (the end of a
-bulk load has no next write); a build outrun by :data:`JOURNAL_CAP` points written meanwhile is dropped for a
-fresh copy (its journal is held in memory).
+bulk load has no next write).
+
+The journal is spooled to a file beside the shard (``edge/<name>.journal``, 1.5 KB a point), not held in memory, so
+a build outrun by a bulk load is never dropped: it finishes, replays what was written meanwhile in batches, and
+the next build indexes only that (the engine keeps the segments already indexed). Dropping such a build for a
+fresh copy (what a cap in memory forced before) left most of a million points unindexed until the load ended, and
+every search meanwhile an exact scan of them (docs/stores.md, "a bulk load through the store port"). Should the
+spool fail (a full disk), the build is dropped and a fresh one follows; the live shard never depends on it.
 """
 
 from __future__ import annotations
@@ -55,7 +61,8 @@ OLD_SUFFIX = ".old"
 
 CATCH_UP = 2_000  # journaled points left for the final round, under the lock
 MAX_ROUNDS = 20
-JOURNAL_CAP = 200_000  # points written during one build beyond which it is abandoned for a fresh copy
+REPLAY_BATCH = 20_000  # journaled points sent to the build process at a time (its memory, not ours)
+JOURNAL_SUFFIX = ".journal"
 _CHILD = """
 import pickle, sys, qdrant_edge as qe
 shard = qe.EdgeShard.load(sys.argv[1])
@@ -103,6 +110,8 @@ def recover(folder: Path) -> None:
         logger.warning("restored the embedded Qdrant shard %s after an interrupted index build", folder)
     shutil.rmtree(folder.with_name(folder.name + BUILD_SUFFIX), ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        folder.with_name(folder.name + JOURNAL_SUFFIX).unlink()
 
 
 def build_now(folder: Path) -> None:
@@ -147,15 +156,58 @@ def unindexed(shard: Any, vectors_per_point: int = 2) -> int:
     return max(0, points - (int(info.indexed_vectors_count) - (vectors_per_point - 1) * points))
 
 
+class Journal:
+    """The updates applied to the live shard since a build's copy, in order, spooled to ``path``: one pickle frame
+    per update, appended under the store lock; the build reads them back in batches from where it left off."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._out = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self._in = open(path, "rb")  # noqa: SIM115
+        self.pending = 0  # points appended and not yet marked
+        self.total = 0  # points appended since the copy
+
+    def append(self, kind: str, items: list[Any], points: int) -> None:
+        pickle.dump((kind, items, points), self._out, protocol=pickle.HIGHEST_PROTOCOL)
+        self.pending += points
+        self.total += points
+
+    def mark(self) -> tuple[int, int]:
+        """(end offset, points appended since the last mark); called under the store lock."""
+        self._out.flush()
+        pending, self.pending = self.pending, 0
+        return self._out.tell(), pending
+
+    def batches(self, end: int, size: int) -> Any:
+        """The updates up to offset ``end`` not read yet, in lists of about ``size`` points (read without the lock:
+        the writer only appends past ``end``)."""
+        batch: list[tuple[str, Any]] = []
+        points = 0
+        while self._in.tell() < end:
+            kind, items, n = pickle.load(self._in)  # noqa: S301 - our own spool, written above
+            batch.append((kind, items))
+            points += max(n, 1)
+            if points >= size:
+                yield batch
+                batch, points = [], 0
+        if batch:
+            yield batch
+
+    def close(self) -> None:
+        for handle in (self._out, self._in):
+            with contextlib.suppress(OSError):
+                handle.close()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
 @dataclass
 class _Build:
-    journal: list[tuple[str, Any]] | None = None  # None until the copy is taken
-    journaled: int = 0  # points in the journal
-    total: int = 0  # points journaled since the copy
+    journal: Journal | None = None  # None until the copy is taken
     process: subprocess.Popen[bytes] | None = None
     thread: threading.Thread | None = None
     cancelled: bool = False
-    abandoned: bool = False  # too much written meanwhile: a fresh build follows
+    abandoned: bool = False  # its journal could not be written: a fresh build follows
     timings: dict[str, float] = field(default_factory=dict)
     errors: Any = field(default_factory=tempfile.TemporaryFile)  # the child's stderr
 
@@ -193,14 +245,12 @@ class BackgroundBuilder:
         name)])`` (plugins/qdrant/edge_fields.py)."""
         build = self._builds.get(collection)
         if build is not None and build.journal is not None and not build.cancelled:
-            build.journal.append((kind, items))
-            build.journaled += max(points, 1)
-            build.total += max(points, 1)
-            if build.total > JOURNAL_CAP:  # a bulk load outruns the build: start again from a fresh copy
-                logger.info("abandoned the index build of embedded Qdrant collection %s: %d points written "
-                            "meanwhile; a fresh build follows", collection, build.total)
+            try:
+                build.journal.append(kind, items, max(points, 1))
+            except Exception as exc:  # e.g. a full disk: the write stands, this build cannot hold it
+                logger.warning("abandoned the index build of embedded Qdrant collection %s: its journal could not "
+                               "be written (%s); a fresh build follows", collection, exc)
                 build.abandoned = build.cancelled = True
-                build.journal = None
                 if build.process is not None and build.process.poll() is None:
                     build.process.kill()
         if collection in self._written:
@@ -247,33 +297,36 @@ class BackgroundBuilder:
             )
             self._expect(build, b"built")
             build.timings["index built at"] = time.monotonic() - started
+            journal = build.journal
+            assert journal is not None
+            unsent = 0
             for _ in range(MAX_ROUNDS):  # catch up without the lock while writes go on
                 with self._lock:
-                    rounds, build.journal, pending = build.journal or [], [], build.journaled
-                    build.journaled = 0
-                if pending <= CATCH_UP:
-                    with self._lock:  # put back what was taken: the final round sends it, in order
-                        build.journal, build.journaled = rounds + build.journal, pending + build.journaled
+                    end, pending = journal.mark()
+                unsent += pending
+                if unsent <= CATCH_UP:  # left for the final round, with writes held back
                     break
-                self._send(build, rounds, b"ok")
+                self._replay(build, end)
+                unsent = 0
+            build.timings["journal replayed at"] = time.monotonic() - started
             stalled = time.monotonic()
             with self._gate:  # writes held back; searches go on until swap() takes the lock
                 with self._lock:
                     if build.cancelled:
                         raise BuildCancelled
-                    rest = build.journal or []
-                self._send(build, rest, b"ok")
+                    end, _ = journal.mark()
+                self._replay(build, end)
                 build.timings["last round"] = time.monotonic() - stalled
                 self._send(build, None, b"done")
                 process.wait(timeout=60)
                 build.timings["child closed"] = time.monotonic() - stalled
                 swap(collection, target)
-                build.journal = None
             build.timings["swap, writes held back"] = time.monotonic() - stalled
             seconds = time.monotonic() - started
             self.completed.append((collection, seconds, dict(build.timings)))
-            logger.info("built the HNSW index of embedded Qdrant collection %s in %.1f s (%s)", collection, seconds,
-                        ", ".join(f"{k} {v:.1f} s" for k, v in build.timings.items()))
+            logger.info("built the HNSW index of embedded Qdrant collection %s in %.1f s (%s; %d points written "
+                        "meanwhile)", collection, seconds, ", ".join(f"{k} {v:.1f} s" for k, v in build.timings.items()),
+                        journal.total)
         except BuildCancelled:
             pass
         except Exception as exc:  # a failed build costs speed, never data: the live shard is untouched
@@ -287,7 +340,10 @@ class BackgroundBuilder:
             with self._lock:
                 if self._builds.get(collection) is build:
                     del self._builds[collection]
+                spool, build.journal = build.journal, None  # no append after this
             shutil.rmtree(target, ignore_errors=True)
+            if spool is not None:
+                spool.close()
             build.errors.close()
             if build.abandoned or not build.cancelled:
                 self._again(collection, folder, swap)
@@ -315,7 +371,7 @@ class BackgroundBuilder:
                 shutil.rmtree(target, ignore_errors=True)
                 shard = self._live(collection)
                 shard.flush()
-                build.journal = []
+                build.journal = Journal(folder.with_name(folder.name + JOURNAL_SUFFIX))
             shutil.copytree(folder, target, copy_function=copy)
 
     def _live(self, collection: str) -> Any:
@@ -323,6 +379,12 @@ class BackgroundBuilder:
         if shard is None:
             raise BuildCancelled
         return shard
+
+    def _replay(self, build: _Build, end: int) -> None:
+        """Send the journal up to offset ``end`` to the build process, :data:`REPLAY_BATCH` points at a time."""
+        assert build.journal is not None
+        for batch in build.journal.batches(end, REPLAY_BATCH):
+            self._send(build, batch, b"ok")
 
     def _send(self, build: _Build, rounds: list[tuple[str, Any]] | None, reply: bytes) -> None:
         process = build.process

@@ -417,20 +417,55 @@ def test_the_end_of_a_bulk_load_is_indexed_without_another_write(tmp_path):
         store.close()
 
 
-def test_a_build_outrun_by_writes_is_abandoned_for_a_fresh_one(tmp_path, monkeypatch, caplog):
-    """The journal of one build is capped (a bulk load would hold every point written meanwhile in memory): past
-    the cap the build is dropped and a fresh one, from a new copy, follows; nothing is lost."""
+def test_a_build_outrun_by_writes_finishes_and_replays_them_from_its_spool(tmp_path, monkeypatch):
+    """Every write during a build is spooled to a file beside the shard, not held in memory, and replayed into the
+    built copy in batches while writes go on: the build finishes however much was written meanwhile (dropping it
+    for a fresh copy left a bulk load unindexed until it ended); the spool is gone after; nothing is lost."""
     from plugins.qdrant import edge_build
 
-    monkeypatch.setattr(edge_build, "JOURNAL_CAP", 300)
+    monkeypatch.setattr(edge_build, "REPLAY_BATCH", 150)
+    monkeypatch.setattr(edge_build, "CATCH_UP", 100)
     store, more = _building(tmp_path)
+    spool = store._dir("c").with_name("c" + edge_build.JOURNAL_SUFFIX)
     try:
-        with caplog.at_level("INFO", logger="plugins.qdrant.edge_build"):
-            for start in range(0, 1200, 100):
-                store.upsert("c", more[start : start + 100])
-            assert store.builder.wait(180) and store.builder.completed
-        assert any("abandoned the index build" in r.getMessage() for r in caplog.records)
+        seen = False
+        for start in range(0, 1200, 100):
+            store.upsert("c", more[start : start + 100])
+            seen = seen or spool.is_file()
+        assert seen, "writes during a build are spooled beside the shard"
+        assert store.builder.wait(180) and store.builder.completed
+        first = store.builder.completed[0][2]
+        assert "journal replayed at" in first and first["journal replayed at"] >= first["index built at"]
+        assert not spool.exists()
         assert store.count("c") == 2700 and unindexed(store._require("c")) < store.builder.threshold
         assert {p.id for p in more} <= store.list_ids("c")
+    finally:
+        store.close()
+
+
+def test_a_journal_that_cannot_be_written_drops_the_build_not_the_write(tmp_path, monkeypatch, caplog):
+    """A full disk under the spool: the write to the live shard stands, the build is dropped and a fresh one
+    follows from a new copy; nothing is lost."""
+    from plugins.qdrant import edge_build
+
+    real_append = edge_build.Journal.append
+    failures = iter([OSError(28, "No space left on device")])
+
+    def append(self, kind, items, points):
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        real_append(self, kind, items, points)
+
+    monkeypatch.setattr(edge_build.Journal, "append", append)
+    store, more = _building(tmp_path)
+    try:
+        with caplog.at_level("WARNING", logger="plugins.qdrant.edge_build"):
+            store.upsert("c", more[:600])
+            store.upsert("c", more[600:])
+            assert store.builder.wait(180) and store.builder.completed
+        assert any("journal could not be written" in r.getMessage() for r in caplog.records)
+        assert store.count("c") == 2700 and {p.id for p in more} <= store.list_ids("c")
+        assert unindexed(store._require("c")) < store.builder.threshold
     finally:
         store.close()
