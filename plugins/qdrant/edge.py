@@ -14,9 +14,8 @@ opens a shard (its WAL is locked), as with local mode.
 
 Search: exact over the points no HNSW covers yet, HNSW with ``hnsw_ef`` = :func:`hnsw_ef` over the rest, on int8
 codes held in RAM, the best ``OVERSAMPLING x limit`` rescored with the float vectors (so scores are exact); both
-tuned from the measured recall (:mod:`plugins.qdrant.edge_recall`). The
-index and the codes are built in the background once enough points are unindexed
-(:mod:`plugins.qdrant.edge_build`); a migrated collection arrives indexed.
+tuned from the measured recall (:mod:`plugins.qdrant.edge_recall`). The index and the codes are built in the
+background once enough points are unindexed (:mod:`plugins.qdrant.edge_build`); a migrated collection arrives indexed.
 """
 
 from __future__ import annotations
@@ -87,9 +86,7 @@ def _edge() -> Any:
 
 def _distance(metric: Metric) -> Any:
     d = _edge().Distance
-    return {Metric.COSINE: d.Cosine, Metric.DOT: d.Dot, Metric.EUCLID: d.Euclid, Metric.MANHATTAN: d.Manhattan}[
-        metric
-    ]
+    return {Metric.COSINE: d.Cosine, Metric.DOT: d.Dot, Metric.EUCLID: d.Euclid, Metric.MANHATTAN: d.Manhattan}[metric]
 
 
 class EdgeStore(EdgeFields, EdgeLanguages, EdgeRecall):
@@ -294,9 +291,12 @@ class EdgeStore(EdgeFields, EdgeLanguages, EdgeRecall):
     def _apply(self, collection: str, operations: Sequence[tuple[Any, tuple[str, list[Any]], int]]) -> None:
         """Apply updates to the live shard and flush, under the lock (a background build's swap never falls
         between them); each is journaled for a build in progress; then start a build if one is due. Each update
-        first checks the disk's free space (:mod:`plugins.qdrant.space`)."""
+        first checks the disk's free space (:mod:`plugins.qdrant.space`); writes of points wait while a bulk load
+        outruns a running build (``builder.hold``)."""
         if self.read_only:
             raise StoreError(f"the embedded Qdrant store {self.path} is open read-only (a stateless search worker)")
+        if any(points for _, _, points in operations):
+            self.builder.hold(collection)
         with self._writes, self._lock:
             shard = self._require(collection)
             for op, (kind, items), points in operations:
@@ -489,7 +489,7 @@ class EdgeStore(EdgeFields, EdgeLanguages, EdgeRecall):
                 self._call("flush", shard.flush)
 
     def close(self) -> None:
-        self.builder.cancel()
+        self.builder.close()
         self._save_recent()
         with self._lock:
             shards, self._shards = list(self._shards.items()), {}

@@ -469,3 +469,43 @@ def test_a_journal_that_cannot_be_written_drops_the_build_not_the_write(tmp_path
         assert unindexed(store._require("c")) < store.builder.threshold
     finally:
         store.close()
+
+
+def test_a_bulk_load_that_outruns_the_build_waits_for_it(tmp_path):
+    """Searches scan unindexed points exactly, so a bulk load may not pile up more than ``max_unindexed`` of them
+    while a build runs: the next write waits for the build to end, then goes on; nothing is lost."""
+    store, more = _building(tmp_path)
+    store.builder.max_unindexed = 1600  # the build copied 1,500 unindexed points
+    try:
+        peaks = []
+        for start in range(0, 1200, 100):
+            store.upsert("c", more[start : start + 100])
+            peaks.append(store.builder.unindexed_now("c") or 0)
+        assert store.builder.held_s > 0, "a write waited for the build"
+        assert max(peaks) <= 1600 + 100  # at most one write past the bound before the next waits
+        assert store.builder.wait(180)
+        assert store.count("c") == 2700 and {p.id for p in more} <= store.list_ids("c")
+    finally:
+        store.close()
+
+
+def test_a_write_never_waits_longer_than_the_hold_limit(tmp_path, monkeypatch):
+    """A build that never ends (stuck) holds a write back for at most HOLD_S: indexing goes on."""
+    import threading
+
+    from plugins.qdrant import edge_build
+
+    monkeypatch.setattr(edge_build, "HOLD_S", 0.3)
+    builder = edge_build.BackgroundBuilder(threading.RLock(), threading.RLock(), lambda name: None, threshold=10)
+    stuck = edge_build._Build(copied_unindexed=10**6)
+    stuck.journal = edge_build.Journal(tmp_path / "c.journal")
+    builder._builds["c"] = stuck
+    try:
+        assert builder.unindexed_now("c") == 10**6
+        waited = builder.hold("c")
+        assert 0.3 <= waited < 5
+        builder.max_unindexed = 0  # off: never waits
+        assert builder.hold("c") == 0.0
+        assert builder.hold("other") == 0.0 and builder.unindexed_now("other") is None
+    finally:
+        stuck.journal.close()
