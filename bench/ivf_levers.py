@@ -1,0 +1,94 @@
+"""FAISS IVF-SQ8 levers at scale, on the raw index (one query at a time): the list count, ``nprobe``, the float
+rescoring depth and a second OpenMP thread over one query's lists, each against exact search in the same run.
+
+The vectors are one of bench/scale.py's sets around the real chunk embeddings of an indexer state database. What
+it answers (docs/benchmarks.md#recall-session-4): whether more lists buy recall per millisecond (on the versions
+set they do: 4,096 lists at 1M twice as fast as 2,048 at the same recall; on boilerplate the recall follows the
+vectors scanned, whatever the list count), and whether a second thread shortens one query (it did not here).
+
+    python bench/ivf_levers.py --state DATA/state.sqlite --queries scifact/queries.jsonl --vectors versions \\
+        --n 1000000 --lists 2048:405000,4096:524288 --nprobe 32 64 128 --depth 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import scale  # noqa: E402  (bench/scale.py: the vector sets)
+
+from indexer.models.native import machine_line  # noqa: E402
+
+
+def recall_at_10(found: list[np.ndarray], truth: np.ndarray) -> float:
+    return float(np.mean([len(set(f[:10].tolist()) & set(t.tolist())) / 10 for f, t in zip(found, truth, strict=True)]))
+
+
+def main() -> None:
+    print(machine_line(), flush=True)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--state", type=Path, required=True, help="state.sqlite whose vector cache holds real chunks")
+    ap.add_argument("--queries", type=Path, required=True,
+                    help="BEIR queries.jsonl (embedded by the default model) or query vectors (.npy, normalized)")
+    ap.add_argument("--vectors", choices=["mailbox", "versions", "boilerplate"], default="versions")
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--max-queries", type=int, default=400)
+    ap.add_argument("--lists", default="2048:405000,4096:524288",
+                    help="LISTS:TRAINED_ON pairs: each trained on the first TRAINED_ON vectors, as the store does")
+    ap.add_argument("--nprobe", type=int, nargs="+", default=[32, 64, 128])
+    ap.add_argument("--depth", type=int, nargs="+", default=[1, 2], help="rescoring depth: depth x 10 rescored")
+    ap.add_argument("--threads", action="store_true", help="also one query on two threads (parallel_mode 1)")
+    args = ap.parse_args()
+
+    real, _ = scale.real_vectors(args.state)
+    if args.queries.suffix == ".jsonl":
+        queries = scale.embed_queries(args.queries, args.max_queries)[0]
+    else:
+        queries = np.load(args.queries)[: args.max_queries].astype(np.float32)
+    data = {"mailbox": scale.mailbox, "versions": scale.versions, "boilerplate": scale.boilerplate}[args.vectors](
+        real, args.n)
+    faiss.omp_set_num_threads(2)
+    exact = faiss.IndexFlatIP(data.shape[1])
+    exact.add(data)
+    _, truth = exact.search(queries, 10)
+    del exact
+    print(f"{len(data):,} vectors ({args.vectors}), {len(queries)} queries", flush=True)
+    for pair in args.lists.split(","):
+        lists, trained_on = (int(x) for x in pair.split(":"))
+        index = faiss.index_factory(data.shape[1], f"IVF{lists},SQ8", faiss.METRIC_INNER_PRODUCT)
+        faiss.omp_set_num_threads(2)
+        t = time.perf_counter()
+        index.train(data[: min(trained_on, len(data))])
+        index.add(data)
+        print(f"IVF{lists},SQ8 trained on {min(trained_on, len(data)):,}: {time.perf_counter() - t:.1f}s", flush=True)
+        modes = [(1, 0), (2, 1)] if args.threads else [(1, 0)]
+        for nprobe in args.nprobe:
+            for depth in args.depth:
+                for threads, mode in modes:
+                    faiss.omp_set_num_threads(threads)
+                    params = faiss.SearchParametersIVF(nprobe=nprobe)
+                    params.parallel_mode = mode
+                    times, found = [], []
+                    for q in queries:
+                        t1 = time.perf_counter()
+                        _, ids = index.search(q[None], 10 * depth, params=params)
+                        got = ids[0][ids[0] >= 0]
+                        if depth > 1:
+                            got = got[np.argsort(-(data[got] @ q))]
+                        times.append(time.perf_counter() - t1)
+                        found.append(got[:10])
+                    print(f"  lists {lists} nprobe {nprobe} depth {depth} threads {threads}: recall@10 "
+                          f"{recall_at_10(found, truth):.3f}, p50 {np.median(times) * 1000:.2f} ms, "
+                          f"p95 {np.percentile(times, 95) * 1000:.2f} ms", flush=True)
+
+
+if __name__ == "__main__":
+    main()
