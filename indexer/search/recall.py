@@ -206,6 +206,7 @@ class RecentQueries:
         self.path, self.size, self.persist_s = path, int(size), float(persist_s)
         self._ring: dict[bytes, tuple[float, np.ndarray]] = {}  # vector bytes -> (unix time, vector); dict order
         self._lock = threading.Lock()
+        self._saving = threading.Lock()  # one save at a time: a save from an older snapshot never lands last
         self._saved_at = time.monotonic()
         self._changed = False
         for _key, (when, vector) in sorted(self._read(), key=lambda pair: pair[1][0]):
@@ -258,6 +259,10 @@ class RecentQueries:
         the next estimate's sample is at stake)."""
         if self.path is None:
             return
+        with self._saving:
+            self._save(self.path)
+
+    def _save(self, path: Path) -> None:
         with self._lock:
             self._saved_at = time.monotonic()
             if not self._changed:
@@ -273,16 +278,16 @@ class RecentQueries:
         dims = {v.shape for _, v in newest}
         if len(dims) > 1:  # another model's queries (a re-created collection): the newest dimension wins
             newest = [(w, v) for w, v in newest if v.shape == newest[0][1].shape]
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             with tmp.open("wb") as out:
                 np.savez(out, times=np.asarray([w for w, _ in newest], np.float64),
                          vectors=np.stack([v for _, v in newest]) if newest else np.zeros((0, 0), np.float32))
-            os.replace(tmp, self.path)
+            os.replace(tmp, path)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-            logger.warning("could not record the recent query vectors in %s: %s", self.path, exc)
+            logger.warning("could not record the recent query vectors in %s: %s", path, exc)
 
     def _read(self) -> list[tuple[bytes, tuple[float, np.ndarray]]]:
         """The file's (key, (time, vector)) pairs; none when it is missing or unreadable."""

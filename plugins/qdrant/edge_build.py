@@ -378,12 +378,12 @@ class BackgroundBuilder:
                 if self._builds.get(collection) is build:
                     del self._builds[collection]
                 spool, build.journal = build.journal, None  # no append after this
+                if spool is not None:
+                    spool.close()  # before the next build opens its journal under the same name
                 if build.abandoned or not build.cancelled:
                     self._again(collection, folder, swap)
             with self._ended:
                 self._ended.notify_all()
-            if spool is not None:
-                spool.close()
             build.errors.close()
 
     def _again(self, collection: str, folder: Path, swap: Callable[[str, Path], None]) -> None:
