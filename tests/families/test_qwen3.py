@@ -223,7 +223,9 @@ def test_packed_sequences_do_not_attend_to_each_other(embedder):
     # where one text attending to another gives a different vector (cosine about -0.2 here)
     assert np.sum(together * alone, axis=1).min() >= 0.99999
     again = np.asarray(embedder.embed(texts))  # nothing is left in the KV memory between calls
-    assert np.array_equal(together, again)
+    # not bit for bit: a short decode runs on one thread or the whole team as the cores allow (engine/plan.py
+    # ThreadChooser), which changes the sums' order (cosine >= 0.99999); a leftover in the KV memory gives ~ -0.2
+    assert np.sum(together * again, axis=1).min() >= 0.99999
 
 
 def test_a_causal_model_keeps_kv_memory_for_one_batch_only(embedder):
