@@ -261,8 +261,7 @@ class VectorIndex:
         """(name, value now, most worth trying) of the search-time parameter of an approximate search; None when
         an unfiltered search is exact (flat, or HNSW over at most ``exact_below`` live vectors)."""
         if self.structure == "ivf":
-            lists = int(_faiss.extract_index_ivf(self.index).nlist)
-            return "nprobe", self.tuned or self.auto.nprobe, max(lists, self.auto.nprobe)
+            return "nprobe", self.tuned or self.auto.nprobe, max(self.lists(), self.auto.nprobe)
         if self.structure == "hnsw" and self.live > self.hnsw.exact_below:
             return "efSearch", self.tuned or self.hnsw.ef_search, 16 * self.hnsw.ef_search
         return None

@@ -167,7 +167,7 @@ class FaissRecall:
                 points = coll.sidecar.count()
                 default = index.auto.nprobe if index.structure == "ivf" else index.hnsw.ef_search
                 ip = index.ip
-                lists = int(faiss.extract_index_ivf(index.index).nlist) if index.structure == "ivf" else 0
+                lists = index.lists()
         if shape is None:
             exact_search = RecallEstimate(1.0, 0, k, None, None, None, "exact", points, None, time.time())
             return self._record(collection, exact_search)
