@@ -49,7 +49,7 @@ class Settings(BaseSettings):
     recall_sample: int = Field(100, ge=1, le=10_000, description="queries per recall measurement")
     recall_interval: float = Field(600.0, ge=0, description="seconds between two recall measurements of a collection")
     recall_tuning: bool = Field(True, description="tune hnsw_ef / nprobe / efSearch from the measured recall")
-    recall_latency_budget_ms: float = Field(5.0, gt=0, description="mean query time the tuning may spend")
+    recall_latency_budget_ms: float = Field(5.0, gt=0, description="median query time the tuning may spend")
     faiss_nprobe: int | None = Field(None, ge=1, description="IVF lists a FAISS search visits (unset: tuned)")
     faiss_ef_search: int | None = Field(None, ge=1, description="FAISS HNSW search beam (unset: tuned)")
     faiss_ivf_lists: int | None = Field(None, ge=8, le=65_536, description="FAISS IVF lists (unset: chosen)")

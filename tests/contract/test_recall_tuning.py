@@ -368,3 +368,41 @@ def test_faiss_tuning_follows_the_lever_that_pays_on_boilerplate(tmp_path: Path)
         assert measured_searches(store, ids, vectors, queries[200:]) >= FLOOR - 0.01
     finally:
         store.close()
+
+
+@pytest.mark.timeout(600)
+def test_embedded_qdrant_builds_a_denser_graph_when_the_floor_costs_too_much_time(tmp_path: Path, monkeypatch) -> None:
+    """The floor met only with a beam raised above its default, at a median time over GRAPH_SPEED_SHARE of the
+    latency budget (the share set to 0 here, so any raised beam is too slow: a shared machine's timing must not
+    decide a test): the store records a denser graph "for speed", builds it in the background while searches go on
+    at the tuned values, and the denser graph meets the floor again; an explicit m is never raised."""
+    from plugins.qdrant import edge_recall
+
+    monkeypatch.setattr(edge_recall, "GRAPH_SPEED_SHARE", 0.0)
+    ids, vectors = near_duplicates(500, 40, 128, 0.05)
+    store = EdgeStore(tmp_path / "qdrant")
+    store.builder.threshold = 1000
+    try:
+        fill(store, ids, vectors)
+        assert store.builder.wait(240)
+        for q in between(vectors, 200, 1):
+            store.search("c", q, 10)
+        tuned = store.measure_recall("c", 200, True, FLOOR, 1000.0)
+        assert tuned.source == "tuned" and tuned.recall >= FLOOR and tuned.value > 128, tuned
+        choice = store.graph_choice("c")
+        assert choice is not None and (choice["m"], choice["ef_construct"]) == (32, 200), choice
+        assert choice["for"] == "speed" and "costs too much" in choice["why"]
+        assert choice["latency_ms"] == tuned.latency_ms and choice["recall"] == tuned.recall
+        assert measured_searches(store, ids, vectors, between(vectors, 100, 3)) >= FLOOR - 0.02  # during the build
+        assert store.builder.wait(300) and store.builder.completed
+        again = store.measure_recall("c", 200, True, FLOOR, 1000.0)
+        assert again.graph == {"m": 32, "ef_construct": 200} and again.recall >= FLOOR, again
+    finally:
+        store.builder.cancel()
+        store.close()
+    fixed = EdgeStore(tmp_path / "qdrant", graph={"m": 32, "ef_construct": 200})
+    try:
+        fixed.measure_recall("c", 200, True, FLOOR, 1000.0)
+        assert not fixed.builder.building("c")  # the settings: never raised, for speed either
+    finally:
+        fixed.close()
