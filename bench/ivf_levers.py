@@ -4,10 +4,14 @@ rescoring depth and a second OpenMP thread over one query's lists, each against 
 The vectors are one of bench/scale.py's sets around the real chunk embeddings of an indexer state database. What
 it answers (docs/benchmarks.md#recall-session-4): whether more lists buy recall per millisecond (on the versions
 set they do: 4,096 lists at 1M twice as fast as 2,048 at the same recall; on boilerplate the recall follows the
-vectors scanned, whatever the list count), and whether a second thread shortens one query (it did not here).
+vectors scanned, whatever the list count), whether a second thread shortens one query (it did not here), and
+whether codes of fewer bytes scan faster for the same recall (``--codes``: FAISS factory code strings, e.g. SQ4, SQ6,
+PQ96x4fs, or a transform before the lists as ``PCAR192>SQ8``; on boilerplate none did).
 
     python bench/ivf_levers.py --state DATA/state.sqlite --queries scifact/queries.jsonl --vectors versions \\
         --n 1000000 --lists 2048:405000,4096:524288 --nprobe 32 64 128 --depth 1 2
+    python bench/ivf_levers.py ... --vectors boilerplate --lists 4096:524288 --codes SQ8 SQ4 SQ6 "PCAR192>SQ8" \
+        --nprobe 256 512 --depth 1 4
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ def main() -> None:
     ap.add_argument("--nprobe", type=int, nargs="+", default=[32, 64, 128])
     ap.add_argument("--depth", type=int, nargs="+", default=[1, 2], help="rescoring depth: depth x 10 rescored")
     ap.add_argument("--threads", action="store_true", help="also one query on two threads (parallel_mode 1)")
+    ap.add_argument("--codes", nargs="+", default=["SQ8"],
+                    help="codes of the lists (FAISS factory strings); TRANSFORM>CODES puts a transform first")
     args = ap.parse_args()
 
     real, _ = scale.real_vectors(args.state)
@@ -61,31 +67,35 @@ def main() -> None:
     _, truth = exact.search(queries, 10)
     del exact
     print(f"{len(data):,} vectors ({args.vectors}), {len(queries)} queries", flush=True)
-    for pair in args.lists.split(","):
+    space = faiss.ParameterSpace()
+    for pair, codes in [(pair, codes) for pair in args.lists.split(",") for codes in args.codes]:
         lists, trained_on = (int(x) for x in pair.split(":"))
-        index = faiss.index_factory(data.shape[1], f"IVF{lists},SQ8", faiss.METRIC_INNER_PRODUCT)
+        transform, _, code = codes.rpartition(">")
+        spec = f"{transform + ',' if transform else ''}IVF{lists},{code}"
+        index = faiss.index_factory(data.shape[1], spec, faiss.METRIC_INNER_PRODUCT)
         faiss.omp_set_num_threads(2)
         t = time.perf_counter()
         index.train(data[: min(trained_on, len(data))])
         index.add(data)
-        print(f"IVF{lists},SQ8 trained on {min(trained_on, len(data)):,}: {time.perf_counter() - t:.1f}s", flush=True)
+        print(f"{spec} trained on {min(trained_on, len(data)):,}: {time.perf_counter() - t:.1f}s, "
+              f"{faiss.serialize_index(index).nbytes / len(data):.0f} bytes/point", flush=True)
         modes = [(1, 0), (2, 1)] if args.threads else [(1, 0)]
         for nprobe in args.nprobe:
             for depth in args.depth:
                 for threads, mode in modes:
                     faiss.omp_set_num_threads(threads)
-                    params = faiss.SearchParametersIVF(nprobe=nprobe)
-                    params.parallel_mode = mode
+                    space.set_index_parameter(index, "nprobe", nprobe)
+                    faiss.extract_index_ivf(index).parallel_mode = mode
                     times, found = [], []
                     for q in queries:
                         t1 = time.perf_counter()
-                        _, ids = index.search(q[None], 10 * depth, params=params)
+                        _, ids = index.search(q[None], 10 * depth)
                         got = ids[0][ids[0] >= 0]
                         if depth > 1:
                             got = got[np.argsort(-(data[got] @ q))]
                         times.append(time.perf_counter() - t1)
                         found.append(got[:10])
-                    print(f"  lists {lists} nprobe {nprobe} depth {depth} threads {threads}: recall@10 "
+                    print(f"  {spec} nprobe {nprobe} depth {depth} threads {threads}: recall@10 "
                           f"{recall_at_10(found, truth):.3f}, p50 {np.median(times) * 1000:.2f} ms, "
                           f"p95 {np.percentile(times, 95) * 1000:.2f} ms", flush=True)
 
