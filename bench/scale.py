@@ -272,9 +272,11 @@ def bench_edge(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.nd
         choice = store.graph_choice("bench") or {}
         if store.builder.building("bench"):
             store.builder.cancel()
+            seen = (f"p50 {pct(during, 50):.2f} ms p95 {pct(during, 95):.2f} ms max {max(during):.0f} ms" if during
+                    else "")
             print(f"qdrant-edge graph rebuild with m {choice.get('m')}, ef_construct {choice.get('ef_construct')} "
-                  f"cancelled after {time.perf_counter() - t:.0f}s (--rebuild-wait); during it {len(during)} searches "
-                  f"p50 {pct(during, 50):.2f} ms p95 {pct(during, 95):.2f} ms max {max(during):.0f} ms")
+                  f"({choice.get('why')}) cancelled after {time.perf_counter() - t:.0f}s (--rebuild-wait); during it "
+                  f"{len(during)} searches {seen}")
         else:
             print(f"qdrant-edge graph rebuilt with m {choice.get('m')}, ef_construct {choice.get('ef_construct')} in "
                   f"{time.perf_counter() - t:.1f}s in the background; during it {len(during)} searches (the previous "
