@@ -56,6 +56,14 @@ def measured(store, ids: list[str], vectors: np.ndarray, queries: np.ndarray, k:
     return found / len(queries)
 
 
+def built_and_searched(store, ids: list[str], vectors: np.ndarray, searches: np.ndarray) -> None:
+    """The collection written, its HNSW graph built, and ``searches`` made through the store (its recent searches)."""
+    fill(store, ids, vectors)
+    assert store.builder.wait(240)
+    for q in searches:
+        store.search("c", q, 10)
+
+
 def other_queries(n: int, size: int = 200) -> np.ndarray:
     return np.random.default_rng(7).choice(n, size=size, replace=False)
 
@@ -269,10 +277,7 @@ def test_embedded_qdrant_builds_a_denser_graph_when_search_time_tuning_cannot_re
     store = EdgeStore(tmp_path / "qdrant")
     store.builder.threshold = 1000
     try:
-        fill(store, ids, vectors)
-        assert store.builder.wait(240)
-        for q in between(vectors, 100, 1):
-            store.search("c", q, 10)
+        built_and_searched(store, ids, vectors, between(vectors, 100, 1))
         first = store.measure_recall("c", 100, True, FLOOR, 1000.0)
         assert first.source == "tuned" and first.recall < FLOOR and first.graph == {"m": 16, "ef_construct": 100}
         choice = store.graph_choice("c")
@@ -383,10 +388,7 @@ def test_embedded_qdrant_builds_a_denser_graph_when_the_floor_costs_too_much_tim
     store = EdgeStore(tmp_path / "qdrant")
     store.builder.threshold = 1000
     try:
-        fill(store, ids, vectors)
-        assert store.builder.wait(240)
-        for q in between(vectors, 200, 1):
-            store.search("c", q, 10)
+        built_and_searched(store, ids, vectors, between(vectors, 200, 1))
         tuned = store.measure_recall("c", 200, True, FLOOR, 1000.0)
         assert tuned.source == "tuned" and tuned.recall >= FLOOR and tuned.value > 128, tuned
         choice = store.graph_choice("c")
