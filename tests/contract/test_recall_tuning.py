@@ -390,6 +390,8 @@ def test_embedded_qdrant_builds_a_denser_graph_when_the_floor_costs_too_much_tim
     try:
         built_and_searched(store, ids, vectors, between(vectors, 200, 1))
         tuned = store.measure_recall("c", 200, True, FLOOR, 1000.0)
+        # the floor needs a wider beam here: at hnsw_ef 128 any oversampling finds ~0.62 (measured with the beam
+        # capped at 128), the beam alone ~0.96 at 8192 (oversampling capped at 2); both raised reach it
         assert tuned.source == "tuned" and tuned.recall >= FLOOR and tuned.value > 128, tuned
         choice = store.graph_choice("c")
         assert choice is not None and (choice["m"], choice["ef_construct"]) == (32, 200), choice
