@@ -6,7 +6,8 @@ it answers (docs/benchmarks.md#recall-session-4): whether more lists buy recall 
 set they do: 4,096 lists at 1M twice as fast as 2,048 at the same recall; on boilerplate the recall follows the
 vectors scanned, whatever the list count), whether a second thread shortens one query (it did not here), and
 whether codes of fewer bytes scan faster for the same recall (``--codes``: FAISS factory code strings, e.g. SQ4, SQ6,
-PQ96x4fs, or a transform before the lists as ``PCAR192>SQ8``; on boilerplate none did).
+PQ96x4fs, RaBitQ4, RaBitQfs (FAISS >= 1.13), or a transform before the lists as ``PCAR192>SQ8``; on boilerplate
+none of SQ4, SQ6, PCA or PQ did; RaBitQ did, by 20-30 %, docs/benchmarks.md#recall-session-6).
 
     python bench/ivf_levers.py --state DATA/state.sqlite --queries scifact/queries.jsonl --vectors versions \\
         --n 1000000 --lists 2048:405000,4096:524288 --nprobe 32 64 128 --depth 1 2
