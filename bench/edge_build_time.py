@@ -6,7 +6,12 @@ The points are bench/scale.py's SciFact-derived set: ``--points generated`` (the
 Zen 4 (docs/benchmarks.md#recall-session-6): at 1M the store's build is ~10 % over the engine's, and the bench's
 points take 2.7x the generator's (524 s vs 194 s) while at 200k they cost the same: the build time is the points'.
 
+``--code DIR`` builds with the store of another version (its ``plugins`` and ``indexer`` packages, same venv and
+engine), for a ratio against the previous version in the same hour: ``git worktree add ../v-old 94d2264`` is the
+commit that measured 337 s on 2026-12-01 (docs/benchmarks.md#recall-session-7).
+
     python bench/edge_build_time.py --state DATA/state.sqlite --n 1000000 --points bench [--searches 50] [--engine]
+    python bench/edge_build_time.py --state DATA/state.sqlite --n 1000000 --points bench --code ../v-old
 """
 
 from __future__ import annotations
@@ -28,6 +33,17 @@ import scale  # noqa: E402  (bench/scale.py: the vector sets)
 from indexer.models.native import machine_line  # noqa: E402
 
 
+def use_code(root: Path) -> None:
+    """Import ``plugins`` and ``indexer`` from ``root`` instead of this checkout (bench/scale.py stays ours: the
+    vector sets must be the same points)."""
+    if not (root / "plugins" / "qdrant" / "edge.py").is_file():
+        raise SystemExit(f"--code {root}: no plugins/qdrant/edge.py there; give a checkout of this repository")
+    here = str(Path(__file__).resolve().parents[1])
+    sys.path[:] = [str(root)] + [p for p in sys.path if p != here]
+    for name in [m for m in sys.modules if m.split(".")[0] in ("plugins", "indexer")]:
+        del sys.modules[name]
+
+
 def main() -> None:
     print(machine_line(), flush=True)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,11 +53,18 @@ def main() -> None:
     ap.add_argument("--searches", type=int, default=0, help="exact searches (chunk vectors) before the build")
     ap.add_argument("--engine", action="store_true", help="also optimize() a copy of the shard in-process")
     ap.add_argument("--work", type=Path, help="folder for the shards (default: a temporary one)")
+    ap.add_argument("--code", type=Path, help="a checkout of another version whose store builds (same venv)")
     args = ap.parse_args()
+    if args.code:
+        use_code(args.code.resolve())
 
     import qdrant_edge as qe
 
+    from plugins.qdrant import edge
     from plugins.qdrant.edge import EdgeStore
+
+    print(f"store code: {Path(edge.__file__).resolve().parents[2]} (m {edge.HNSW_M}, ef_construct "
+          f"{edge.HNSW_EF_CONSTRUCT})", flush=True)
 
     real, _ = scale.real_vectors(args.state)
     data = (np.concatenate([real, scale.generated(real, args.n - len(real))]) if args.points == "bench"

@@ -292,7 +292,8 @@ class CollectionReader(PartsView):
         the estimate (None: not measured yet, or a store that does not measure), the floor, and one line."""
         check, floor = recall_check(self.parts.store), self.parts.settings.recall_floor
         estimate = check.recall_estimate(self.name) if check is not None else None
-        text = (recall_estimate.describe(estimate, floor) if check is not None
+        budget = self.parts.settings.recall_latency_budget_ms
+        text = (recall_estimate.describe(estimate, floor, budget) if check is not None
                 else f"not measured by the {self.parts.record.store if self.parts.record else '?'} store")
         return {"estimate": estimate.to_dict() if estimate else None, "floor": floor,
                 "below_floor": recall_estimate.below(estimate, floor), "text": text}

@@ -346,8 +346,32 @@ def below(estimate: RecallEstimate | None, floor: float = FLOOR) -> bool:
     return estimate is not None and not estimate.exact and estimate.sample > 0 and estimate.recall < floor
 
 
-def describe(estimate: RecallEstimate | None, floor: float = FLOOR) -> str:
-    """One line for ``indexer status``."""
+# The setting that fixes each search-time parameter (indexer.settings): an explicit value is never tuned.
+PARAM_SETTINGS = {"hnsw_ef": "qdrant_hnsw_ef", "nprobe": "faiss_nprobe", "efSearch": "faiss_ef_search"}
+DENSER = ("the store's next build is chosen for recall (a denser graph, fewer IVF lists) unless qdrant_hnsw_m / "
+          "faiss_ivf_lists are set")
+
+
+def remedy(estimate: RecallEstimate, latency_budget_ms: float = LATENCY_BUDGET_MS) -> str:
+    """What stopped the recall below the floor, and what the user can do about it (one clause for status and the
+    warning): an explicit parameter, the tuning turned off, the latency budget spent, or the widest search tried."""
+    param = estimate.param or "the search-time parameter"
+    if estimate.source == "setting":
+        setting = PARAM_SETTINGS.get(param, param)
+        return f"{param} is set ({setting} = {estimate.value}): raise it, or unset it to let the tuning choose"
+    if estimate.source != "tuned":
+        return f"the tuning is off (recall_tuning = false): turn it on to raise {param}"
+    spent = [t for t in estimate.trials or [] if len(t) > 3 and t[3] > latency_budget_ms]
+    if spent:
+        return (f"the tuning spent its latency budget ({param} {spent[0][0]:g} took a median {spent[0][3]:.2f} ms "
+                f"> recall_latency_budget_ms = {latency_budget_ms:g}): raise the budget to buy recall with time; "
+                f"{DENSER}")
+    return f"the widest {param} tried does not reach it; {DENSER}"
+
+
+def describe(estimate: RecallEstimate | None, floor: float = FLOOR,
+             latency_budget_ms: float = LATENCY_BUDGET_MS) -> str:
+    """One line for ``indexer status``; below the floor, what stopped it and what to do (:func:`remedy`)."""
     if estimate is None:
         return "not measured yet (measured in the background after writes)"
     if estimate.exact:
@@ -358,7 +382,7 @@ def describe(estimate: RecallEstimate | None, floor: float = FLOOR) -> str:
     text = (f"{estimate.recall:.3f} recall@{estimate.k} on {sample_text(estimate)} against exact search, "
             f"{estimate.param} {estimate.value}{rescore} ({estimate.source}), {estimate.points:,} points, {when} UTC")
     if below(estimate, floor):
-        text += f"; BELOW the floor {floor:.2f}"
+        text += f"; BELOW the floor {floor:.2f}: {remedy(estimate, latency_budget_ms)}"
     return text
 
 
@@ -452,8 +476,9 @@ class RecallWatch:
             return False
         self._below.add(collection)
         logger.warning("collection %s: the approximate index finds %.3f of the 10 nearest chunks exact search "
-                       "finds (%d sampled queries, %s %s), below the floor %.2f", collection, estimate.recall,
-                       estimate.sample, estimate.param, estimate.value, self.floor)
+                       "finds (%d sampled queries, %s %s), below the floor %.2f: %s", collection, estimate.recall,
+                       estimate.sample, estimate.param, estimate.value, self.floor,
+                       remedy(estimate, self.latency_budget_ms))
         return True
 
     def wait(self, timeout: float | None = None) -> None:

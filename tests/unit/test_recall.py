@@ -132,6 +132,25 @@ def test_a_drop_below_the_floor_is_said_once(caplog):
     assert not watch.say("d", RecallEstimate(1.0, 0, points=10))  # exact search: never below
 
 
+
+def test_below_the_floor_says_what_stopped_it_and_what_to_do(caplog):
+    """Status and the warning name the cause of a recall below the floor and the setting that changes it."""
+    fixed = RecallEstimate(0.9, 50, 10, "hnsw_ef", 256, None, "setting", 10**6, 1.2, time.time())
+    assert "hnsw_ef is set (qdrant_hnsw_ef = 256): raise it, or unset it" in recall.describe(fixed, 0.97)
+    off = RecallEstimate(0.9, 50, 10, "efSearch", 64, None, "default", 10**6, 0.4, time.time())
+    assert "the tuning is off (recall_tuning = false): turn it on to raise efSearch" in recall.describe(off)
+    # the climb went past the budget at nprobe 512 (7.9 ms) and kept the step before it
+    trials = [[64, 1, 0.9, 0.8, 0.01], [256, 1, 0.95, 3.1, 0.01], [512, 1, 0.97, 7.9, 0.01]]
+    spent = RecallEstimate(0.95, 50, 10, "nprobe", 256, 1, "tuned", 10**6, 3.1, time.time(), trials=trials)
+    text = recall.describe(spent, 0.97, latency_budget_ms=5)
+    assert "nprobe 512 took a median 7.90 ms > recall_latency_budget_ms = 5): raise the budget" in text
+    assert "the widest nprobe tried does not reach it" in recall.describe(spent, 0.97, latency_budget_ms=10)
+    assert "BELOW" not in recall.describe(spent, 0.95)  # at the floor: nothing to say
+    watch = recall.RecallWatch(latency_budget_ms=5)
+    with caplog.at_level(logging.WARNING, logger="indexer.search.recall"):
+        assert watch.say("c", spent)
+    assert "raise the budget to buy recall with time" in caplog.records[-1].getMessage()
+
 def _small_store(tmp_path: Path) -> FaissStore:
     store = FaissStore(tmp_path / "faiss")
     store.ensure_collection("c", 8, {})
