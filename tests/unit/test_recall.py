@@ -132,7 +132,6 @@ def test_a_drop_below_the_floor_is_said_once(caplog):
     assert not watch.say("d", RecallEstimate(1.0, 0, points=10))  # exact search: never below
 
 
-
 def test_below_the_floor_says_what_stopped_it_and_what_to_do(caplog):
     """Status and the warning name the cause of a recall below the floor and the setting that changes it."""
     fixed = RecallEstimate(0.9, 50, 10, "hnsw_ef", 256, None, "setting", 10**6, 1.2, time.time())
