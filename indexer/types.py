@@ -456,6 +456,10 @@ class SearchResult:
         }
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class RecallEstimate:
     """An approximate index's recall@k measured against exact search over the same points (docs/stores.md#recall):
@@ -493,9 +497,21 @@ class RecallEstimate:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RecallEstimate | None:
-        """The estimate a store recorded, or None when it is unreadable (an older or damaged record)."""
+        """The estimate a store recorded, or None when it is unreadable (an older or damaged record: a field of the
+        wrong type too, so that status never fails on a hand-edited file)."""
         try:
             known = {f.name for f in fields(cls)}
-            return cls(**{k: v for k, v in data.items() if k in known})
+            out = cls(**{k: v for k, v in data.items() if k in known})
         except (TypeError, ValueError):
             return None
+        numbers = (out.recall, out.sample, out.k, out.points, out.measured_at, out.searches)
+        optional = (out.value, out.rescore, out.latency_ms)
+        if not all(_number(v) for v in numbers) or not all(v is None or _number(v) for v in optional):
+            return None
+        if not all(isinstance(v, str) or v is None for v in (out.param, out.source, out.sample_kind)):
+            return None
+        if out.graph is not None and not (isinstance(out.graph, dict) and all(map(_number, out.graph.values()))):
+            return None
+        if out.trials is not None and not isinstance(out.trials, list):
+            return None
+        return out

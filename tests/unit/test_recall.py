@@ -3,6 +3,7 @@ the schedule and the one warning; and how status and /metrics show an estimate."
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -149,6 +150,23 @@ def test_below_the_floor_says_what_stopped_it_and_what_to_do(caplog):
     with caplog.at_level(logging.WARNING, logger="indexer.search.recall"):
         assert watch.say("c", spent)
     assert "raise the budget to buy recall with time" in caplog.records[-1].getMessage()
+    damaged = RecallEstimate.from_dict({**spent.to_dict(), "trials": [["x"], None, [512, 1, 0.97, None], 7]})
+    assert damaged is not None and "the widest nprobe tried" in recall.describe(damaged, 0.97)  # read, not fatal
+
+
+def test_a_damaged_record_reads_as_unmeasured_not_a_failed_status(tmp_path):
+    """A recall.json edited by hand or cut short: fields of the wrong type make it unreadable (measured again)."""
+    good = _estimate(0.9).to_dict()
+    for bad in ({"recall": "0.9"}, {"recall": True}, {"sample": None}, {"value": "64"}, {"graph": {"m": "x"}},
+                {"graph": [16]}, {"trials": "x"}, {"param": 7}, {"latency_ms": [1]}):
+        path = tmp_path / "recall.json"
+        path.write_text(json.dumps({**good, **bad}))
+        assert recall.read_estimate(path) is None, bad
+        assert recall.describe(recall.read_estimate(path)).startswith("not measured yet")
+    path.write_text(json.dumps(good))
+    again = recall.read_estimate(path)
+    assert again is not None and again.recall == 0.9 and again.param == "nprobe"
+
 
 def _small_store(tmp_path: Path) -> FaissStore:
     store = FaissStore(tmp_path / "faiss")
