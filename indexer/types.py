@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
@@ -514,4 +514,6 @@ class RecallEstimate:
             return None
         if out.trials is not None and not isinstance(out.trials, list):
             return None
+        if out.trials and not all(isinstance(t, list) and len(t) > 3 and all(map(_number, t)) for t in out.trials):
+            return replace(out, trials=None)  # the tuning's steps are only shown: the estimate itself still holds
         return out

@@ -361,18 +361,12 @@ def remedy(estimate: RecallEstimate, latency_budget_ms: float = LATENCY_BUDGET_M
         return f"{param} is set ({setting} = {estimate.value}): raise it, or unset it to let the tuning choose"
     if estimate.source != "tuned":
         return f"the tuning is off (recall_tuning = false): turn it on to raise {param}"
-    spent = [t for t in estimate.trials or [] if _numbers(t) and len(t) > 3 and t[3] > latency_budget_ms]
+    spent = [t for t in estimate.trials or [] if t[3] > latency_budget_ms]
     if spent:
         return (f"the tuning spent its latency budget ({param} {spent[0][0]:g} took a median {spent[0][3]:.2f} ms "
                 f"> recall_latency_budget_ms = {latency_budget_ms:g}): raise the budget to buy recall with time; "
                 f"{DENSER}")
     return f"the widest {param} tried does not reach it; {DENSER}"
-
-
-def _numbers(trial: Any) -> bool:
-    """Whether a recorded tuning step reads as numbers (a hand-edited or damaged record is skipped, not fatal)."""
-    return isinstance(trial, (list, tuple)) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in trial)
 
 
 def describe(estimate: RecallEstimate | None, floor: float = FLOOR,
