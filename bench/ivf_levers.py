@@ -37,6 +37,21 @@ def recall_at_10(found: list[np.ndarray], truth: np.ndarray) -> float:
     return float(np.mean([len(set(f[:10].tolist()) & set(t.tolist())) / 10 for f, t in zip(found, truth, strict=True)]))
 
 
+def load_set(state: Path, queries_path: Path, vectors: str, n: int, max_queries: int) -> tuple[np.ndarray, ...]:
+    """(real chunk vectors, queries, the set of ``n`` vectors around them, each query's exact top 10)."""
+    real, _ = scale.real_vectors(state)
+    if queries_path.suffix == ".jsonl":
+        queries = scale.embed_queries(queries_path, max_queries)[0]
+    else:
+        queries = np.load(queries_path)[:max_queries].astype(np.float32)
+    data = {"mailbox": scale.mailbox, "versions": scale.versions, "boilerplate": scale.boilerplate}[vectors](real, n)
+    faiss.omp_set_num_threads(2)
+    exact = faiss.IndexFlatIP(data.shape[1])
+    exact.add(data)
+    _, truth = exact.search(queries, 10)
+    return real, queries, data, truth
+
+
 def main() -> None:
     print(machine_line(), flush=True)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -55,18 +70,7 @@ def main() -> None:
                     help="codes of the lists (FAISS factory strings); TRANSFORM>CODES puts a transform first")
     args = ap.parse_args()
 
-    real, _ = scale.real_vectors(args.state)
-    if args.queries.suffix == ".jsonl":
-        queries = scale.embed_queries(args.queries, args.max_queries)[0]
-    else:
-        queries = np.load(args.queries)[: args.max_queries].astype(np.float32)
-    data = {"mailbox": scale.mailbox, "versions": scale.versions, "boilerplate": scale.boilerplate}[args.vectors](
-        real, args.n)
-    faiss.omp_set_num_threads(2)
-    exact = faiss.IndexFlatIP(data.shape[1])
-    exact.add(data)
-    _, truth = exact.search(queries, 10)
-    del exact
+    real, queries, data, truth = load_set(args.state, args.queries, args.vectors, args.n, args.max_queries)
     print(f"{len(data):,} vectors ({args.vectors}), {len(queries)} queries", flush=True)
     space = faiss.ParameterSpace()
     for pair, codes in [(pair, codes) for pair in args.lists.split(",") for codes in args.codes]:

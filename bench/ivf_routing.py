@@ -29,8 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import scale  # noqa: E402  (bench/scale.py: the vector sets)
-from ivf_levers import recall_at_10  # noqa: E402
+from ivf_levers import load_set, recall_at_10  # noqa: E402
 
 from indexer.models.machine import machine_line  # noqa: E402
 
@@ -108,7 +107,8 @@ def main() -> None:
     print(machine_line(), flush=True)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--state", type=Path, required=True, help="state.sqlite whose vector cache holds real chunks")
-    ap.add_argument("--queries", type=Path, required=True, help="query vectors (.npy, normalized)")
+    ap.add_argument("--queries", type=Path, required=True, help="BEIR queries.jsonl (embedded by the default model) "
+                    "or query vectors (.npy, normalized)")
     ap.add_argument("--vectors", choices=["mailbox", "versions", "boilerplate"], default="boilerplate")
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--max-queries", type=int, default=400)
@@ -118,15 +118,7 @@ def main() -> None:
     ap.add_argument("--patience", type=int, nargs="*", default=[1, 2], help="adaptive probing, batches of 32")
     args = ap.parse_args()
 
-    real, _ = scale.real_vectors(args.state)
-    queries = np.load(args.queries)[: args.max_queries].astype(np.float32)
-    data = {"mailbox": scale.mailbox, "versions": scale.versions, "boilerplate": scale.boilerplate}[args.vectors](
-        real, args.n)
-    faiss.omp_set_num_threads(2)
-    exact = faiss.IndexFlatIP(data.shape[1])
-    exact.add(data)
-    _, truth = exact.search(queries, 10)
-    del exact
+    real, queries, data, truth = load_set(args.state, args.queries, args.vectors, args.n, args.max_queries)
     t = time.perf_counter()
     index = build(data, args.lists, 524_288)
     print(f"{len(data):,} vectors ({args.vectors}, {len(real):,} real chunks), {len(queries)} queries; IVF{args.lists},"
@@ -140,7 +132,7 @@ def main() -> None:
         for beta in args.beta:
             by_order(ivf, queries, truth, qc, sizes, qc + beta * r90, budget, f"q.c + {beta} R90")
     for patience in args.patience:
-        by_patience(ivf, queries, truth, qc, sizes, 32, 32, patience, 1024)
+        by_patience(ivf, queries, truth, qc, sizes, 32, 32, patience, min(1024, ivf.nlist))
 
 
 if __name__ == "__main__":
