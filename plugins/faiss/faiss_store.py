@@ -50,7 +50,7 @@ from indexer.plugin_api import (
     prepare_vector,
     restore_folder,
 )
-from plugins.faiss.index import KINDS, AutoParams, HnswParams, VectorIndex
+from plugins.faiss.index import CODES, KINDS, AutoParams, HnswParams, VectorIndex
 from plugins.faiss.locking import WriterLock
 from plugins.faiss.rebuild import FaissRebuild
 from plugins.faiss.recall import FaissRecall, explicit
@@ -110,17 +110,21 @@ class FaissStore(FaissRecall, FaissRebuild):
         auto_switch_at: int = AutoParams.switch_at,
         ivf_nprobe: int | None = None,  # None: AutoParams.nprobe, tuned from the measured recall
         ivf_lists: int | None = None,  # None: by size, halved when tuning could not reach the floor (recall.py)
+        ivf_codes: str = AutoParams.codes,  # int8 or sq8: the codes of IVF lists trained from now on (index.py)
     ) -> None:
         metric = Metric(metric)
         if metric is Metric.MANHATTAN:
             raise ConfigError("FAISS has no Manhattan metric; choose cosine, dot or euclid, or use the Qdrant store")
         if index not in KINDS:
             raise ConfigError(f"unknown FAISS index {index!r}; choose one of {', '.join(KINDS)}")
+        if ivf_codes not in CODES:
+            raise ConfigError(f"unknown FAISS IVF codes {ivf_codes!r}; choose one of {', '.join(CODES)}")
         self.path = Path(path)
         self.metric: Metric = metric
         self.index_kind = index
         self.hnsw = HnswParams(m=hnsw_m, ef_construction=hnsw_ef_construction, ef_search=hnsw_ef_search or 128)
-        self.auto = AutoParams(switch_at=auto_switch_at, nprobe=ivf_nprobe or AutoParams.nprobe, lists=ivf_lists)
+        self.auto = AutoParams(switch_at=auto_switch_at, nprobe=ivf_nprobe or AutoParams.nprobe, lists=ivf_lists,
+                               codes=ivf_codes)
         self._init_recall(ivf_nprobe, hnsw_ef_search)
         self._init_rebuild()
         self.save_every = save_every

@@ -3,7 +3,12 @@
 Flat: ``IndexIDMap2(IndexFlatIP | IndexFlatL2)`` labelled by the point's int64 id; removal is real.
 Auto (the default): flat while the collection is small; from ``AutoParams.switch_at`` live vectors on, an
 ``IndexIVFScalarQuantizer`` (IVF lists, 8-bit codes: ~4x less memory than flat, sub-linear search) labelled by
-the point's id, so removal stays real. The switch (and a retrain when the collection has grown 4x since the
+the point's id, so removal stays real. The codes (``AutoParams.codes``): ``int8`` (the default) stores every
+vector times one scale for all dimensions (127 over the largest component of the training sample), rounded and
+clipped to int8, and searches with the query rounded to int8 too, so FAISS scores integer dot products
+(``QT_8bit_direct_signed``, its byte-domain kernels): the same recall as ``sq8`` once the float rescoring the
+tuning adds (2 x k) reorders the candidates, at about half the scan time (docs/benchmarks.md#int8-codes);
+``sq8`` is FAISS's ``SQ8`` (a range per dimension, decoded to floats for every point scanned). The switch (and a retrain when the collection has grown 4x since the
 lists were trained, or the way back to flat when it shrinks below half the threshold) is a rebuild from the
 sidecar's exact vectors, done by the writer that crosses the threshold; other processes keep searching their
 loaded index until they see the new cache file.
@@ -13,7 +18,8 @@ vectors when tombstones pass a threshold.
 
 Cache file format (little-endian): magic ``LIXFAISS``, u32 version, u64 sequence, u8 kind, u64 index bytes,
 u64 slot bytes, u32 crc32 of the rest; then the serialized index, then the slot array (HNSW only). It is
-written to a temporary file, fsynced, renamed over the old one and the directory fsynced.
+written to a temporary file, fsynced, renamed over the old one and the directory fsynced. Kind ``ivf-int8``
+(int8 codes) ends with the scale (f64) in place of the slot array.
 """
 
 from __future__ import annotations
@@ -40,7 +46,9 @@ MAGIC = b"LIXFAISS"
 VERSION = 1
 _HEADER = struct.Struct("<8sIQBQQI")
 KINDS = ("flat", "hnsw", "auto")  # what a collection asks for
-_FILE_KINDS = ("flat", "hnsw", "ivf")  # what a cache file holds (auto is flat or ivf)
+_FILE_KINDS = ("flat", "hnsw", "ivf", "ivf-int8")  # what a cache file holds (auto is flat or ivf)
+CODES = ("int8", "sq8")  # the codes of IVF lists (module docstring)
+_SCALE = struct.Struct("<d")
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,7 @@ class AutoParams:
     nprobe: int = 64  # lists visited per query (of 1,024-16,384)
     exact_below: int = 20_000  # filtered searches over fewer matching vectors are exact (done by the store)
     lists: int | None = None  # IVF lists of the next training (a setting, or chosen from the estimate); None: by size
+    codes: str = "int8"  # codes of the next training's lists (CODES); a loaded index keeps the codes it was built with
 
 
 def ivf_lists(n: int) -> int:
@@ -87,6 +96,7 @@ class VectorIndex:
         self.structure = "hnsw" if kind == "hnsw" else "flat"  # what is built now: flat, hnsw or ivf
         self.trained_on = 0  # vectors the IVF lists were trained for
         self.tuned: int | None = None  # the search-time parameter (nprobe, efSearch) chosen from recall, if any
+        self.scale = 0.0  # int8 codes: the factor from float components to the stored integers (0: other codes)
         self.index: Any = self._empty()  # IndexIDMap2, IndexIVFScalarQuantizer or IndexHNSWFlat
 
     @classmethod
@@ -105,14 +115,23 @@ class VectorIndex:
         n = len(vectors)
         lists = min(self.auto.lists, max(8, n // 39)) if self.auto.lists else ivf_lists(n)
         metric = faiss.METRIC_INNER_PRODUCT if self.ip else faiss.METRIC_L2
-        index: Any = faiss.index_factory(self.dim, f"IVF{lists},SQ8", metric)
+        int8 = self.auto.codes == "int8"
+        index: Any = faiss.index_factory(self.dim, f"IVF{lists},{'SQ8_direct_signed' if int8 else 'SQ8'}", metric)
         sample = vectors
         if n > 40 * lists:
             pick = np.random.default_rng(1234).choice(n, size=40 * lists, replace=False)
             sample = vectors[np.sort(pick)]
-        index.train(np.ascontiguousarray(sample, dtype=np.float32))
+        sample = np.ascontiguousarray(sample, dtype=np.float32)
+        if int8:  # one scale for every dimension: codes are the vectors themselves, not residuals of their lists
+            index.by_residual = False
+            top = float(np.abs(sample).max()) if len(sample) else 0.0
+            self.scale = 127.0 / top if math.isfinite(top) and top > 0 else 1.0
+        else:
+            self.scale = 0.0
+        index.train(sample)
         index.nprobe = self.auto.nprobe
-        logger.info("trained IVF index: %d lists on %d of %d vectors", lists, len(sample), n)
+        logger.info("trained IVF index: %d lists (%s codes) on %d of %d vectors", lists, self.auto.codes,
+                    len(sample), n)
         self.index = index
         self.structure = "ivf"
         self.trained_on = n
@@ -131,6 +150,15 @@ class VectorIndex:
         if live < self.auto.switch_at // 2 or live > 4 * self.trained_on:
             return True
         return not self.auto.lists and ivf_lists(live) > self.lists()
+
+    @property
+    def codes(self) -> str:
+        """The codes of the IVF lists built now ("" for other structures)."""
+        return ("int8" if self.scale else "sq8") if self.structure == "ivf" else ""
+
+    def _int8(self, vectors: np.ndarray) -> np.ndarray:
+        """``vectors`` as the int8 codes store them: times the scale, rounded, clipped (as float32 for FAISS)."""
+        return np.clip(np.rint(np.asarray(vectors, dtype=np.float32) * self.scale), -128, 127).astype(np.float32)
 
     def lists(self) -> int:
         """IVF lists of the index (0 for other structures)."""
@@ -157,7 +185,8 @@ class VectorIndex:
             if len(touched):
                 self.index.remove_ids(faiss.IDSelectorBatch(np.ascontiguousarray(touched, dtype=np.int64)))
             if len(ids):
-                self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
+                stored = self._int8(vectors) if self.scale else np.ascontiguousarray(vectors, dtype=np.float32)
+                self.index.add_with_ids(stored, ids)
             return
         if len(touched) and len(self.slot_iid):
             mask = np.isin(self.slot_iid, touched) & (self.slot_iid >= 0)
@@ -252,10 +281,20 @@ class VectorIndex:
         params = _faiss.SearchParametersIVF(nprobe=self.tuned or self.auto.nprobe)
         if selector is not None:
             params.sel = _sel(selector)
+        unit = 1.0
+        if self.scale:  # FAISS's byte-domain kernels take the query as integers too
+            if self.ip:  # its own scale (the ranking does not depend on it), for the most precision
+                top = float(np.abs(q).max())
+                unit = 127.0 / top if math.isfinite(top) and top > 0 else 1.0
+                q = np.rint(q * unit).astype(np.float32)
+                unit *= self.scale
+            else:  # squared L2 needs the query on the stored vectors' scale
+                q = self._int8(q)
+                unit = self.scale * self.scale
         dist, labels = self.index.search(q, k, params=params)
         del selector
         keep = labels[0] >= 0
-        return dist[0][keep], labels[0][keep]
+        return dist[0][keep] / np.float32(unit), labels[0][keep]
 
     def approximate(self) -> tuple[str, int, int] | None:
         """(name, value now, most worth trying) of the search-time parameter of an approximate search; None when
@@ -285,8 +324,11 @@ class VectorIndex:
         """Write the cache atomically: temp file, fsync, rename, fsync directory."""
         blob = faiss.serialize_index(self.index)
         slots = self.slot_iid.astype("<i8").tobytes() if self.kind == "hnsw" else b""
+        structure = self.structure
+        if structure == "ivf" and self.scale:
+            structure, slots = "ivf-int8", _SCALE.pack(self.scale)
         crc = zlib.crc32(slots, zlib.crc32(blob.data))
-        kind_no = _FILE_KINDS.index(self.structure)
+        kind_no = _FILE_KINDS.index(structure)
         header = _HEADER.pack(MAGIC, VERSION, self.seq, kind_no, blob.nbytes, len(slots), crc)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         try:
@@ -335,6 +377,11 @@ class VectorIndex:
             if magic != MAGIC or version != VERSION or len(body) != n_index + n_slots:
                 raise ValueError("bad header or length")
             structure = _FILE_KINDS[kind_no]
+            scale = _SCALE.unpack(body[n_index:])[0] if structure == "ivf-int8" else 0.0
+            if structure == "ivf-int8":
+                structure = "ivf"
+                if not (math.isfinite(scale) and scale > 0):
+                    raise ValueError(f"int8 scale {scale}")
             fits = structure in ("flat", "ivf") if kind == "auto" else structure == kind
             if not fits or zlib.crc32(body) != crc:
                 raise ValueError("kind or checksum mismatch")
@@ -347,6 +394,7 @@ class VectorIndex:
         out = cls(kind, dim, ip, hnsw, seq, auto)
         out.index = index
         out.structure = structure
+        out.scale = scale
         if structure == "ivf":
             _ivf: Any = faiss.extract_index_ivf(index)
             _ivf.nprobe = out.auto.nprobe
