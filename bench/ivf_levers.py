@@ -7,7 +7,9 @@ set they do: 4,096 lists at 1M twice as fast as 2,048 at the same recall; on boi
 vectors scanned, whatever the list count), whether a second thread shortens one query (it did not here), and
 whether codes of fewer bytes scan faster for the same recall (``--codes``: FAISS factory code strings, e.g. SQ4, SQ6,
 PQ96x4fs, RaBitQ4, RaBitQfs (FAISS >= 1.13), or a transform before the lists as ``PCAR192>SQ8``; on boilerplate
-none of SQ4, SQ6, PCA or PQ did; RaBitQ did, by 20-30 %, docs/benchmarks.md#recall-session-6).
+none of SQ4, SQ6, PCA or PQ did; RaBitQ did, by 20-30 %, docs/benchmarks.md#recall-session-6), and ``store:int8`` /
+``store:sq8``: the store's own index (:class:`plugins.faiss.index.VectorIndex`, trained on its 40-per-list sample,
+queried through its search, int8 queries included) with those codes (docs/benchmarks.md#int8-codes).
 
     python bench/ivf_levers.py --state DATA/state.sqlite --queries scifact/queries.jsonl --vectors versions \\
         --n 1000000 --lists 2048:405000,4096:524288 --nprobe 32 64 128 --depth 1 2
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import scale  # noqa: E402  (bench/scale.py: the vector sets)
 
 from indexer.models.native import machine_line  # noqa: E402
+from plugins.faiss.index import AutoParams, HnswParams, VectorIndex  # noqa: E402
 
 
 def recall_at_10(found: list[np.ndarray], truth: np.ndarray) -> float:
@@ -44,7 +47,9 @@ def load_set(state: Path, queries_path: Path, vectors: str, n: int, max_queries:
         queries = scale.embed_queries(queries_path, max_queries)[0]
     else:
         queries = np.load(queries_path)[:max_queries].astype(np.float32)
-    data = {"mailbox": scale.mailbox, "versions": scale.versions, "boilerplate": scale.boilerplate}[vectors](real, n)
+    sets = {"scifact": scale.generated, "mailbox": scale.mailbox, "versions": scale.versions,
+            "boilerplate": scale.boilerplate}
+    data = sets[vectors](real, n)
     faiss.omp_set_num_threads(2)
     exact = faiss.IndexFlatIP(data.shape[1])
     exact.add(data)
@@ -58,7 +63,7 @@ def main() -> None:
     ap.add_argument("--state", type=Path, required=True, help="state.sqlite whose vector cache holds real chunks")
     ap.add_argument("--queries", type=Path, required=True,
                     help="BEIR queries.jsonl (embedded by the default model) or query vectors (.npy, normalized)")
-    ap.add_argument("--vectors", choices=["mailbox", "versions", "boilerplate"], default="versions")
+    ap.add_argument("--vectors", choices=["scifact", "mailbox", "versions", "boilerplate"], default="versions")
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--max-queries", type=int, default=400)
     ap.add_argument("--lists", default="2048:405000,4096:524288",
@@ -75,6 +80,9 @@ def main() -> None:
     space = faiss.ParameterSpace()
     for pair, codes in [(pair, codes) for pair in args.lists.split(",") for codes in args.codes]:
         lists, trained_on = (int(x) for x in pair.split(":"))
+        if codes.startswith("store:"):
+            store_codes(data, queries, truth, lists, codes.split(":", 1)[1], args.nprobe, args.depth)
+            continue
         transform, _, code = codes.rpartition(">")
         spec = f"{transform + ',' if transform else ''}IVF{lists},{code}"
         index = faiss.index_factory(data.shape[1], spec, faiss.METRIC_INNER_PRODUCT)
@@ -103,6 +111,32 @@ def main() -> None:
                     print(f"  {spec} nprobe {nprobe} depth {depth} threads {threads}: recall@10 "
                           f"{recall_at_10(found, truth):.3f}, p50 {np.median(times) * 1000:.2f} ms, "
                           f"p95 {np.percentile(times, 95) * 1000:.2f} ms", flush=True)
+
+
+def store_codes(data: np.ndarray, queries: np.ndarray, truth: np.ndarray, lists: int, codes: str,
+                nprobes: list[int], depths: list[int]) -> None:
+    """The store's IVF index with ``codes`` (int8 or sq8), built and searched as the store does, one thread."""
+    faiss.omp_set_num_threads(2)
+    t = time.perf_counter()
+    ids = np.arange(len(data), dtype=np.int64)
+    index = VectorIndex.build("auto", data.shape[1], True, HnswParams(), ids, data,
+                              auto=AutoParams(switch_at=1, lists=lists, codes=codes))
+    print(f"store IVF{lists} {codes}: built {time.perf_counter() - t:.1f}s, {index.memory_bytes() / len(data):.0f} "
+          f"bytes/point", flush=True)
+    faiss.omp_set_num_threads(1)
+    for nprobe in nprobes:
+        index.tuned = nprobe
+        for depth in depths:
+            times, found = [], []
+            for q in queries:
+                t1 = time.perf_counter()
+                _, got = index.search(q, 10 * depth, None)
+                if depth > 1:
+                    got = got[np.argsort(-(data[got] @ q))]
+                times.append(time.perf_counter() - t1)
+                found.append(got[:10])
+            print(f"  store {codes} nprobe {nprobe} depth {depth}: recall@10 {recall_at_10(found, truth):.3f}, "
+                  f"p50 {np.median(times) * 1000:.2f} ms, p95 {np.percentile(times, 95) * 1000:.2f} ms", flush=True)
 
 
 if __name__ == "__main__":

@@ -408,13 +408,17 @@ def self_tuning(label: str, store, collection: str, queries: np.ndarray, truth: 
                   + "; ".join(f"{v:g} {d:g} {r:.3f}+-{e:.3f} {m:.2f}" for v, d, r, m, e in est.trials), flush=True)
 
 
-def bench_faiss_store(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, switch_at: int) -> None:
-    """FAISS through the store port (sidecar, IVF from ``switch_at`` points), with its self-tuning."""
+def bench_faiss_store(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, switch_at: int,
+                      codes: str = "int8") -> None:
+    """FAISS through the store port (sidecar, IVF from ``switch_at`` points, ``codes`` in its lists), with its
+    self-tuning."""
     from indexer.types import Metric
     from plugins.faiss import FaissStore
 
     shutil.rmtree(folder, ignore_errors=True)
-    store = FaissStore(folder, Metric.COSINE, index="auto", auto_switch_at=switch_at, save_every=10**9)
+    store = FaissStore(folder, Metric.COSINE, index="auto", auto_switch_at=switch_at, save_every=10**9,
+                       ivf_codes=codes)
+    print(f"faiss store: IVF codes {codes}", flush=True)
     store.ensure_collection("bench", data.shape[1], {})
     t = time.perf_counter()
     during: list[float] = []  # searches while a structure switch is trained in the background (rebuild.py)
@@ -527,6 +531,8 @@ def main() -> None:
     ap.add_argument("--rebuild-wait", type=float, default=float("inf"),
                     help="embedded Qdrant: the longest wait (s) for a denser graph its tuning chose, then cancelled")
     ap.add_argument("--switch-at", type=int, default=AutoParams.switch_at, help="FAISS auto: IVF from this size")
+    ap.add_argument("--faiss-codes", nargs="+", choices=["int8", "sq8"], default=[AutoParams.codes],
+                    help="codes of the FAISS store's IVF lists; several: one store each, in this order")
     ap.add_argument("--work", type=Path, help="folder for the store files (default: a temporary one)")
     args = ap.parse_args()
     stores = set(args.stores.split(","))
@@ -582,7 +588,8 @@ def main() -> None:
     if "faiss" not in stores:
         return
     work = Path(args.work or tempfile.mkdtemp(prefix="scale-"))
-    bench_faiss_store(work / "faiss", data, queries, truth, args.switch_at)
+    for codes in args.faiss_codes:
+        bench_faiss_store(work / "faiss", data, queries, truth, args.switch_at, codes)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
 

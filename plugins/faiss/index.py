@@ -8,10 +8,10 @@ vector times one scale for all dimensions (127 over the largest component of the
 clipped to int8, and searches with the query rounded to int8 too, so FAISS scores integer dot products
 (``QT_8bit_direct_signed``, its byte-domain kernels): the same recall as ``sq8`` once the float rescoring the
 tuning adds (2 x k) reorders the candidates, at about half the scan time (docs/benchmarks.md#int8-codes);
-``sq8`` is FAISS's ``SQ8`` (a range per dimension, decoded to floats for every point scanned). The switch (and a retrain when the collection has grown 4x since the
-lists were trained, or the way back to flat when it shrinks below half the threshold) is a rebuild from the
-sidecar's exact vectors, done by the writer that crosses the threshold; other processes keep searching their
-loaded index until they see the new cache file.
+``sq8`` is FAISS's ``SQ8`` (a range per dimension, decoded to floats for every point scanned).
+The switch (and a retrain when the collection has grown 4x since the lists were trained, or the way back to flat
+when it shrinks below half the threshold) is a rebuild from the sidecar's exact vectors, done by the writer that
+crosses the threshold; other processes keep searching their loaded index until they see the new cache file.
 HNSW: ``IndexHNSWFlat`` labelled by slot (insertion position); a slot -> id array marks replaced or deleted
 slots with -1 (tombstones), which a selector excludes at search time; the index is rebuilt from its live
 vectors when tombstones pass a threshold.
