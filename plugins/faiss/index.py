@@ -156,6 +156,13 @@ class VectorIndex:
         """The codes of the IVF lists built now ("" for other structures)."""
         return ("int8" if self.scale else "sq8") if self.structure == "ivf" else ""
 
+    @property
+    def rescore(self) -> int:
+        """The rescoring depth of searches the tuning has not chosen one for (x k candidates rescored with the float
+        vectors): 2 over int8 codes, whose integer scores order close neighbours more coarsely than SQ8's (with it
+        they find what SQ8 finds, sooner: docs/benchmarks.md#int8-codes), else 1."""
+        return 2 if self.structure == "ivf" and self.scale else 1
+
     def _int8(self, vectors: np.ndarray) -> np.ndarray:
         """``vectors`` as the int8 codes store them: times the scale, rounded, clipped (as float32 for FAISS)."""
         return np.clip(np.rint(np.asarray(vectors, dtype=np.float32) * self.scale), -128, 127).astype(np.float32)

@@ -7,7 +7,7 @@ stored; each one's own point left out), computes their exact
 nearest neighbours with the sidecar's float vectors (paged, on a connection of its own: no lock of the store is
 held during the scan), then searches the index with each query (its own point left out) at the search-time
 parameters tried: ``nprobe`` and the rescoring depth of the 8-bit codes for IVF lists, ``efSearch`` for HNSW. With
-tuning they start at their defaults and are raised, whichever gains more recall per millisecond first
+tuning they start at their defaults (the depth at :attr:`plugins.faiss.index.VectorIndex.rescore`) and are raised, whichever gains more recall per millisecond first
 (:func:`indexer.search.recall.climb`; every step recorded), until the estimate meets the floor or a query's median
 time passes the latency budget. The estimate is recorded in ``<collection>/recall.json`` (read by status in any
 process; a searching process reads it again at most every ``RE_READ_S``, so a choice the watcher's process made
@@ -122,7 +122,7 @@ class FaissRecall:
             self._recall[collection] = (estimate, time.monotonic())
         param = _PARAM.get(index.structure)
         if estimate is None or estimate.source != "tuned" or estimate.param != param or self.fixed.get(param or ""):
-            return None, 1
+            return None, index.rescore
         return estimate.value, max(1, estimate.rescore or 1) if index.structure == "ivf" else 1
 
     def _search_at(
@@ -168,6 +168,7 @@ class FaissRecall:
                 default = index.auto.nprobe if index.structure == "ivf" else index.hnsw.ef_search
                 ip = index.ip
                 lists = index.lists()
+                rescore = index.rescore
         if shape is None:
             exact_search = RecallEstimate(1.0, 0, k, None, None, None, "exact", points, None, time.time())
             return self._record(collection, exact_search)
@@ -210,11 +211,11 @@ class FaissRecall:
         trials = None
         if tune and fixed is None:
             caps = (max(cap, default), RESCORE_CAP if name == "nprobe" else 1)
-            chosen, tried = recall.climb(measure, (default, 1), caps, floor, latency_budget_ms)
+            chosen, tried = recall.climb(measure, (default, rescore), caps, floor, latency_budget_ms)
             (value, depth), estimate, latency, source = chosen.value, chosen.recall, chosen.latency_ms, "tuned"
             trials = [[*t.value, round(t.recall, 4), round(t.latency_ms, 3), round(t.error, 4)] for t in tried]
         else:
-            value, depth = current, 1
+            value, depth = current, rescore
             estimate, latency, _error = measure((value, depth))
             source = "setting" if fixed else "default"
         record = self._record(collection, RecallEstimate(

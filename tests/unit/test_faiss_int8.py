@@ -105,3 +105,26 @@ def test_sq8_on_request_and_an_sq8_cache_is_still_read(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(ConfigError, match="int8, sq8"):
         FaissStore(tmp_path / "t", ivf_codes="pq")
+
+
+def test_int8_codes_are_rescored_2_x_k_until_the_tuning_chooses(tmp_path: Path) -> None:
+    """Untuned searches (no measurement yet, the tuning off, or an explicit nprobe) over int8 codes rescore 2 x k
+    candidates with the float vectors, and the tuning's climb starts there: the defaults find at least what SQ8's
+    did without rescoring (docs/benchmarks.md#int8-codes). SQ8 codes keep no rescoring by default."""
+    vectors = _vectors(N, 8)
+    points = [Point(str(uuid.uuid4()), v, {"path": f"/d/{i}.md"}) for i, v in enumerate(vectors)]
+    depths = {}
+    for codes in ("int8", "sq8"):
+        store = FaissStore(tmp_path / codes, index="auto", auto_switch_at=1000, ivf_codes=codes)
+        store.ensure_collection("c", DIM, {})
+        store.upsert("c", points)
+        index = store._collections["c"].index
+        assert index is not None and index.codes == codes
+        assert store._tuned("c", index) == (None, index.rescore)
+        default = store.measure_recall("c", 50, False)
+        assert default.source == "default" and default.rescore == index.rescore
+        tuned = store.measure_recall("c", 50, True)
+        assert tuned.trials and tuple(tuned.trials[0][:2]) == (64, index.rescore)  # where the climb starts
+        depths[codes] = index.rescore
+        store.close()
+    assert depths == {"int8": 2, "sq8": 1}
