@@ -192,6 +192,7 @@ class ChangeBatcher:
         self._last_event = float("-inf")
         self.costs = CostModel()
         self._not_before: dict[str, float] = {}  # rate limit: path -> earliest time it may be synced again
+        self._read_costs: dict[str, float] = {}  # large files still written slice by slice: their read's cost
         self._going_on: set[str] = set()  # large files part-written: their next slices (see go_on)
 
     def __len__(self) -> int:
@@ -328,6 +329,16 @@ class ChangeBatcher:
         if seconds >= t.hot_min_seconds:
             until = now + seconds * (1.0 / t.hot_share - 1.0)
             self._not_before[path] = max(self._not_before.get(path, until), until)
+
+    def charge_reads(self, reads: dict[str, float], unfinished: set[str], now: float) -> None:
+        """Rate-limit the paths read in the background (``IndexReport.read_before``: seconds each) as costly paths.
+        A large file whose version is still written slice by slice (``unfinished``) keeps its read's cost until its
+        last slice: its slices go on at once (the read is paid; holding them back only kept the version read out of
+        search for ~30x the read's time) and its next change waits instead."""
+        for path, seconds in reads.items():
+            self._read_costs[path] = max(self._read_costs.get(path, 0.0), seconds)
+        for path in [p for p in self._read_costs if p not in unfinished]:
+            self.hold_back(path, self._read_costs.pop(path), now)
 
     def held_back(self, now: float) -> list[str]:
         """Pending paths waiting for their rate limit (status)."""

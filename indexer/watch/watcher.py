@@ -527,8 +527,7 @@ class Watcher:
                 self._batcher.go_on(path, now, batch.first_seen.get(path))
             for path in report.stale:  # an older version was indexed (its read had started before the change)
                 self._batcher.note(path, What.CLOSED, now)
-            for path, seconds in report.read_before.items():  # its read in the background: rate-limited too
-                self._batcher.hold_back(path, seconds, now)
+            self._batcher.charge_reads(report.read_before, unfinished, now)  # reads in the background: rate-limited
         self._backoff.succeeded()
         self._finish_batch(batch, report)
 

@@ -279,3 +279,28 @@ def test_a_file_edited_again_and_again_by_hand_is_not_held_back(disk):
         batcher.learn(batch, 0.1, now + 0.15)
         now += 0.2
     assert batcher.held_back(now) == []
+
+
+def test_a_large_file_s_slices_go_on_at_once_and_its_next_change_waits_for_its_read(disk):
+    """A large file read in the background (4 s) and written slice by slice: its slices are not held back by the
+    read's rate limit (they used to wait 4 s x (1 / hot_share - 1) = 129 s after the first slice); once its last
+    slice is written the read's cost holds its next change back, as for any costly path."""
+    batcher = ChangeBatcher(T, stat=disk)
+    log = "/r/big.log"
+    batcher.note(log, What.CLOSED, 0.0)
+    first = batcher.take(0.05)
+    assert paths(first) == [log]
+    batcher.learn(first, 0.2, 5.0)  # the watcher leaves a part-written file's slices out of the cost model
+    batcher.go_on(log, 5.0)  # part-written: the watcher queues its next slices
+    batcher.charge_reads({log: 4.0}, {log}, 5.0)
+    for now in (5.05, 6.05):  # its slices go on in the next batches (after the gather pause), not 129 s later
+        batch = batcher.take(now)
+        assert paths(batch) == [log] and batcher.held_back(now) == []
+        batcher.learn(batch, 0.2, now + 0.5)
+        if now < 6:
+            batcher.go_on(log, now + 0.5)
+            batcher.charge_reads({}, {log}, now + 0.5)
+    batcher.charge_reads({}, set(), 7.0)  # its last slice written: the read's cost is charged now
+    batcher.note(log, What.CLOSED, 7.5)  # appended again
+    assert batcher.take(8.0) is None and batcher.held_back(8.0) == [log]
+    assert paths(batcher.take(7.0 + 4.0 * (1 / T.hot_share - 1) + 0.1)) == [log]
