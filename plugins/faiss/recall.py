@@ -3,11 +3,11 @@
 A mixin of :class:`plugins.faiss.faiss_store.FaissStore`. A measurement takes the collection's recent searches as
 queries (the ring every search feeds: :class:`indexer.search.recall.RecentQueries`), filled up when there are fewer
 than ``sample`` with points of the collection (uniformly: their ids are hashes, so a random id and the next one
-stored; each one's own point left out), computes their exact
-nearest neighbours with the sidecar's float vectors (paged, on a connection of its own: no lock of the store is
-held during the scan), then searches the index with each query (its own point left out) at the search-time
-parameters tried: ``nprobe`` and the rescoring depth of the 8-bit codes for IVF lists, ``efSearch`` for HNSW. With
-tuning they start at their defaults (the depth at :attr:`plugins.faiss.index.VectorIndex.rescore`) and are raised, whichever gains more recall per millisecond first
+stored; each one's own point left out), computes their exact nearest neighbours with the sidecar's float vectors
+(paged, on a connection of its own: no lock of the store is held during the scan), then searches the index with each
+query (its own point left out) at the search-time parameters tried: ``nprobe`` and the rescoring depth of the 8-bit
+codes for IVF lists, ``efSearch`` for HNSW. With tuning they start at their defaults (the depth at
+:attr:`plugins.faiss.index.VectorIndex.rescore`) and are raised, whichever gains more recall per millisecond first
 (:func:`indexer.search.recall.climb`; every step recorded), until the estimate meets the floor or a query's median
 time passes the latency budget. The estimate is recorded in ``<collection>/recall.json`` (read by status in any
 process; a searching process reads it again at most every ``RE_READ_S``, so a choice the watcher's process made
