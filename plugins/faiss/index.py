@@ -6,8 +6,9 @@ Auto (the default): flat while the collection is small; from ``AutoParams.switch
 the point's id, so removal stays real. The codes (``AutoParams.codes``): ``int8`` (the default) stores every
 vector times one scale for all dimensions (127 over the largest component of the training sample), rounded and
 clipped to int8, and searches with the query rounded to int8 too, so FAISS scores integer dot products
-(``QT_8bit_direct_signed``, its byte-domain kernels): the same recall as ``sq8`` once the float rescoring the
-tuning adds (2 x k) reorders the candidates, at about half the scan time (docs/benchmarks.md#int8-codes);
+(``QT_8bit_direct_signed``, its byte-domain kernels): 1.5-2x less scan time than ``sq8`` at the same lists, and
+its recall once the float rescoring reorders the candidates (2 x k by default; near-duplicate versions at 1M took
+4 x k, which the tuning chose: docs/benchmarks.md#int8-codes);
 ``sq8`` is FAISS's ``SQ8`` (a range per dimension, decoded to floats for every point scanned).
 The switch (and a retrain when the collection has grown 4x since the lists were trained, or the way back to flat
 when it shrinks below half the threshold) is a rebuild from the sidecar's exact vectors, done by the writer that
@@ -159,8 +160,8 @@ class VectorIndex:
     @property
     def rescore(self) -> int:
         """The rescoring depth of searches the tuning has not chosen one for (x k candidates rescored with the float
-        vectors): 2 over int8 codes, whose integer scores order close neighbours more coarsely than SQ8's (with it
-        they find what SQ8 finds, sooner: docs/benchmarks.md#int8-codes), else 1."""
+        vectors): 2 over int8 codes, whose integer scores order close neighbours more coarsely than SQ8's (at 2 x k
+        they find more than SQ8 without rescoring, in less time: docs/benchmarks.md#int8-codes), else 1."""
         return 2 if self.structure == "ivf" and self.scale else 1
 
     def _int8(self, vectors: np.ndarray) -> np.ndarray:
