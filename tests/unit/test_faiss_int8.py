@@ -128,3 +128,18 @@ def test_int8_codes_are_rescored_2_x_k_until_the_tuning_chooses(tmp_path: Path) 
         depths[codes] = index.rescore
         store.close()
     assert depths == {"int8": 2, "sq8": 1}
+
+
+@pytest.mark.parametrize("ip", [True, False])
+def test_huge_finite_components_saturate_without_error(ip: bool) -> None:
+    """A vector a million times larger than the trained ones, added after training and used as a query: its codes
+    saturate at +-127 (no wrap, no overflow in the rounding), every score stays finite, and the index keeps answering
+    the others."""
+    vectors = _vectors(N, 9, unit=ip)
+    index = _index(vectors, ip)
+    huge = np.full(DIM, 1e6, dtype=np.float32)
+    huge[::2] = -1e6
+    index.apply(np.zeros(0, np.int64), np.array([7 * 10**12], dtype=np.int64), huge[None])
+    dist, ids = index.search(huge, 5, None)
+    assert len(ids) == 5 and np.all(np.isfinite(dist))
+    assert index.search(vectors[11], 1, None)[1][0] == 11
