@@ -203,7 +203,14 @@ class ChangeBatcher:
 
     # -- input ---------------------------------------------------------------------------------------
     def note(self, path: str, what: What, now: float, first_seen: float | None = None) -> None:
-        """Record an event for ``path`` (absolute, normalized) at time ``now``."""
+        """Record an event for ``path`` (absolute, normalized) at time ``now``. A change of a large file whose slices
+        are still going on charges its read's rate limit now (:meth:`charge_reads`): its next version waits."""
+        seconds = self._read_costs.pop(path, None)
+        if seconds is not None:
+            self.hold_back(path, seconds, now)
+        self._record(path, what, now, first_seen)
+
+    def _record(self, path: str, what: What, now: float, first_seen: float | None = None) -> None:
         self._last_event = max(self._last_event, now)
         self._going_on.discard(path)  # changed: read again, at its cost
         entry = self._pending.get(path)
@@ -231,7 +238,7 @@ class ChangeBatcher:
         keeping the time of its change (freshness counts until it is all written). Left out of the cost model:
         estimated at nothing, it joins the next batch, whose small changes the writer writes first, and then
         about a second of the file's slices (indexer.index.large)."""
-        self.note(path, What.CLOSED, now, first_seen)
+        self._record(path, What.CLOSED, now, first_seen)
         self._going_on.add(path)
 
     def delay_of(self, path: str, what: What) -> float:
@@ -333,8 +340,9 @@ class ChangeBatcher:
     def charge_reads(self, reads: dict[str, float], unfinished: set[str], now: float) -> None:
         """Rate-limit the paths read in the background (``IndexReport.read_before``: seconds each) as costly paths.
         A large file whose version is still written slice by slice (``unfinished``) keeps its read's cost until its
-        last slice: its slices go on at once (the read is paid; holding them back only kept the version read out of
-        search for ~30x the read's time) and its next change waits instead."""
+        last slice or its next change (:meth:`note`), whichever comes first: its slices go on at once (the read is
+        paid; holding them back only kept the version read out of search for ~30x the read's time), and a file
+        that keeps changing is still rate-limited."""
         for path, seconds in reads.items():
             self._read_costs[path] = max(self._read_costs.get(path, 0.0), seconds)
         for path in [p for p in self._read_costs if p not in unfinished]:

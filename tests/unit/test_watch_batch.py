@@ -304,3 +304,18 @@ def test_a_large_file_s_slices_go_on_at_once_and_its_next_change_waits_for_its_r
     batcher.note(log, What.CLOSED, 7.5)  # appended again
     assert batcher.take(8.0) is None and batcher.held_back(8.0) == [log]
     assert paths(batcher.take(7.0 + 4.0 * (1 / T.hot_share - 1) + 0.1)) == [log]
+
+
+def test_a_large_file_changed_while_its_slices_go_on_is_rate_limited_at_the_change(disk):
+    """A large log appended while its slices are written: the change charges the read's cost at once (its next
+    version waits, as a file that keeps changing must), instead of the file being read again every batch."""
+    batcher = ChangeBatcher(T, stat=disk)
+    log = "/r/big.log"
+    batcher.note(log, What.CLOSED, 0.0)
+    batcher.learn(batcher.take(0.05), 0.2, 5.0)
+    batcher.go_on(log, 5.0)
+    batcher.charge_reads({log: 4.0}, {log}, 5.0)
+    assert batcher.held_back(5.05) == []  # the slices of the version read go on
+    batcher.note(log, What.CLOSED, 5.2)  # appended: a new version
+    assert batcher.take(5.3) is None and batcher.held_back(5.3) == [log]
+    assert paths(batcher.take(5.2 + 4.0 * (1 / T.hot_share - 1) + 0.1)) == [log]
