@@ -129,7 +129,7 @@ class VectorIndex:
             self.scale = 127.0 / top if math.isfinite(top) and top > 0 else 1.0
         else:
             self.scale = 0.0
-        index.train(sample)
+        index.train(sample * self.scale if int8 else sample)  # the lists in the space the codes are added in (L2)
         index.nprobe = self.auto.nprobe
         logger.info("trained IVF index: %d lists (%s codes) on %d of %d vectors", lists, self.auto.codes,
                     len(sample), n)
