@@ -132,6 +132,7 @@ def big(request, tmp_path_factory, embed_model_path) -> Iterator[tuple[Any, dict
                 meta.setdefault(h.chunk_id, None)  # the real files' chunks: none of the generated fields
             assert len(meta) == len(everything.hits)
             yield col, meta
+            _EVERYTHING.clear()  # the exact rankings were this collection's
 
 
 ROUTES = ("held", "held-checked", "sql")
@@ -201,9 +202,16 @@ def _narrow(col, where, mode: str, monkeypatch):
         return _search(col, where, mode)
 
 
+_EVERYTHING: dict[tuple[int, str], Any] = {}
+
+
 def _exact(col, mode: str, keep: Callable[[str], bool], k: int = 10) -> list[Any]:
-    everything = col.search(QUERY, k=N_GEN + 100, candidates=N_GEN + 100, mode=mode, rerank=False)
-    return [h for h in everything.hits if keep(h.chunk_id)][:k]
+    """The exact filtered ranking: an unfiltered search of every chunk (made once per collection and mode: the
+    same query, no filter, so the same answer on every route), kept by the filter's definition."""
+    key = (id(col.parts.store), mode)
+    if key not in _EVERYTHING:
+        _EVERYTHING[key] = col.search(QUERY, k=N_GEN + 100, candidates=N_GEN + 100, mode=mode, rerank=False)
+    return [h for h in _EVERYTHING[key].hits if keep(h.chunk_id)][:k]
 
 
 def _same(got, want, label: str) -> None:

@@ -100,8 +100,9 @@ def test_a_full_disk_stops_cleanly_and_the_next_run_equals_a_clean_index(tmp_pat
     filler.unlink()  # space freed: the same command, nothing else
     again = _cli(data_dir, "index", "--store", store, str(folder))
     assert again.returncode == 0, again.stderr[-2000:]
-    assert _outcome(data_dir) == _outcome(clean)
-    assert _outcome(data_dir)[0] == FILES
+    got = _outcome(data_dir)
+    assert got == _outcome(clean)
+    assert got[0] == FILES
 
 
 def _cut_first_write(data_dir: Path, folder: Path, store: str) -> None:

@@ -59,7 +59,7 @@ def test_kill_9_during_a_big_mailbox_loses_at_most_one_batch_and_duplicates_noth
 
     folder = tmp_path / "mail"
     folder.mkdir()
-    _big_mbox(folder / "big.mbox", 2_000)
+    _big_mbox(folder / "big.mbox", 1_000)
     for i in range(20):
         (folder / f"note{i}.txt").write_text(f"A small note number {i} about the canteen.\n")
     data_dir = tmp_path / "data"
@@ -73,7 +73,7 @@ def test_kill_9_during_a_big_mailbox_loses_at_most_one_batch_and_duplicates_noth
                 cached = db.execute("SELECT count(*) FROM vector_cache").fetchone()[0]
         except sqlite3.Error:
             cached = 0
-        if cached >= 500:
+        if cached >= 300:
             break
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
@@ -93,4 +93,4 @@ def test_kill_9_during_a_big_mailbox_loses_at_most_one_batch_and_duplicates_noth
     assert status["points"] == status["chunks"] and status["health"]["store_points"] == status["chunks"]
     with sqlite3.connect(data_dir / "state.sqlite") as db:
         ids = [r[0] for r in db.execute("SELECT point_id FROM chunks")]
-    assert len(ids) == len(set(ids)) == status["chunks"] >= 2_000
+    assert len(ids) == len(set(ids)) == status["chunks"] >= 1_000
