@@ -5,6 +5,10 @@ that does not depend on the machine's load) and by time, one query at a time on 
 - ``order``: lists ranked by ``q . c`` (the store's), or by ``q . c + beta * R90`` where R90 is the 90th percentile
   of the list's residual norms: a list of spread-out points may hold a near point even when its centroid is not
   near (inner-product IVF ranks tight lists first); each row visits lists until a scan budget is spent.
+- ``grouped``: the lists' centroids clustered into ``G`` groups (k-means on the centroids); lists ranked by
+  ``q . c - lam * best(q . c in its group)``: every group's own best lists come early (near-duplicates sharing one
+  dominant part, e.g. boilerplate sections, spread a query's neighbours over many groups whose best list is not
+  among the query's nearest overall); ``lam`` 0 is the store's order.
 - ``patience``: adaptive probing: lists in the store's order, in batches, stopping when the top 10 has not
   changed for ``patience`` batches (a query whose neighbours sit in its first lists stops early).
 
@@ -77,6 +81,19 @@ def by_order(ivf, queries, truth, qc, sizes, rank_scores, budget, label) -> None
           f"p50 {np.median(times) * 1000:.2f} ms", flush=True)
 
 
+def grouped_scores(centroids: np.ndarray, qc: np.ndarray, groups: int, lam: float) -> np.ndarray:
+    km = faiss.Kmeans(centroids.shape[1], groups, niter=20, seed=1, spherical=True)
+    km.train(np.ascontiguousarray(centroids, dtype=np.float32))
+    _, owner = km.index.search(np.ascontiguousarray(centroids, dtype=np.float32), 1)
+    owner = owner[:, 0]
+    best = np.full((len(qc), groups), -np.inf, np.float32)
+    for g in range(groups):
+        members = owner == g
+        if members.any():
+            best[:, g] = qc[:, members].max(axis=1)
+    return qc - lam * best[:, owner]
+
+
 def by_patience(ivf, queries, truth, qc, sizes, first, batch, patience, cap) -> None:
     found, times, scanned = [], [], []
     for i, q in enumerate(queries):
@@ -116,6 +133,9 @@ def main() -> None:
     ap.add_argument("--budgets", type=int, nargs="+", default=[25_000, 50_000, 100_000], help="points scanned")
     ap.add_argument("--beta", type=float, nargs="*", default=[0.2, 0.3], help="weights of R90 in the list order")
     ap.add_argument("--patience", type=int, nargs="*", default=[1, 2], help="adaptive probing, batches of 32")
+    ap.add_argument("--groups", type=int, nargs="*", default=[], help="grouped routing: groups of lists")
+    ap.add_argument("--lam", type=float, nargs="*", default=[0.5, 1.0], help="grouped routing: weight of the "
+                    "group's best score")
     args = ap.parse_args()
 
     real, queries, data, truth = load_set(args.state, args.queries, args.vectors, args.n, args.max_queries)
@@ -131,6 +151,10 @@ def main() -> None:
         by_order(ivf, queries, truth, qc, sizes, qc, budget, "q.c (the store's)")
         for beta in args.beta:
             by_order(ivf, queries, truth, qc, sizes, qc + beta * r90, budget, f"q.c + {beta} R90")
+        for groups in args.groups:
+            for lam in args.lam:
+                by_order(ivf, queries, truth, qc, sizes, grouped_scores(centroids, qc, groups, lam), budget,
+                         f"grouped {groups}, lam {lam}")
     for patience in args.patience:
         by_patience(ivf, queries, truth, qc, sizes, 32, 32, patience, min(1024, ivf.nlist))
 

@@ -144,12 +144,13 @@ def climb(
     """Tune several levers together (``measure(values)`` -> (recall, latency in ms[, the recall's standard error]);
     each lever is doubled, up to its cap), following whichever is cheapest per recall gained: from ``start``, each
     lever raised alone is measured; a value that meets ``floor`` within the latency budget ends the climb (the
-    fastest such one; it meets it when its recall less one standard error does: a sample of 100 queries errs by
-    0.004-0.015 near 0.97, and stopping at an estimate just over the floor leaves the real recall below it half the
-    time); else the step that gains the most recall per millisecond it adds is taken (when none gains, the first
-    lever's: the wider search; when that one is over the budget, the climb stops: a lever that gains nothing is
-    never followed), and the climb goes on from there. It stops at the caps or when every next step
-    passes the budget; then it keeps the fastest value measured within the budget whose recall is within
+    fastest such one, or the value halfway back to the one below it when that meets it sooner: a doubling
+    overshoots by up to half its step; it meets it when its recall less one standard error does: a sample of 100
+    queries errs by 0.004-0.015 near 0.97, and stopping at an estimate just over the floor leaves the real recall
+    below it half the time); else the step that gains the most recall per millisecond it adds is taken (when none
+    gains, the first lever's: the wider search; when that one is over the budget, the climb stops: a lever that
+    gains nothing is never followed), and the climb goes on from there. It stops at the caps or when every next
+    step passes the budget; then it keeps the fastest value measured within the budget whose recall is within
     ``RECALL_NOISE`` of the best so measured (the last value taken when it is as fast: a step that gained only
     noise is not paid for), or the start when nothing was within the budget (a default is never lowered). On
     near-duplicates the lever that pays differs by set and store (measured: FAISS boilerplate gains only from
@@ -177,6 +178,15 @@ def climb(
             return last, trials  # as fast (latency differences below 5 % are noise)
         return fastest, trials
 
+    def halfway(below: Trial, met: Trial) -> Trial:
+        """A doubling overshoots by up to half its step: the value halfway back (nprobe 96 between 64 and 128) is
+        measured once and kept when it meets the floor sooner; below it, or no faster, the doubled value stays."""
+        mid = tuple((a + b) // 2 for a, b in zip(below.value, met.value, strict=True))
+        if mid in (below.value, met.value):
+            return met  # a step of 1 (a depth of 1 -> 2) has no value between
+        t = trial(mid)
+        return t if meets(t) and t.latency_ms < met.latency_ms else met
+
     now = trial(tuple(max(1, int(v)) for v in start))
     if meets(now) or now.latency_ms > latency_budget_ms:
         return now, trials
@@ -188,7 +198,7 @@ def climb(
             return settle(now)
         meeting = [t for t in within if meets(t)]
         if meeting:
-            return min(meeting, key=lambda t: t.latency_ms), trials
+            return halfway(now, min(meeting, key=lambda t: t.latency_ms)), trials
         cost = max(0.05 * now.latency_ms, 1e-3)  # latency differences below 5 % are noise, not a price
 
         def worth(t: Trial, base: Trial = now, floor_cost: float = cost) -> float:

@@ -366,8 +366,9 @@ def test_faiss_tuning_follows_the_lever_that_pays_on_boilerplate(tmp_path: Path)
         before = store.measure_recall("c", 100, False, FLOOR, 50.0)
         assert before.recall < FLOOR and before.graph == {"lists": 512}, before
         tuned = store.measure_recall("c", 100, True, FLOOR, 50.0)
-        assert tuned.source == "tuned" and tuned.recall >= FLOOR and tuned.value >= 256 and tuned.rescore == 1, tuned
+        assert tuned.source == "tuned" and tuned.recall >= FLOOR and tuned.value > 128 and tuned.rescore == 1, tuned
         steps = {(int(v), int(d)): r for v, d, r, _ms, _error in tuned.trials or []}
+        assert tuned.value == 256 or (256, 1) in steps  # 192: halfway back from 256, when it meets the floor too
         assert steps[(64, 2)] - steps[(64, 1)] < steps[(128, 1)] - steps[(64, 1)], steps  # depth measured, not taken
         assert store.recall_estimate("c") == tuned  # the steps recorded with the choice
         store.recent_queries("c").clear()
