@@ -34,6 +34,7 @@ from indexer.plugin_api import parts as reader_parts
 
 logger = logging.getLogger(__name__)
 _HEADER = 8
+STARTUP_S = 60.0  # the most a worker's start and the job's loading may take (not the parse: ``parse_timeout``)
 
 
 def _write(stream: IO[bytes], value: object) -> None:
@@ -104,6 +105,7 @@ def serve(memory_bytes: int) -> None:  # pragma: no cover - runs in the worker p
             job = pickle.loads(_read_exact(jobs, int.from_bytes(header, "big")))
         except (EOFError, OSError):
             return
+        _write(results, ("loaded", 0))  # the parse's time limit starts here (see ParseWorker._result)
         reader_parts.listen(lambda count: _write(results, ("part", count)))
         try:
             result = _handle(job)
@@ -141,13 +143,19 @@ class ParseWorker:
         raise SourceError(ref.path, reason, code=code)
 
     def _result(self, process: subprocess.Popen[bytes], ref: SourceRef) -> tuple[bool, Any]:
-        """The worker's answer, heartbeats (``("part", count)``) starting the time limit again."""
+        """The worker's answer, heartbeats (``("part", count)``) starting the time limit again. Until the worker says
+        the job is ``loaded`` (its interpreter started, the reader's module imported), the wait is bounded by
+        ``STARTUP_S`` instead: a cold start on a loaded machine is not the file's parse."""
         assert process.stdout is not None
-        fd, done = process.stdout.fileno(), 0
+        fd, done, loaded = process.stdout.fileno(), 0, False
         while True:
-            ready, _, _ = select.select([fd], [], [], self.timeout)
+            limit = self.timeout if loaded else max(self.timeout, STARTUP_S)
+            ready, _, _ = select.select([fd], [], [], limit)
             if not ready:
                 self._stop()
+                if not loaded:
+                    raise SourceError(ref.path, f"the parser process did not start within {limit:g} s; stopped",
+                                      code="timeout")  # fmt: skip
                 raise SourceError(ref.path, self._stalled(done), code="timeout")
             try:
                 size = int.from_bytes(_read_exact_fd(fd, _HEADER), "big")
@@ -159,6 +167,9 @@ class ParseWorker:
                     f"the parser process died (exit {code}: {exc}); the file may be too large (parse_memory_mb="
                     f"{self.memory_bytes // (1024 * 1024)}) or hostile",
                 ) from None
+            if tag == "loaded":
+                loaded = True
+                continue
             if tag != "part":
                 return bool(tag), value
             done = int(value)

@@ -304,6 +304,24 @@ def test_the_worker_stops_a_parse_that_runs_too_long_and_goes_on():
         worker.close()
 
 
+def test_a_slow_start_of_the_worker_is_not_counted_as_the_parse(tmp_path, monkeypatch):
+    """A loaded machine starts the worker's interpreter slowly (here a ``sitecustomize`` that sleeps 1.5 s at its
+    start, on the path the worker inherits): the parse's 1 s limit starts once the job is loaded, so a file that
+    parses at once is read, and a parse that hangs is still stopped at its limit."""
+    (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(1.5)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    worker = ParseWorker(timeout=1.0, memory_mb=512)
+    ref = SourceRef("/r", "/r/x.slow", 4, 0)
+    try:
+        assert worker.read(SlowReader(), ref, b"fine").text == "fine"
+        started = time.perf_counter()
+        with pytest.raises(SourceError, match="parse_timeout"):
+            worker.read(SlowReader(), ref, b"hang")
+        assert time.perf_counter() - started < 10
+    finally:
+        worker.close()
+
+
 def test_worker_results_equal_in_process_results(samples):
     worker = ParseWorker(timeout=30.0)
     try:
