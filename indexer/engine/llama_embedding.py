@@ -132,6 +132,20 @@ DEFAULT_BATCH_TOKENS = 512
 # context holds its own compute buffers, so memory grows with their number).
 MAX_DEFAULT_CONTEXTS = 8
 
+
+def _wait_through_interrupts(finished: Sequence[threading.Event], errors: list[BaseException]) -> None:
+    """Wait until every started decoding thread has set its event, even through Ctrl-C: a context cleared or freed
+    under a thread still decoding on it crashes the process (SIGSEGV). An interrupt while waiting is kept in
+    ``errors`` (the threads then take no new batch, only finish the one in flight) for the caller to raise.
+    (Not ``Thread.join``: an interrupted join marks a running thread stopped, bpo-45274's handling in 3.11.)"""
+    for event in finished:
+        while not event.is_set():
+            try:
+                event.wait()
+            except BaseException as exc:  # KeyboardInterrupt (or SystemExit) landed in the wait: keep waiting
+                errors.insert(0, exc)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The engine
 # ---------------------------------------------------------------------------------------------------------
@@ -584,7 +598,7 @@ class LlamaEmbedding(OutputsMixin, RankingMixin, MultimodalMixin, llama_cpp.Llam
         lock = threading.Lock()
         errors: list[BaseException] = []
 
-        def work(context: internals.LlamaContext, batch: TokenBatch) -> None:
+        def work(context: internals.LlamaContext, batch: TokenBatch, finished: threading.Event | None = None) -> None:
             try:
                 while not errors:
                     with lock:
@@ -596,13 +610,18 @@ class LlamaEmbedding(OutputsMixin, RankingMixin, MultimodalMixin, llama_cpp.Llam
                 errors.append(exc)
             finally:
                 batch.reset()
+                if finished is not None:
+                    finished.set()
 
-        threads = [threading.Thread(target=work, args=w, daemon=True) for w in workers[1:]]
-        for t in threads:
-            t.start()
-        work(*workers[0])
-        for t in threads:
-            t.join()
+        finished = [threading.Event() for _ in workers[1:]]
+        threads = [threading.Thread(target=work, args=(*w, f), daemon=True)
+                   for w, f in zip(workers[1:], finished, strict=True)]
+        try:
+            for t in threads:
+                t.start()
+            work(*workers[0])
+        finally:  # a start cut short by Ctrl-C before the thread ran leaves no ident and sets no event: not waited
+            _wait_through_interrupts([f for t, f in zip(threads, finished, strict=True) if t.ident is not None], errors)
         if errors:
             raise errors[0]
 

@@ -473,6 +473,51 @@ def test_parallel_contexts_match_one_context_in_input_order(embed_model_f16_path
         one.close()
 
 
+def test_ctrl_c_while_a_parallel_context_decodes_waits_for_it_before_raising(embed_model_f16_path: Path) -> None:
+    # A Ctrl-C landing while the main thread waits for the other context's thread: the interrupt is raised only
+    # once that thread has finished its batch (the caller then clears and may free the contexts; freed under a
+    # decoding thread, the process died of SIGSEGV after `indexer index` had said what was kept).
+    import signal
+    import threading
+    import time
+
+    texts = [f"passage {i}: " + f"words about topic {i % 7} " * (1 + i % 23) for i in range(120)]
+    par = LlamaEmbedding(str(embed_model_f16_path), parallel_contexts=2, verbose=False)
+    want = np.array(par.embed(texts))
+    decode = par._decode_plan
+    main = threading.main_thread()
+    calls = {"main": 0}
+    done: list[bool] = []
+
+    def slow_on_the_other_context(*args: object) -> None:
+        if threading.current_thread() is main:
+            calls["main"] += 1
+            return decode(*args)  # type: ignore[arg-type]
+        if not done:  # its first batch: wait for the main thread to run out of batches (then it is in join)
+            seen, quiet_since = -1, time.monotonic()
+            while time.monotonic() - quiet_since < 0.3:
+                if calls["main"] != seen:
+                    seen, quiet_since = calls["main"], time.monotonic()
+                time.sleep(0.01)
+            signal.pthread_kill(main.ident, signal.SIGINT)  # type: ignore[arg-type]
+            time.sleep(0.5)
+        decode(*args)  # type: ignore[arg-type]
+        done.append(True)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a suite run in the background ignores it
+    par._decode_plan = slow_on_the_other_context  # type: ignore[method-assign]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            par.embed(texts)
+        assert done, "embed raised while the other context was still decoding"
+        par._decode_plan = decode  # type: ignore[method-assign]
+        again = np.array(par.embed(texts))  # still usable: the same vectors (up to f16 rounding of other batches)
+        assert float(np.min(np.sum(again * want, axis=1))) > 0.9999
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        par.close()
+
+
 def test_parallel_contexts_default_and_validation(embed_model_f16_path: Path) -> None:
     cpus = len(os.sched_getaffinity(0))
     e = LlamaEmbedding(str(embed_model_f16_path), verbose=False)
