@@ -416,7 +416,7 @@ class FaissStore(FaissRecall, FaissRebuild):
             index.seq = new_seq
             coll.dirty += len(touched)
             if index.wants_rebuild():  # the auto kind crossed a size threshold: switch structure
-                coll.index = self._rebuild_soon(coll, index, new_seq)  # large: in the background
+                coll.index = self._rebuild_soon(coll, index, new_seq, written=True)  # large: in the background
         except Exception:  # committed already: the sidecar is right, the memory copy is not
             logger.exception("FAISS index %s out of step after a commit; it will be rebuilt", coll.name)
             coll.index = None
@@ -583,13 +583,16 @@ class FaissStore(FaissRecall, FaissRebuild):
                     self._maybe_save(coll, force=True)
 
     def close(self) -> None:
-        with self._lock:
-            try:
-                self.flush()
-                self._save_recent()
-            finally:
-                for name in list(self._collections):
-                    self._forget(name)
-                for lock in self._writers.values():
-                    lock.close()
-                self._writers.clear()
+        try:
+            self._finish_rebuilds()  # the builds this process's writes started (rebuild.py)
+        finally:
+            with self._lock:
+                try:
+                    self.flush()
+                    self._save_recent()
+                finally:
+                    for name in list(self._collections):
+                        self._forget(name)
+                    for lock in self._writers.values():
+                        lock.close()
+                    self._writers.clear()

@@ -10,6 +10,12 @@ meanwhile. The next sync after the training puts the new index in place and repl
 snapshot from the op log, as for any index behind the sidecar (a snapshot whose ops were pruned meanwhile is
 dropped, and the build starts again). Below ``BACKGROUND_FROM`` (and on a first open, with no index to answer
 from) the build stays inline: it takes under a second or two.
+
+A build that this process's own writes started is finished before the store closes, put in place and saved with
+the index: an ``indexer index`` that crossed a threshold near its end otherwise exited with the training thread
+inside FAISS (native code under an exiting interpreter) and lost it, and the next open loaded the old structure,
+kept until the collection's next write. A build a reader started (replaying another process's writes) is left:
+a search must not wait for a training at exit.
 """
 
 from __future__ import annotations
@@ -37,19 +43,24 @@ class FaissRebuild:
     _collections: dict[str, Any]
     _rebuild: Callable[[Any, int], VectorIndex]
     _auto_for: Callable[[Any], AutoParams]
+    _sync: Callable[[Any], VectorIndex]
     background_from = BACKGROUND_FROM
 
     def _init_rebuild(self) -> None:
         self._building: dict[str, threading.Thread] = {}
         self._built: dict[str, tuple[Any, VectorIndex]] = {}  # name -> (the collection object, its new index)
         self._failed_at: dict[str, float] = {}
+        self._finish: set[str] = set()  # collections whose build a write of this process started: finished on close
         self.rebuilds: list[tuple[str, str, int, float]] = []  # (collection, structure, vectors, seconds) done
 
-    def _rebuild_soon(self, coll: Any, index: VectorIndex, seq: int) -> VectorIndex:
+    def _rebuild_soon(self, coll: Any, index: VectorIndex, seq: int, written: bool = False) -> VectorIndex:
         """``index`` wants another structure: trained inline when small (returned), else in the background (the
-        current ``index`` returned, answering until the new one is in place; call under the store lock)."""
+        current ``index`` returned, answering until the new one is in place; call under the store lock).
+        ``written``: this process's write crossed the threshold (the build is finished on close)."""
         if index.live < self.background_from:
             return self._rebuild(coll, seq)
+        if written:
+            self._finish.add(coll.name)
         if coll.name not in self._building and coll.name not in self._built and (
                 time.monotonic() - self._failed_at.get(coll.name, float("-inf")) > RETRY_S):
             thread = threading.Thread(target=self._train, args=(coll,), daemon=True, name=f"faiss-build-{coll.name}")
@@ -95,6 +106,25 @@ class FaissRebuild:
         coll.rewrite_cache = True
         coll.dirty = max(coll.dirty, 1)
         return index
+
+    def _finish_rebuilds(self) -> None:
+        """Before closing (outside the store lock, which a build takes at its end): wait for the builds this
+        process's writes started, then put every finished build in place for the flush to save."""
+        with self._lock:
+            waiting = [(name, thread) for name, thread in self._building.items() if name in self._finish]
+        for name, thread in waiting:
+            logger.info("finishing the background build of FAISS index %s before closing", name)
+            thread.join()
+        with self._lock:
+            for name in list(self._built):
+                coll = self._collections.get(name)
+                if coll is None:
+                    continue
+                try:
+                    with coll.sidecar.read():
+                        self._sync(coll)  # takes the build, replays the writes made since its snapshot
+                except Exception as exc:  # only speed is at stake: the next write starts it again
+                    logger.warning("could not put the background build of FAISS index %s in place: %s", name, exc)
 
     def wait_rebuilds(self, timeout: float | None = None) -> bool:
         """Wait for the background builds in flight (tests, benchmarks); True when none is left."""

@@ -164,6 +164,70 @@ def test_a_large_switch_is_trained_in_the_background_while_the_old_index_answers
         store.close()
 
 
+def test_a_build_a_write_started_is_finished_on_close_and_the_next_open_loads_it(tmp_path: Path) -> None:
+    """A run that crossed the threshold near its end: close waits for the training, puts it in place and saves it
+    (before: the process exited with the thread inside FAISS, the build was lost and the next open loaded the
+    flat index, kept until the next write)."""
+    store = _store(tmp_path / "s")
+    store.background_from = 0
+    started, choose = threading.Event(), store._auto_for
+
+    def slow(coll):  # the training is still running when close is called
+        if threading.current_thread().name.startswith("faiss-build-"):
+            started.set()
+            threading.Event().wait(0.5)
+        return choose(coll)
+
+    store._auto_for = slow  # type: ignore[method-assign]
+    points = _points(SWITCH + 100, 4)
+    store.ensure_collection("c", DIM, {})
+    store.upsert("c", points[:SWITCH])
+    store.upsert("c", points[SWITCH:])  # crosses the threshold: the build starts in the background
+    assert started.wait(30) and _structure(store) == "flat"
+    store.close()
+    assert store.rebuilds and store.rebuilds[0][1] == "ivf"
+    again = _store(tmp_path / "s")
+    try:
+        assert _structure_after_open(again) == "ivf" and again.count("c") == len(points)
+        assert all(again.search("c", p.vector, 1)[0].id == p.id for p in points[-50::7])  # the last writes too
+    finally:
+        again.close()
+
+
+def test_a_build_a_reader_started_does_not_hold_its_close(tmp_path: Path) -> None:
+    """A process that only replays another's writes (a search) is not kept waiting for a training at exit."""
+    writer, reader = _store(tmp_path / "s"), _store(tmp_path / "s")
+    writer.background_from = 10**9  # the writer trains inline (and is closed before its cache is saved)
+    reader.background_from = 0
+    gate, choose = threading.Event(), reader._auto_for
+
+    def blocked(coll):
+        if threading.current_thread().name.startswith("faiss-build-"):
+            gate.wait(60)
+        return choose(coll)
+
+    reader._auto_for = blocked  # type: ignore[method-assign]
+    points = _points(SWITCH + 100, 5)
+    try:
+        writer.ensure_collection("c", DIM, {})
+        writer.upsert("c", points[:100])
+        assert reader.search("c", points[0].vector, 1)[0].id == points[0].id  # the reader has its flat index
+        writer.upsert("c", points[100:])
+        assert reader.search("c", points[-1].vector, 1)[0].id == points[-1].id  # replayed: its build starts
+        building = list(reader._building.values())
+        assert building and building[0].is_alive()
+        reader.close()
+        assert building[0].is_alive() and not gate.is_set()  # closed without waiting for the training
+    finally:
+        gate.set()
+        writer.close()
+
+
+def _structure_after_open(store: FaissStore) -> str:
+    store.search("c", np.ones(DIM, dtype=np.float32) / np.sqrt(DIM), 1)  # opens and loads the cache
+    return _structure(store)
+
+
 def test_ivf_is_trained_again_when_its_size_calls_for_more_lists() -> None:
     """The lists follow the size rule as the collection grows, not only at 4x the vectors trained on: a million
     points were searched on the 2,048 lists trained at 405k (measured: 4,096 lists twice as fast at the same
