@@ -399,7 +399,11 @@ def test_embedded_qdrant_builds_a_denser_graph_when_the_floor_costs_too_much_tim
         assert choice is not None and (choice["m"], choice["ef_construct"]) == (32, 200), choice
         assert choice["for"] == "speed" and "costs too much" in choice["why"]
         assert choice["latency_ms"] == tuned.latency_ms and choice["recall"] == tuned.recall
-        assert measured_searches(store, ids, vectors, between(vectors, 100, 3)) >= FLOOR - 0.02  # during the build
+        # during the build the searches keep the tuned values (the defaults find ~0.62 here); other queries than the
+        # tuning's sample, and on a loaded machine the climb may keep a cheaper step whose recall is nearer the floor
+        # (its halfway and speed steps compare times): 0.944 on 100 queries was seen under two busy cores
+        during = measured_searches(store, ids, vectors, between(vectors, 200, 3))
+        assert during >= FLOOR - 0.05, (tuned, during)
         assert store.builder.wait(300) and store.builder.completed
         again = store.measure_recall("c", 200, True, FLOOR, 1000.0)
         assert again.graph == {"m": 32, "ef_construct": 200} and again.recall >= FLOOR, again
