@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from indexer.errors import ModelError
 from indexer.index.prompts import prompted_model_id
 from indexer.types import Normalization
 
@@ -48,6 +49,7 @@ class _Slot:
         self.media = media
         self.engine: LlamaEmbedder | None = None
         self.lock = threading.RLock()
+        self.closed = False  # closed for good: a late call (a read still chunking at shutdown) must not load it again
 
 
 def _never(path: str) -> bool:
@@ -85,6 +87,8 @@ class ModelHandle:
         engine = slot.engine
         if engine is None:
             with slot.lock:
+                if slot.closed:
+                    raise ModelError("the collection's model was closed with the collection; open it again")
                 if slot.engine is None:
                     slot.engine = slot.load()
                 engine = slot.engine
@@ -100,8 +104,10 @@ class ModelHandle:
         self._slot.engine = None
 
     def close(self) -> None:
+        """Free the engine for good (every prompt view's too): a later call raises instead of loading it again."""
         slot = self._slot
         with slot.lock:
+            slot.closed = True
             engine, slot.engine = slot.engine, None
             if engine is not None:
                 engine.close()

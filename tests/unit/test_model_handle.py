@@ -167,3 +167,25 @@ def test_the_reranker_handle_serializes_and_closes() -> None:
     assert handle.model_id == "r-1" and handle.rerank("q", ["a", "bbb"]) == [1.0, 3.0]
     handle.close()
     assert ranker.closed
+
+
+def test_a_closed_handle_refuses_a_late_call_instead_of_loading_the_model_again() -> None:
+    # a read still chunking when the collection closes (Ctrl-C: reads are not waited for) counted its tokens through
+    # the handle, which loaded a new engine that nobody closed, during the interpreter's exit
+    loads: list[_Engine] = []
+
+    def load() -> _Engine:
+        loads.append(_Engine())
+        return loads[-1]
+
+    handle = ModelHandle(load)  # type: ignore[arg-type]
+    view = handle.with_prompt("query: ")
+    assert handle.count_tokens("two words") == 2 and len(loads) == 1
+    handle.close()
+    assert loads[0].closed
+    from indexer.errors import ModelError
+
+    for late in (lambda: handle.count_tokens("a"), lambda: view.embed_batch(["a"], Normalization.L2)):
+        with pytest.raises(ModelError, match="closed"):
+            late()
+    assert len(loads) == 1  # not loaded again
