@@ -6,7 +6,7 @@ it answers (docs/benchmarks.md#recall-session-4): whether more lists buy recall 
 set they do: 4,096 lists at 1M twice as fast as 2,048 at the same recall; on boilerplate the recall follows the
 vectors scanned, whatever the list count), whether a second thread shortens one query (it did not here), and
 whether codes of fewer bytes scan faster for the same recall (``--codes``: FAISS factory code strings, e.g. SQ4, SQ6,
-PQ96x4fs, RaBitQ4, RaBitQfs (FAISS >= 1.13), or a transform before the lists as ``PCAR192>SQ8``; on boilerplate
+PQ96x4fs, RaBitQ4, RaBitQfs (FAISS >= 1.13; ``RaBitQ2@qb4`` sets the query's bits), or a transform before the lists as ``PCAR192>SQ8``; on boilerplate
 none of SQ4, SQ6, PCA or PQ did; RaBitQ did, by 20-30 %, docs/benchmarks.md#recall-session-6), and ``store:int8`` /
 ``store:sq8``: the store's own index (:class:`plugins.faiss.index.VectorIndex`, trained on its 40-per-list sample,
 queried through its search, int8 queries included) with those codes (docs/benchmarks.md#int8-codes).
@@ -83,9 +83,13 @@ def main() -> None:
         if codes.startswith("store:"):
             store_codes(data, queries, truth, lists, codes.split(":", 1)[1], args.nprobe, args.depth)
             continue
+        codes, _, qb = codes.partition("@qb")  # RaBitQ codes: "@qbN" sets the query's bits
         transform, _, code = codes.rpartition(">")
         spec = f"{transform + ',' if transform else ''}IVF{lists},{code}"
         index = faiss.index_factory(data.shape[1], spec, faiss.METRIC_INNER_PRODUCT)
+        if qb:
+            faiss.downcast_index(faiss.extract_index_ivf(index)).qb = int(qb)
+            spec += f"@qb{qb}"
         faiss.omp_set_num_threads(2)
         t = time.perf_counter()
         index.train(data[: min(trained_on, len(data))])
