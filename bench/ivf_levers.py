@@ -6,7 +6,8 @@ it answers (docs/benchmarks.md#recall-session-4): whether more lists buy recall 
 set they do: 4,096 lists at 1M twice as fast as 2,048 at the same recall; on boilerplate the recall follows the
 vectors scanned, whatever the list count), whether a second thread shortens one query (it did not here), and
 whether codes of fewer bytes scan faster for the same recall (``--codes``: FAISS factory code strings, e.g. SQ4, SQ6,
-PQ96x4fs, RaBitQ4, RaBitQfs (FAISS >= 1.13; ``RaBitQ2@qb4`` sets the query's bits), or a transform before the lists as ``PCAR192>SQ8``; on boilerplate
+PQ96x4fs, RaBitQ4, RaBitQfs (FAISS >= 1.13; ``RaBitQ2@qb4`` sets the query's bits), or a transform before the
+lists as ``PCAR192>SQ8``; on boilerplate
 none of SQ4, SQ6, PCA or PQ did; RaBitQ did, by 20-30 %, docs/benchmarks.md#recall-session-6), and ``store:int8`` /
 ``store:sq8``: the store's own index (:class:`plugins.faiss.index.VectorIndex`, trained on its 40-per-list sample,
 queried through its search, int8 queries included) with those codes (docs/benchmarks.md#int8-codes).
@@ -73,10 +74,16 @@ def main() -> None:
     ap.add_argument("--threads", action="store_true", help="also one query on two threads (parallel_mode 1)")
     ap.add_argument("--codes", nargs="+", default=["SQ8"],
                     help="codes of the lists (FAISS factory strings); TRANSFORM>CODES puts a transform first")
+    ap.add_argument("--refine", choices=["float", "int8"], default="float",
+                    help="rescore the depth's candidates with the float vectors, or with int8 copies held in RAM "
+                         "(one scale) and then the best 2 x 10 of those with the floats, as a store keeping int8 "
+                         "rows beside codes of fewer bytes would")
     args = ap.parse_args()
 
     real, queries, data, truth = load_set(args.state, args.queries, args.vectors, args.n, args.max_queries)
     print(f"{len(data):,} vectors ({args.vectors}), {len(queries)} queries", flush=True)
+    rows = np.clip(np.rint(data * (127.0 / np.abs(data).max())), -128, 127).astype(np.int8) \
+        if args.refine == "int8" else None
     space = faiss.ParameterSpace()
     for pair, codes in [(pair, codes) for pair in args.lists.split(",") for codes in args.codes]:
         lists, trained_on = (int(x) for x in pair.split(":"))
@@ -108,11 +115,13 @@ def main() -> None:
                         t1 = time.perf_counter()
                         _, ids = index.search(q[None], 10 * depth)
                         got = ids[0][ids[0] >= 0]
+                        if depth > 1 and rows is not None:
+                            got = got[np.argsort(-(rows[got].astype(np.float32) @ q))][:20]
                         if depth > 1:
                             got = got[np.argsort(-(data[got] @ q))]
                         times.append(time.perf_counter() - t1)
                         found.append(got[:10])
-                    print(f"  {spec} nprobe {nprobe} depth {depth} threads {threads}: recall@10 "
+                    print(f"  {spec} nprobe {nprobe} depth {depth} ({args.refine}) threads {threads}: recall@10 "
                           f"{recall_at_10(found, truth):.3f}, p50 {np.median(times) * 1000:.2f} ms, "
                           f"p95 {np.percentile(times, 95) * 1000:.2f} ms", flush=True)
 
