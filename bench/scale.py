@@ -409,9 +409,9 @@ def self_tuning(label: str, store, collection: str, queries: np.ndarray, truth: 
 
 
 def bench_faiss_store(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, switch_at: int,
-                      codes: str = "int8") -> None:
+                      codes: str = "int8", keep: bool = False) -> None:
     """FAISS through the store port (sidecar, IVF from ``switch_at`` points, ``codes`` in its lists), with its
-    self-tuning."""
+    self-tuning; ``keep``: the store's files stay (``--work``), for a later look at the same million."""
     from indexer.types import Metric
     from plugins.faiss import FaissStore
 
@@ -440,7 +440,8 @@ def bench_faiss_store(folder: Path, data: np.ndarray, queries: np.ndarray, truth
               f"answering): p50 {pct(during, 50):.2f} ms, p95 {pct(during, 95):.2f} ms, max {max(during):.0f} ms")
     self_tuning("faiss store (auto)", store, "bench", queries, truth)
     store.close()
-    shutil.rmtree(folder, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def bench_local(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray) -> None:
@@ -589,7 +590,7 @@ def main() -> None:
         return
     work = Path(args.work or tempfile.mkdtemp(prefix="scale-"))
     for codes in args.faiss_codes:
-        bench_faiss_store(work / "faiss", data, queries, truth, args.switch_at, codes)
+        bench_faiss_store(work / f"faiss-{codes}", data, queries, truth, args.switch_at, codes, keep=bool(args.work))
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
 
