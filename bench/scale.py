@@ -532,7 +532,7 @@ def main() -> None:
     ap.add_argument("--rebuild-wait", type=float, default=float("inf"),
                     help="embedded Qdrant: the longest wait (s) for a denser graph its tuning chose, then cancelled")
     ap.add_argument("--switch-at", type=int, default=AutoParams.switch_at, help="FAISS auto: IVF from this size")
-    ap.add_argument("--faiss-codes", nargs="+", choices=["int8", "sq8"], default=[AutoParams.codes],
+    ap.add_argument("--faiss-codes", nargs="+", choices=["int8", "sq8", "pq"], default=[AutoParams.codes],
                     help="codes of the FAISS store's IVF lists; several: one store each, in this order")
     ap.add_argument("--work", type=Path, help="folder for the store files (default: a temporary one)")
     args = ap.parse_args()

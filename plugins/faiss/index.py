@@ -47,8 +47,9 @@ MAGIC = b"LIXFAISS"
 VERSION = 1
 _HEADER = struct.Struct("<8sIQBQQI")
 KINDS = ("flat", "hnsw", "auto")  # what a collection asks for
-_FILE_KINDS = ("flat", "hnsw", "ivf", "ivf-int8")  # what a cache file holds (auto is flat or ivf)
-CODES = ("int8", "sq8")  # the codes of IVF lists (module docstring)
+_FILE_KINDS = ("flat", "hnsw", "ivf", "ivf-int8", "ivf-pq")  # what a cache file holds (auto is flat or ivf)
+CODES = ("int8", "sq8", "pq")  # the codes of IVF lists (module docstring)
+PQ_DEPTH = 16  # pq codes: candidates (x k) the scan hands to the int8 reorder when the tuning has chosen no depth
 _SCALE = struct.Struct("<d")
 
 
@@ -99,6 +100,7 @@ class VectorIndex:
         self.tuned: int | None = None  # the search-time parameter (nprobe, efSearch) chosen from recall, if any
         self.scale = 0.0  # int8 codes: the factor from float components to the stored integers (0: other codes)
         self.index: Any = self._empty()  # IndexIDMap2, IndexIVFScalarQuantizer or IndexHNSWFlat
+        self.rows: Any = None  # pq codes: IndexIDMap2 over the int8 rows (by id) that reorder the scan's candidates
 
     @classmethod
     def build(
@@ -114,23 +116,29 @@ class VectorIndex:
 
     def _train_ivf(self, vectors: np.ndarray) -> None:
         n = len(vectors)
-        lists = min(self.auto.lists, max(8, n // 39)) if self.auto.lists else ivf_lists(n)
+        lists = min(self.auto.lists, max(8, n // 39)) if self.auto.lists else self._lists_for(n)
         metric = faiss.METRIC_INNER_PRODUCT if self.ip else faiss.METRIC_L2
-        int8 = self.auto.codes == "int8"
-        index: Any = faiss.index_factory(self.dim, f"IVF{lists},{'SQ8_direct_signed' if int8 else 'SQ8'}", metric)
+        pq = self.auto.codes == "pq" and self.dim % 2 == 0  # fast-scan codes: one lookup table a query
+        int8 = self.auto.codes == "int8" or pq  # pq keeps int8 rows beside its codes (one scale)
+        codes = f"PQ{self.dim // 2}x4fs" if pq else "SQ8_direct_signed" if int8 else "SQ8"
+        index: Any = faiss.index_factory(self.dim, f"IVF{lists},{codes}", metric)
         sample = vectors
         if n > 40 * lists:
             pick = np.random.default_rng(1234).choice(n, size=40 * lists, replace=False)
             sample = vectors[np.sort(pick)]
         sample = np.ascontiguousarray(sample, dtype=np.float32)
         if int8:  # one scale for every dimension: codes are the vectors themselves, not residuals of their lists
-            index.by_residual = False
+            index.by_residual = False  # (pq: the factory's default already)
             top = float(np.abs(sample).max()) if len(sample) else 0.0
             self.scale = 127.0 / top if math.isfinite(top) and top > 0 else 1.0
         else:
             self.scale = 0.0
-        index.train(sample * self.scale if int8 else sample)  # the lists in the space the codes are added in (L2)
+        index.train(sample * self.scale if int8 and not pq else sample)  # the lists in the codes' space (L2)
         index.nprobe = self.auto.nprobe
+        self.rows = None
+        if pq:
+            flat = faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_8bit_direct_signed, metric)
+            self.rows = faiss.IndexIDMap2(flat)
         logger.info("trained IVF index: %d lists (%s codes) on %d of %d vectors", lists, self.auto.codes,
                     len(sample), n)
         self.index = index
@@ -150,19 +158,33 @@ class VectorIndex:
             return live >= self.auto.switch_at
         if live < self.auto.switch_at // 2 or live > 4 * self.trained_on:
             return True
-        return not self.auto.lists and ivf_lists(live) > self.lists()
+        return not self.auto.lists and self._lists_for(live) > self.lists()
 
     @property
     def codes(self) -> str:
         """The codes of the IVF lists built now ("" for other structures)."""
-        return ("int8" if self.scale else "sq8") if self.structure == "ivf" else ""
+        if self.structure != "ivf":
+            return ""
+        return "pq" if self.rows is not None else "int8" if self.scale else "sq8"
 
     @property
     def rescore(self) -> int:
         """The rescoring depth of searches the tuning has not chosen one for (x k candidates rescored with the float
         vectors): 2 over int8 codes, whose integer scores order close neighbours more coarsely than SQ8's (at 2 x k
         they find more than SQ8 without rescoring, in less time: docs/benchmarks.md#int8-codes), else 1."""
+        if self.structure == "ivf" and self.rows is not None:
+            return PQ_DEPTH
         return 2 if self.structure == "ivf" and self.scale else 1
+
+    def rescored(self, limit: int, depth: int) -> int:
+        """How many of a search's ``depth x limit`` candidates the float rescoring reads: pq codes hand them over
+        already reordered by their int8 rows, so the best 2 x limit; other codes all of them."""
+        return 2 * limit if self.rows is not None else depth * limit
+
+    def _lists_for(self, n: int) -> int:
+        """The IVF lists a training on ``n`` vectors chooses by size (pq codes: a quarter: fuller fast-scan blocks)."""
+        lists = ivf_lists(n)
+        return max(8, lists // 4) if self.auto.codes == "pq" and self.dim % 2 == 0 else lists
 
     def _int8(self, vectors: np.ndarray) -> np.ndarray:
         """``vectors`` as the int8 codes store them: times the scale, rounded, clipped (as float32 for FAISS)."""
@@ -192,7 +214,14 @@ class VectorIndex:
         if self.structure in ("flat", "ivf"):
             if len(touched):
                 self.index.remove_ids(faiss.IDSelectorBatch(np.ascontiguousarray(touched, dtype=np.int64)))
+                if self.rows is not None:
+                    self.rows.remove_ids(faiss.IDSelectorBatch(np.ascontiguousarray(touched, dtype=np.int64)))
             if len(ids):
+                ids = np.ascontiguousarray(ids, dtype=np.int64)
+                if self.rows is not None:  # the scan's codes from the floats, the reorder's rows as int8
+                    self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
+                    self.rows.add_with_ids(self._int8(vectors), ids)
+                    return
                 stored = self._int8(vectors) if self.scale else np.ascontiguousarray(vectors, dtype=np.float32)
                 self.index.add_with_ids(stored, ids)
             return
@@ -289,6 +318,8 @@ class VectorIndex:
         params = _faiss.SearchParametersIVF(nprobe=self.tuned or self.auto.nprobe)
         if selector is not None:
             params.sel = _sel(selector)
+        if self.rows is not None:
+            return self._search_pq(q, k, params, selector)
         unit = 1.0
         if self.scale:  # FAISS's byte-domain kernels take the query as integers too
             if self.ip:  # its own scale (the ranking does not depend on it), for the most precision
@@ -304,6 +335,18 @@ class VectorIndex:
         keep = labels[0] >= 0
         return dist[0][keep] / np.float32(unit), labels[0][keep]
 
+    def _search_pq(self, q: np.ndarray, k: int, params: Any, selector: Any) -> tuple[np.ndarray, np.ndarray]:
+        """pq codes: the fast scan's ``k`` candidates reordered by their int8 rows (scores in float units)."""
+        _dist, labels = self.index.search(q, k, params=params)
+        del selector
+        found = labels[0][labels[0] >= 0]
+        if not len(found):
+            return np.zeros(0, dtype=np.float32), found
+        rows = self.rows.reconstruct_batch(found) / np.float32(self.scale)
+        raw = rows @ q[0] if self.ip else ((rows - q[0]) ** 2).sum(axis=1)
+        order = np.argsort(-raw if self.ip else raw, kind="stable")
+        return raw[order].astype(np.float32), found[order]
+
     def approximate(self) -> tuple[str, int, int] | None:
         """(name, value now, most worth trying) of the search-time parameter of an approximate search; None when
         an unfiltered search is exact (flat, or HNSW over at most ``exact_below`` live vectors)."""
@@ -315,7 +358,8 @@ class VectorIndex:
 
     def memory_bytes(self) -> int:
         """Bytes the index occupies when serialized (a close measure of its memory)."""
-        return int(faiss.serialize_index(self.index).nbytes) + int(self.slot_iid.nbytes)
+        rows = int(faiss.serialize_index(self.rows).nbytes) if self.rows is not None else 0
+        return int(faiss.serialize_index(self.index).nbytes) + int(self.slot_iid.nbytes) + rows
 
     def _exact(self, q: np.ndarray, k: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         vectors = self._stored()[slots]
@@ -333,7 +377,10 @@ class VectorIndex:
         blob = faiss.serialize_index(self.index)
         slots = self.slot_iid.astype("<i8").tobytes() if self.kind == "hnsw" else b""
         structure = self.structure
-        if structure == "ivf" and self.scale:
+        if structure == "ivf" and self.rows is not None:
+            structure = "ivf-pq"
+            slots = _SCALE.pack(self.scale) + faiss.serialize_index(self.rows).tobytes()
+        elif structure == "ivf" and self.scale:
             structure, slots = "ivf-int8", _SCALE.pack(self.scale)
         crc = zlib.crc32(slots, zlib.crc32(blob.data))
         kind_no = _FILE_KINDS.index(structure)
@@ -385,8 +432,14 @@ class VectorIndex:
             if magic != MAGIC or version != VERSION or len(body) != n_index + n_slots:
                 raise ValueError("bad header or length")
             structure = _FILE_KINDS[kind_no]
-            scale = _SCALE.unpack(body[n_index:])[0] if structure == "ivf-int8" else 0.0
-            if structure == "ivf-int8":
+            scale = _SCALE.unpack_from(body, n_index)[0] if structure in ("ivf-int8", "ivf-pq") else 0.0
+            rows = None
+            if structure == "ivf-pq":
+                tail = np.frombuffer(body[n_index + _SCALE.size :], dtype=np.uint8)
+                rows = faiss.deserialize_index(tail) if len(tail) else None
+                if rows is None or rows.d != dim:
+                    raise ValueError("pq cache without its int8 rows")
+            if structure in ("ivf-int8", "ivf-pq"):
                 structure = "ivf"
                 if not (math.isfinite(scale) and scale > 0):
                     raise ValueError(f"int8 scale {scale}")
@@ -403,6 +456,7 @@ class VectorIndex:
         out.index = index
         out.structure = structure
         out.scale = scale
+        out.rows = rows
         if structure == "ivf":
             _ivf: Any = faiss.extract_index_ivf(index)
             _ivf.nprobe = out.auto.nprobe

@@ -137,7 +137,7 @@ class FaissRecall:
         if depth <= 1:
             return self._search_index(index, query, limit, allowed, excluded)
         _raw, iids = self._search_index(index, query, limit * depth, allowed, excluded)
-        return exact(coll.sidecar.vectors_of(iids, coll.dim), query, limit, index.ip)
+        return exact(coll.sidecar.vectors_of(iids[: index.rescored(limit, depth)], coll.dim), query, limit, index.ip)
 
     def _search_index(
         self, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None,
@@ -210,7 +210,7 @@ class FaissRecall:
         fixed = self.fixed.get(name)
         trials = None
         if tune and fixed is None:
-            caps = (max(cap, default), RESCORE_CAP if name == "nprobe" else 1)
+            caps = (max(cap, default), max(RESCORE_CAP, 2 * rescore) if name == "nprobe" else 1)
             chosen, tried = recall.climb(measure, (default, rescore), caps, floor, latency_budget_ms)
             (value, depth), estimate, latency, source = chosen.value, chosen.recall, chosen.latency_ms, "tuned"
             trials = [[*t.value, round(t.recall, 4), round(t.latency_ms, 3), round(t.error, 4)] for t in tried]
