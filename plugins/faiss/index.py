@@ -9,7 +9,13 @@ clipped to int8, and searches with the query rounded to int8 too, so FAISS score
 (``QT_8bit_direct_signed``, its byte-domain kernels): 1.5-2x less scan time than ``sq8`` at the same lists, and
 its recall once the float rescoring reorders the candidates (2 x k by default; near-duplicate versions at 1M took
 4 x k, which the tuning chose: docs/benchmarks.md#int8-codes);
-``sq8`` is FAISS's ``SQ8`` (a range per dimension, decoded to floats for every point scanned).
+``sq8`` is FAISS's ``SQ8`` (a range per dimension, decoded to floats for every point scanned); ``pq`` (chosen by
+the recall tuning when int8 codes cannot reach its floor within the latency budget: plugins/faiss/recall.py) scans
+4-bit product-quantizer codes with FAISS's fast-scan kernels (``IVF{lists},PQ{d/2}x4fs``, no residuals: one lookup
+table a query, over a quarter of int8's lists for fuller blocks), reorders ``PQ_WIDEN`` times the candidates the
+float rescoring reads (2 x k by default, the tuned depth after) by int8 rows kept by id in RAM
+(plugins/faiss/rows.py), and hands the float rescoring the best of them: on boilerplate at 1M, 0.97 at about
+half int8's scan time (docs/benchmarks.md#recall-session-12).
 The switch (and a retrain when the collection has grown 4x since the lists were trained, or the way back to flat
 when it shrinks below half the threshold) is a rebuild from the sidecar's exact vectors, done by the writer that
 crosses the threshold; other processes keep searching their loaded index until they see the new cache file.
@@ -20,7 +26,8 @@ vectors when tombstones pass a threshold.
 Cache file format (little-endian): magic ``LIXFAISS``, u32 version, u64 sequence, u8 kind, u64 index bytes,
 u64 slot bytes, u32 crc32 of the rest; then the serialized index, then the slot array (HNSW only). It is
 written to a temporary file, fsynced, renamed over the old one and the directory fsynced. Kind ``ivf-int8``
-(int8 codes) ends with the scale (f64) in place of the slot array.
+(int8 codes) ends with the scale (f64) in place of the slot array; kind ``ivf-pq`` with the scale and the int8
+rows (u64 count, u32 dimension, the sorted ids as i64, the rows).
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ from typing import Any
 import faiss
 import numpy as np
 
+from plugins.faiss.rows import Int8Rows
+
 _faiss: Any = faiss  # the bundled stubs lack the search-parameter classes
 
 logger = logging.getLogger(__name__)
@@ -49,7 +58,7 @@ _HEADER = struct.Struct("<8sIQBQQI")
 KINDS = ("flat", "hnsw", "auto")  # what a collection asks for
 _FILE_KINDS = ("flat", "hnsw", "ivf", "ivf-int8", "ivf-pq")  # what a cache file holds (auto is flat or ivf)
 CODES = ("int8", "sq8", "pq")  # the codes of IVF lists (module docstring)
-PQ_DEPTH = 16  # pq codes: candidates (x k) the scan hands to the int8 reorder when the tuning has chosen no depth
+PQ_WIDEN = 8  # pq codes: the scan's candidates for the int8 reorder, per candidate the float rescoring reads
 _SCALE = struct.Struct("<d")
 
 
@@ -100,7 +109,7 @@ class VectorIndex:
         self.tuned: int | None = None  # the search-time parameter (nprobe, efSearch) chosen from recall, if any
         self.scale = 0.0  # int8 codes: the factor from float components to the stored integers (0: other codes)
         self.index: Any = self._empty()  # IndexIDMap2, IndexIVFScalarQuantizer or IndexHNSWFlat
-        self.rows: Any = None  # pq codes: IndexIDMap2 over the int8 rows (by id) that reorder the scan's candidates
+        self.rows: Int8Rows | None = None  # pq codes: the int8 rows by id that reorder the scan's candidates
 
     @classmethod
     def build(
@@ -137,8 +146,7 @@ class VectorIndex:
         index.nprobe = self.auto.nprobe
         self.rows = None
         if pq:
-            flat = faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_8bit_direct_signed, metric)
-            self.rows = faiss.IndexIDMap2(flat)
+            self.rows = Int8Rows(self.dim)
         logger.info("trained IVF index: %d lists (%s codes) on %d of %d vectors", lists, self.auto.codes,
                     len(sample), n)
         self.index = index
@@ -172,14 +180,7 @@ class VectorIndex:
         """The rescoring depth of searches the tuning has not chosen one for (x k candidates rescored with the float
         vectors): 2 over int8 codes, whose integer scores order close neighbours more coarsely than SQ8's (at 2 x k
         they find more than SQ8 without rescoring, in less time: docs/benchmarks.md#int8-codes), else 1."""
-        if self.structure == "ivf" and self.rows is not None:
-            return PQ_DEPTH
         return 2 if self.structure == "ivf" and self.scale else 1
-
-    def rescored(self, limit: int, depth: int) -> int:
-        """How many of a search's ``depth x limit`` candidates the float rescoring reads: pq codes hand them over
-        already reordered by their int8 rows, so the best 2 x limit; other codes all of them."""
-        return 2 * limit if self.rows is not None else depth * limit
 
     def _lists_for(self, n: int) -> int:
         """The IVF lists a training on ``n`` vectors chooses by size (pq codes: a quarter: fuller fast-scan blocks)."""
@@ -215,12 +216,12 @@ class VectorIndex:
             if len(touched):
                 self.index.remove_ids(faiss.IDSelectorBatch(np.ascontiguousarray(touched, dtype=np.int64)))
                 if self.rows is not None:
-                    self.rows.remove_ids(faiss.IDSelectorBatch(np.ascontiguousarray(touched, dtype=np.int64)))
+                    self.rows.remove(touched)
             if len(ids):
                 ids = np.ascontiguousarray(ids, dtype=np.int64)
                 if self.rows is not None:  # the scan's codes from the floats, the reorder's rows as int8
                     self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
-                    self.rows.add_with_ids(self._int8(vectors), ids)
+                    self.rows.add(ids, self._int8(vectors))
                     return
                 stored = self._int8(vectors) if self.scale else np.ascontiguousarray(vectors, dtype=np.float32)
                 self.index.add_with_ids(stored, ids)
@@ -336,15 +337,19 @@ class VectorIndex:
         return dist[0][keep] / np.float32(unit), labels[0][keep]
 
     def _search_pq(self, q: np.ndarray, k: int, params: Any, selector: Any) -> tuple[np.ndarray, np.ndarray]:
-        """pq codes: the fast scan's ``k`` candidates reordered by their int8 rows (scores in float units)."""
-        _dist, labels = self.index.search(q, k, params=params)
+        """pq codes: the best ``k`` of the fast scan's ``PQ_WIDEN x k`` candidates by their int8 rows (scores in
+        float units: the ranking the float rescoring refines)."""
+        _dist, labels = self.index.search(q, k * PQ_WIDEN, params=params)
         del selector
         found = labels[0][labels[0] >= 0]
         if not len(found):
             return np.zeros(0, dtype=np.float32), found
-        rows = self.rows.reconstruct_batch(found) / np.float32(self.scale)
+        assert self.rows is not None
+        rows, there = self.rows.get(found)
+        found = found[there]  # (every candidate has its row: both are written together)
+        rows = rows.astype(np.float32) * np.float32(1.0 / self.scale)
         raw = rows @ q[0] if self.ip else ((rows - q[0]) ** 2).sum(axis=1)
-        order = np.argsort(-raw if self.ip else raw, kind="stable")
+        order = np.argsort(-raw if self.ip else raw, kind="stable")[:k]
         return raw[order].astype(np.float32), found[order]
 
     def approximate(self) -> tuple[str, int, int] | None:
@@ -358,7 +363,7 @@ class VectorIndex:
 
     def memory_bytes(self) -> int:
         """Bytes the index occupies when serialized (a close measure of its memory)."""
-        rows = int(faiss.serialize_index(self.rows).nbytes) if self.rows is not None else 0
+        rows = self.rows.nbytes if self.rows is not None else 0
         return int(faiss.serialize_index(self.index).nbytes) + int(self.slot_iid.nbytes) + rows
 
     def _exact(self, q: np.ndarray, k: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -379,7 +384,7 @@ class VectorIndex:
         structure = self.structure
         if structure == "ivf" and self.rows is not None:
             structure = "ivf-pq"
-            slots = _SCALE.pack(self.scale) + faiss.serialize_index(self.rows).tobytes()
+            slots = _SCALE.pack(self.scale) + self.rows.to_bytes()
         elif structure == "ivf" and self.scale:
             structure, slots = "ivf-int8", _SCALE.pack(self.scale)
         crc = zlib.crc32(slots, zlib.crc32(blob.data))
@@ -435,10 +440,7 @@ class VectorIndex:
             scale = _SCALE.unpack_from(body, n_index)[0] if structure in ("ivf-int8", "ivf-pq") else 0.0
             rows = None
             if structure == "ivf-pq":
-                tail = np.frombuffer(body[n_index + _SCALE.size :], dtype=np.uint8)
-                rows = faiss.deserialize_index(tail) if len(tail) else None
-                if rows is None or rows.d != dim:
-                    raise ValueError("pq cache without its int8 rows")
+                rows = Int8Rows.from_bytes(memoryview(body)[n_index + _SCALE.size :], dim)
             if structure in ("ivf-int8", "ivf-pq"):
                 structure = "ivf"
                 if not (math.isfinite(scale) and scale > 0):
@@ -449,6 +451,8 @@ class VectorIndex:
             index = faiss.deserialize_index(np.frombuffer(body[:n_index], dtype=np.uint8))
             if index.d != dim:
                 raise ValueError(f"dimension {index.d} != {dim}")
+            if rows is not None and len(rows) != index.ntotal:
+                raise ValueError(f"{len(rows)} int8 rows for {index.ntotal} codes")
         except (ValueError, struct.error, IndexError, RuntimeError) as exc:
             logger.warning("FAISS cache %s is unusable (%s); rebuilding from the sidecar", path, exc)
             return None

@@ -30,7 +30,7 @@ import faiss
 import numpy as np
 
 from indexer.plugin_api import RecallEstimate, recall
-from plugins.faiss.index import AutoParams, VectorIndex
+from plugins.faiss.index import CODES, AutoParams, VectorIndex
 from plugins.faiss.selection import exact
 from plugins.faiss.sidecar import Sidecar
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RECALL_FILE = "recall.json"
-LISTS_FILE = "ivf_lists.json"  # the IVF list count chosen for the next training, with its reason
+LISTS_FILE = "ivf_lists.json"  # the IVF lists (and codes) chosen for the next training, with the reason
 RECENT_FILE = "recent_queries.npz"  # the ring of recent query vectors (indexer.search.recall.RecentQueries)
 PAGE = 20_000  # vectors per step of the exact scan (30 MB at 384 dimensions)
 RE_READ_S = 30.0  # a searching process reads the recorded choice again after this long
@@ -59,6 +59,7 @@ class FaissRecall:
     reread_s = RE_READ_S
     _require: Callable[[str], Any]
     _sync: Callable[[Any], VectorIndex]
+    _rebuild_soon: Callable[..., VectorIndex]
     _folder: Callable[[str], Path]
     search_threads: int | None
     auto: AutoParams
@@ -83,7 +84,7 @@ class FaissRecall:
                 ring.save()
 
     def lists_choice(self, collection: str) -> dict[str, Any] | None:
-        """The recorded choice of IVF lists for the next training: {lists, why, recall, points, at}."""
+        """The recorded choice for the next training: {lists, codes (when chosen), why, recall, points, at}."""
         try:
             choice = json.loads((self._folder(collection) / LISTS_FILE).read_text())
         except (OSError, ValueError):
@@ -94,21 +95,41 @@ class FaissRecall:
         """The auto kind's parameters for (re)building ``coll``: the explicit list count, else the recorded choice,
         else by size (:func:`plugins.faiss.index.ivf_lists`)."""
         choice = None if self.auto.lists else self.lists_choice(coll.name)
-        return replace(self.auto, lists=choice["lists"]) if choice else self.auto
+        if not choice:
+            return self.auto
+        codes = choice.get("codes") if choice.get("codes") in CODES else self.auto.codes
+        return replace(self.auto, lists=choice["lists"], codes=codes)
 
-    def _choose_lists(self, collection: str, estimate: RecallEstimate, lists: int) -> dict[str, Any] | None:
-        """After a tuning that could not reach the floor within the latency budget: the next training makes half
-        as many lists (twice the points a visited list holds), recorded with its reason. Not rebuilt now (a
-        rebuild holds the store: 60 s at 1M chunks); the next rebuild (growth, re-creation) takes it."""
+    def _choose_lists(
+        self, collection: str, estimate: RecallEstimate, lists: int, codes: str = "", dim: int = 0,
+    ) -> dict[str, Any] | None:
+        """After a tuning that could not reach the floor within the latency budget, recorded with its reason:
+        over int8 codes (the default), pq codes (a fast scan at about half the time a point, over a quarter of the
+        lists: docs/benchmarks.md#recall-session-12), trained again at once in the background by the caller;
+        otherwise the next training makes half as many lists (twice the points a visited list holds), not forced
+        (a 1M training costs minutes of CPU), taken by the next rebuild (growth, re-creation)."""
         if self.auto.lists or lists <= 8:
             return None
-        choice = {"lists": max(8, lists // 2), "recall": estimate.recall, "points": estimate.points, "at": time.time(),
+        pq = codes == "int8" and dim % 2 == 0
+        choice = {"lists": max(8, lists // 4 if pq else lists // 2), "recall": estimate.recall,
+                  "points": estimate.points, "at": time.time(),
                   "why": f"recall {estimate.recall:.3f} below the floor at nprobe {estimate.value}, rescoring "
-                         f"{estimate.rescore} x k with {lists} lists"}
+                         f"{estimate.rescore} x k with {lists} lists of {codes or 'their'} codes"}
+        if pq or codes == "pq":  # kept by every later choice: the default codes would be int8 again
+            choice["codes"] = "pq"
         recall.write_estimate_json(self._folder(collection) / LISTS_FILE, choice, f"FAISS collection {collection!r}")
-        logger.warning("FAISS collection %s: %s; its next training makes %d lists", collection, choice["why"],
-                       choice["lists"])
+        logger.warning("FAISS collection %s: %s; its %s training makes %d lists%s", collection, choice["why"],
+                       "new" if pq else "next", choice["lists"], " of pq codes" if pq else "")
         return choice
+
+    def _retrain(self, collection: str) -> None:
+        """Train the collection's index again now, with the recorded choice (in the background from
+        ``background_from`` vectors, the current index answering meanwhile: plugins/faiss/rebuild.py)."""
+        with self._lock:
+            coll = self._require(collection)
+            with coll.sidecar.read():
+                index = self._sync(coll)
+                coll.index = self._rebuild_soon(coll, index, index.seq)
 
     def recall_estimate(self, collection: str) -> RecallEstimate | None:
         return recall.read_estimate(self._folder(collection) / RECALL_FILE)
@@ -123,6 +144,9 @@ class FaissRecall:
         param = _PARAM.get(index.structure)
         if estimate is None or estimate.source != "tuned" or estimate.param != param or self.fixed.get(param or ""):
             return None, index.rescore
+        lists = (estimate.graph or {}).get("lists")
+        if index.structure == "ivf" and lists and lists != index.lists():  # tuned on lists trained before: their
+            return None, index.rescore  # depth and nprobe do not carry over (int8 -> pq: 2 x k of 4-bit codes)
         return estimate.value, max(1, estimate.rescore or 1) if index.structure == "ivf" else 1
 
     def _search_at(
@@ -137,7 +161,7 @@ class FaissRecall:
         if depth <= 1:
             return self._search_index(index, query, limit, allowed, excluded)
         _raw, iids = self._search_index(index, query, limit * depth, allowed, excluded)
-        return exact(coll.sidecar.vectors_of(iids[: index.rescored(limit, depth)], coll.dim), query, limit, index.ip)
+        return exact(coll.sidecar.vectors_of(iids, coll.dim), query, limit, index.ip)
 
     def _search_index(
         self, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None,
@@ -169,6 +193,7 @@ class FaissRecall:
                 ip = index.ip
                 lists = index.lists()
                 rescore = index.rescore
+                codes = index.codes
         if shape is None:
             exact_search = RecallEstimate(1.0, 0, k, None, None, None, "exact", points, None, time.time())
             return self._record(collection, exact_search)
@@ -210,7 +235,7 @@ class FaissRecall:
         fixed = self.fixed.get(name)
         trials = None
         if tune and fixed is None:
-            caps = (max(cap, default), max(RESCORE_CAP, 2 * rescore) if name == "nprobe" else 1)
+            caps = (max(cap, default), RESCORE_CAP if name == "nprobe" else 1)
             chosen, tried = recall.climb(measure, (default, rescore), caps, floor, latency_budget_ms)
             (value, depth), estimate, latency, source = chosen.value, chosen.recall, chosen.latency_ms, "tuned"
             trials = [[*t.value, round(t.recall, 4), round(t.latency_ms, 3), round(t.error, 4)] for t in tried]
@@ -223,7 +248,9 @@ class FaissRecall:
             round(latency, 3), time.time(), recall.sample_kind(len(searched), len(queries)), len(searched),
             {"lists": lists} if lists else None, trials))
         if source == "tuned" and lists and record.recall < floor:
-            self._choose_lists(collection, record, lists)
+            choice = self._choose_lists(collection, record, lists, codes, coll.dim)
+            if choice and choice.get("codes", codes) != codes:
+                self._retrain(collection)
         return record
 
     def _record(self, collection: str, estimate: RecallEstimate) -> RecallEstimate:

@@ -301,13 +301,13 @@ def test_embedded_qdrant_builds_a_denser_graph_when_search_time_tuning_cannot_re
 
 
 def test_faiss_chooses_fewer_ivf_lists_for_its_next_training_when_tuning_falls_short(tmp_path: Path) -> None:
-    """Tuning held back by the latency budget stays below the floor: the next training makes half as many lists
-    (recorded with its reason; not rebuilt at once), and a rebuild takes it; an explicit list count is kept.
-    12,000 points: 256 lists by size (trained again at 9,984 as the size rule asks), 128 chosen."""
+    """Tuning held back by the latency budget stays below the floor (SQ8 codes): the next training makes half as
+    many lists (recorded with its reason; not rebuilt at once), and a rebuild takes it; an explicit list count is
+    kept. 12,000 points: 256 lists by size (trained again at 9,984 as the size rule asks), 128 chosen."""
     from plugins.faiss.faiss_store import CACHE
 
     ids, vectors = near_duplicates(300, 40, 64, 0.05)
-    store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000)
+    store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000, ivf_codes="sq8")
     try:
         fill(store, ids, vectors)
         first = store.measure_recall("c", 50, True, FLOOR, 1e-6)  # no time for anything but the defaults
@@ -318,18 +318,52 @@ def test_faiss_chooses_fewer_ivf_lists_for_its_next_training_when_tuning_falls_s
     finally:
         store.close()
     (tmp_path / "faiss" / "c" / CACHE).unlink()  # the next open rebuilds from the sidecar, as growth would
-    store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000)
+    store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000, ivf_codes="sq8")
     try:
         assert store.measure_recall("c", 50, False, FLOOR, 50.0).graph == {"lists": 128}
     finally:
         store.close()
     (tmp_path / "faiss" / "c" / CACHE).unlink()
-    fixed = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000, ivf_lists=32)  # faiss_ivf_lists
+    fixed = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000, ivf_lists=32, ivf_codes="sq8")
     try:
         assert fixed.measure_recall("c", 50, True, FLOOR, 1e-6).graph == {"lists": 32}
         assert fixed.lists_choice("c")["lists"] == 128  # an explicit count is never chosen over
     finally:
         fixed.close()
+
+
+def test_faiss_trains_pq_codes_at_once_when_int8_codes_fall_short(tmp_path: Path) -> None:
+    """int8 codes (the default) below the floor after tuning: the choice is pq codes over a quarter of the lists,
+    trained again at once (inline at this size; in the background from 50,000 vectors), tuned again to the floor
+    on the new index (not with int8's depth), the codes survive a reopen, and a later shortfall halves the lists
+    for the next training with pq codes kept."""
+    ids, vectors = near_duplicates(300, 40, 64, 0.05)
+    store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000)
+    try:
+        fill(store, ids, vectors)
+        first = store.measure_recall("c", 50, True, FLOOR, 1e-6)  # no time for anything but the defaults
+        assert first.recall < FLOOR and first.graph == {"lists": 256}, first
+        choice = store.lists_choice("c")
+        assert choice is not None and choice["codes"] == "pq" and choice["lists"] == 64, choice
+        assert "int8 codes" in choice["why"]
+        coll = store._require("c")
+        assert coll.index.codes == "pq" and coll.index.lists() == 64  # trained again at once
+        tuned = store.measure_recall("c", 50, True, FLOOR, 50.0)  # the int8 tuning's depth does not carry over
+        assert tuned.graph == {"lists": 64} and tuned.recall >= FLOOR, tuned
+        assert measured(store, ids, vectors, np.arange(0, len(ids), 97)) >= FLOOR - 0.03
+        again = store.measure_recall("c", 50, True, FLOOR, 1e-6)
+        assert again.graph == {"lists": 64} and again.recall < FLOOR, again
+        later = store.lists_choice("c")
+        assert later is not None and (later["lists"], later["codes"]) == (32, "pq"), later  # for the next training
+        assert coll.index.lists() == 64
+    finally:
+        store.close()
+    reopened = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000)
+    try:
+        hits = reopened.search("c", vectors[123], 10)
+        assert ids[123] in [h.id for h in hits] and reopened._require("c").index.codes == "pq"
+    finally:
+        reopened.close()
 
 
 def boilerplate(n: int, dim: int, seed: int = 0) -> tuple[list[str], np.ndarray, np.ndarray]:

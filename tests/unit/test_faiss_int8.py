@@ -103,8 +103,8 @@ def test_sq8_on_request_and_an_sq8_cache_is_still_read(tmp_path: Path) -> None:
     built = store._collections["c"].index
     assert built is not None and built.codes == "sq8"
     store.close()
-    with pytest.raises(ConfigError, match="int8, sq8"):
-        FaissStore(tmp_path / "t", ivf_codes="pq")
+    with pytest.raises(ConfigError, match="int8, sq8, pq"):
+        FaissStore(tmp_path / "t", ivf_codes="pq4")
 
 
 def test_int8_codes_are_rescored_2_x_k_until_the_tuning_chooses(tmp_path: Path) -> None:

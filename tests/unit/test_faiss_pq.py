@@ -1,6 +1,6 @@
-"""The pq codes of FAISS's IVF lists (plugins/faiss/index.py, branch work): a fast scan over 4-bit product codes
-(no residuals), its candidates reordered by int8 rows kept by id, the best 2 x k rescored with the floats by the
-store. Real FAISS indexes, small sizes."""
+"""The pq codes of FAISS's IVF lists (plugins/faiss/index.py): a fast scan over 4-bit product codes
+(no residuals), PQ_WIDEN times its candidates reordered by int8 rows kept by id, the best 2 x k rescored with
+the floats by the store. Real FAISS indexes, small sizes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from indexer.types import Point
 from plugins.faiss import FaissStore
-from plugins.faiss.index import PQ_DEPTH, AutoParams, HnswParams, VectorIndex
+from plugins.faiss.index import PQ_WIDEN, AutoParams, HnswParams, VectorIndex
 
 DIM = 24
 N = 3000
@@ -35,11 +35,13 @@ def _index(vectors: np.ndarray, ip: bool = True) -> VectorIndex:
 def test_pq_candidates_come_back_reordered_by_their_int8_rows_and_rank_like_exact_search(ip: bool) -> None:
     vectors = _vectors(N, 1, unit=ip)
     index = _index(vectors, ip)
-    assert index.structure == "ivf" and index.codes == "pq" and index.rescore == PQ_DEPTH
+    assert index.structure == "ivf" and index.codes == "pq" and index.rescore == 2
     ids = np.arange(N, dtype=np.int64) * 7 + 3
     overlap = []
     for q in vectors[::60]:
         dist, found = index.search(q, 10 * index.rescore, None)
+        scanned = index.index.search(q.reshape(1, -1).astype(np.float32), 20 * PQ_WIDEN)[1][0]
+        assert len(found) == 20 and set(found.tolist()) <= set(scanned.tolist())  # the best of a wider scan
         assert (np.diff(dist) <= 1e-6).all() if ip else (np.diff(dist) >= -1e-6).all()  # best first
         rows = vectors[(found - 3) // 7]
         true = rows @ q if ip else ((rows - q) ** 2).sum(axis=1)
@@ -55,12 +57,12 @@ def test_removal_replacement_selection_and_the_cache_keep_the_rows_in_step(tmp_p
     index = _index(vectors)
     ids = np.arange(N, dtype=np.int64) * 7 + 3
     q = vectors[5]
-    assert index.search(q, 10 * PQ_DEPTH, None)[1][0] == ids[5]
+    assert index.search(q, 20, None)[1][0] == ids[5]
     index.apply(ids[:10], np.zeros(0, np.int64), np.zeros((0, DIM), np.float32))
-    assert ids[5] not in index.search(q, 10 * PQ_DEPTH, None)[1] and index.live == N - 10
+    assert ids[5] not in index.search(q, 20, None)[1] and index.live == N - 10
     moved = _vectors(1, 9)[0]
     index.apply(ids[5:6], ids[5:6], moved[None])  # the same id, another vector: its row follows
-    assert index.search(moved, 10 * PQ_DEPTH, None)[1][0] == ids[5]
+    assert index.search(moved, 20, None)[1][0] == ids[5]
     allowed = ids[100:200]
     assert set(index.search(q, 50, allowed)[1].tolist()) <= set(allowed.tolist())
     path = tmp_path / "index.faiss"
