@@ -97,7 +97,7 @@ class FaissRecall:
         choice = None if self.auto.lists else self.lists_choice(coll.name)
         if not choice:
             return self.auto
-        codes = choice.get("codes") if choice.get("codes") in CODES else self.auto.codes
+        codes = str(choice["codes"]) if choice.get("codes") in CODES else self.auto.codes
         return replace(self.auto, lists=choice["lists"], codes=codes)
 
     def _choose_lists(
