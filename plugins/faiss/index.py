@@ -11,11 +11,11 @@ its recall once the float rescoring reorders the candidates (2 x k by default; n
 4 x k, which the tuning chose: docs/benchmarks.md#int8-codes);
 ``sq8`` is FAISS's ``SQ8`` (a range per dimension, decoded to floats for every point scanned); ``pq`` (chosen by
 the recall tuning when int8 codes cannot reach its floor within the latency budget: plugins/faiss/recall.py) scans
-4-bit product-quantizer codes with FAISS's fast-scan kernels (``IVF{lists},PQ{d/2}x4fs``, no residuals: one lookup
-table a query, over a quarter of int8's lists for fuller blocks), reorders ``PQ_WIDEN`` times the candidates the
-float rescoring reads (2 x k by default, the tuned depth after) by int8 rows kept by id in RAM
-(plugins/faiss/rows.py), and hands the float rescoring the best of them: on boilerplate at 1M, 0.97 at about
-half int8's scan time (docs/benchmarks.md#recall-session-12).
+4-bit product-quantizer codes of each vector's residual from its list's centroid with FAISS's fast-scan kernels
+(``IVF{lists},PQ{d/2}x4fs``: :func:`pq_subquantizers`; over a quarter of int8's lists, for fuller blocks),
+reorders ``PQ_WIDEN`` times the candidates the float rescoring reads (2 x k by default, the tuned depth after) by
+int8 rows kept by id in RAM (plugins/faiss/rows.py), and hands the float rescoring the best of them: on
+boilerplate at 1M, 0.97 at about half int8's time (docs/benchmarks.md#recall-session-13).
 The switch (and a retrain when the collection has grown 4x since the lists were trained, or the way back to flat
 when it shrinks below half the threshold) is a rebuild from the sidecar's exact vectors, done by the writer that
 crosses the threshold; other processes keep searching their loaded index until they see the new cache file.
@@ -58,7 +58,7 @@ _HEADER = struct.Struct("<8sIQBQQI")
 KINDS = ("flat", "hnsw", "auto")  # what a collection asks for
 _FILE_KINDS = ("flat", "hnsw", "ivf", "ivf-int8", "ivf-pq")  # what a cache file holds (auto is flat or ivf)
 CODES = ("int8", "sq8", "pq")  # the codes of IVF lists (module docstring)
-PQ_WIDEN = 8  # pq codes: the scan's candidates for the int8 reorder, per candidate the float rescoring reads
+PQ_WIDEN = 16  # pq codes: the scan's candidates for the int8 reorder, per candidate the float rescoring reads
 _SCALE = struct.Struct("<d")
 
 
@@ -88,6 +88,15 @@ def ivf_lists(n: int) -> int:
     while lists > 8 and lists * 39 > n:
         lists //= 2
     return int(min(max(lists, 8), 16_384))
+
+
+def pq_subquantizers(dim: int) -> int:
+    """Sub-quantizers of ``pq`` codes for ``dim``: 2 dimensions each (192 at 384), else 3, else 4; an even count
+    (fast-scan blocks); 0 when none fits (pq codes unavailable: the lists keep int8)."""
+    for per in (2, 3, 4):
+        if dim % per == 0 and (dim // per) % 2 == 0:
+            return dim // per
+    return 0
 
 
 class VectorIndex:
@@ -127,9 +136,9 @@ class VectorIndex:
         n = len(vectors)
         lists = min(self.auto.lists, max(8, n // 39)) if self.auto.lists else self._lists_for(n)
         metric = faiss.METRIC_INNER_PRODUCT if self.ip else faiss.METRIC_L2
-        pq = self.auto.codes == "pq" and self.dim % 2 == 0  # fast-scan codes: one lookup table a query
+        pq = self.auto.codes == "pq" and pq_subquantizers(self.dim) > 0  # 4-bit fast-scan codes of residuals
         int8 = self.auto.codes == "int8" or pq  # pq keeps int8 rows beside its codes (one scale)
-        codes = f"PQ{self.dim // 2}x4fs" if pq else "SQ8_direct_signed" if int8 else "SQ8"
+        codes = f"PQ{pq_subquantizers(self.dim)}x4fs" if pq else "SQ8_direct_signed" if int8 else "SQ8"
         index: Any = faiss.index_factory(self.dim, f"IVF{lists},{codes}", metric)
         sample = vectors
         if n > 40 * lists:
@@ -137,13 +146,13 @@ class VectorIndex:
             sample = vectors[np.sort(pick)]
         sample = np.ascontiguousarray(sample, dtype=np.float32)
         if int8:  # one scale for every dimension: codes are the vectors themselves, not residuals of their lists
-            index.by_residual = False  # (pq: the factory's default already)
+            index.by_residual = pq  # (pq: its codes encode each vector's residual from its list's centroid)
             top = float(np.abs(sample).max()) if len(sample) else 0.0
             self.scale = 127.0 / top if math.isfinite(top) and top > 0 else 1.0
         else:
             self.scale = 0.0
         index.train(sample * self.scale if int8 and not pq else sample)  # the lists in the codes' space (L2)
-        index.nprobe = self.auto.nprobe
+        index.nprobe = min(self.auto.nprobe, lists)
         self.rows = None
         if pq:
             self.rows = Int8Rows(self.dim)
@@ -185,7 +194,7 @@ class VectorIndex:
     def _lists_for(self, n: int) -> int:
         """The IVF lists a training on ``n`` vectors chooses by size (pq codes: a quarter: fuller fast-scan blocks)."""
         lists = ivf_lists(n)
-        return max(8, lists // 4) if self.auto.codes == "pq" and self.dim % 2 == 0 else lists
+        return max(8, lists // 4) if self.auto.codes == "pq" and pq_subquantizers(self.dim) else lists
 
     def _int8(self, vectors: np.ndarray) -> np.ndarray:
         """``vectors`` as the int8 codes store them: times the scale, rounded, clipped (as float32 for FAISS)."""
@@ -316,7 +325,8 @@ class VectorIndex:
                 return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
             selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
         selector = _excluding(selector, excluded)
-        params = _faiss.SearchParametersIVF(nprobe=self.tuned or self.auto.nprobe)
+        # at most every list: FAISS's fast scan over residuals returns garbage (scores ~2e31) beyond nlist
+        params = _faiss.SearchParametersIVF(nprobe=min(self.tuned or self.auto.nprobe, self.lists()))
         if selector is not None:
             params.sel = _sel(selector)
         if self.rows is not None:
@@ -463,7 +473,7 @@ class VectorIndex:
         out.rows = rows
         if structure == "ivf":
             _ivf: Any = faiss.extract_index_ivf(index)
-            _ivf.nprobe = out.auto.nprobe
+            _ivf.nprobe = min(out.auto.nprobe, _ivf.nlist)
             out.trained_on = max(int(index.ntotal), out.auto.switch_at)
         if kind == "hnsw":
             _hnsw: Any = index

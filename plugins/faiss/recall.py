@@ -30,7 +30,7 @@ import faiss
 import numpy as np
 
 from indexer.plugin_api import RecallEstimate, recall
-from plugins.faiss.index import CODES, AutoParams, VectorIndex
+from plugins.faiss.index import CODES, AutoParams, VectorIndex, pq_subquantizers
 from plugins.faiss.selection import exact
 from plugins.faiss.sidecar import Sidecar
 
@@ -110,7 +110,7 @@ class FaissRecall:
         (a 1M training costs minutes of CPU), taken by the next rebuild (growth, re-creation)."""
         if self.auto.lists or lists <= 8:
             return None
-        pq = codes == "int8" and dim % 2 == 0
+        pq = codes == "int8" and pq_subquantizers(dim) > 0
         choice = {"lists": max(8, lists // 4 if pq else lists // 2), "recall": estimate.recall,
                   "points": estimate.points, "at": time.time(),
                   "why": f"recall {estimate.recall:.3f} below the floor at nprobe {estimate.value}, rescoring "
