@@ -4,7 +4,7 @@ A fast-scan PQ search ranks by 4-bit codes: coarse among near-duplicates. Its ``
 by these rows (the vectors times the index's one scale, rounded to int8: 1 byte a dimension), and only the best
 ``2 x k`` are read from the sidecar as floats. Looking rows up through FAISS (``IndexIDMap2`` over an int8
 ``IndexScalarQuantizer``, ``reconstruct_batch``) cost ~2.7 us a row at 1M on an AMD EPYC Zen 3 (0.43 ms for 160
-candidates, a fifth of the scan); a gather from a numpy array by a sorted id index costs ~0.02 ms.
+candidates, a fifth of the scan); a binary search in a sorted id index and a numpy gather cost ~0.1 ms for 320.
 
 Layout: ``rows`` by slot (append-only, grown by doubling); ``ids`` sorted, ``slots`` beside them (the live rows
 only). Removal drops the id from the index and leaves its row as garbage, compacted away when garbage passes a
@@ -19,12 +19,6 @@ import struct
 import numpy as np
 
 _COUNT = struct.Struct("<QI")  # rows, dimension
-BUCKETED_FROM = 4096  # live rows from which ids are found through buckets of their leading bits
-
-
-def _bucket(ids: np.ndarray, bits: int) -> np.ndarray:
-    """The leading ``bits`` of each id, in id order (the sign bit flipped: negative ids sort first)."""
-    return ((ids.astype(np.int64).view(np.uint64) ^ np.uint64(1 << 63)) >> np.uint64(64 - bits)).astype(np.int64)
 
 
 class Int8Rows:
@@ -36,7 +30,6 @@ class Int8Rows:
         self.used = 0  # slots taken (live rows and garbage)
         self.ids = np.zeros(0, dtype=np.int64)  # live ids, sorted
         self.slots = np.zeros(0, dtype=np.int64)  # their slots
-        self._starts: np.ndarray | None = None  # where each bucket of ids starts in ``ids`` (built when asked)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -46,42 +39,15 @@ class Int8Rows:
         return int(self.rows.nbytes + self.ids.nbytes + self.slots.nbytes)
 
     def _find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(positions in ``self.ids``, whether each id is there)."""
-        n = len(self.ids)
-        if not n:
+        """(positions in ``self.ids``, whether each id is there). The ids looked up in sorted order: each binary
+        search starts where the last ended (320 ids in a million: 0.05 ms against 0.08 on a Zen 3)."""
+        if not len(self.ids):
             return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
-        if n >= BUCKETED_FROM:
-            found = self._find_bucketed(ids)
-            if found is not None:
-                return found
-        pos = np.minimum(np.searchsorted(self.ids, ids), n - 1)
+        order = np.argsort(ids, kind="stable")
+        pos = np.empty(len(ids), dtype=np.int64)
+        pos[order] = np.searchsorted(self.ids, ids[order])
+        pos = np.minimum(pos, len(self.ids) - 1)
         return pos, self.ids[pos] == ids
-
-    def _find_bucketed(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """The positions by the ids' leading bits (FAISS ids are hashes: ~1 an bucket), a few vectorized steps
-        instead of a binary search's ~20 cache misses an id (~1 us an id at 1M on a Zen 3); None when the buckets
-        asked are crowded (ids that are not hashes), for the binary search."""
-        if self._starts is None:
-            self._starts = np.concatenate([[0], np.cumsum(np.bincount(_bucket(self.ids, self._bits),
-                                                                       minlength=1 << self._bits))])
-        b = _bucket(ids, self._bits)
-        lo, hi = self._starts[b], self._starts[b + 1]
-        widest = int((hi - lo).max()) if len(ids) else 0
-        if widest > 8:
-            return None
-        pos = np.zeros(len(ids), dtype=np.int64)
-        there = np.zeros(len(ids), dtype=bool)
-        last = len(self.ids) - 1
-        for step in range(widest):
-            at = np.minimum(lo + step, last)
-            hit = (at < hi) & (self.ids[at] == ids)
-            pos[hit] = at[hit]
-            there |= hit
-        return pos, there
-
-    @property
-    def _bits(self) -> int:
-        return max(1, int(len(self.ids)).bit_length())  # ~0.5-1 live id a bucket
 
     def remove(self, ids: np.ndarray) -> None:
         ids = np.asarray(ids, dtype=np.int64)
@@ -93,7 +59,6 @@ class Int8Rows:
         keep = np.ones(len(self.ids), dtype=bool)
         keep[pos[there]] = False
         self.ids, self.slots = self.ids[keep], self.slots[keep]
-        self._starts = None
         if self.used - len(self.ids) > max(1024, len(self.ids) // 4):
             self._compact()
 
@@ -118,7 +83,6 @@ class Int8Rows:
         self.used = need
         at = np.searchsorted(self.ids, ids)
         self.ids, self.slots = np.insert(self.ids, at, ids), np.insert(self.slots, at, slots)
-        self._starts = None
 
     def get(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rows of the ids present, as int8; the mask of ``ids`` present)."""

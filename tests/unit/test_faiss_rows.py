@@ -49,22 +49,3 @@ def test_serialized_rows_come_back_equal_and_bad_bytes_are_refused() -> None:
             Int8Rows.from_bytes(bad, dim)
     empty = Int8Rows.from_bytes(Int8Rows(4).to_bytes(), 4)
     assert len(empty) == 0 and not empty.get(np.array([1]))[1].any()
-
-
-def test_hashed_ids_are_found_through_buckets_and_crowded_ones_by_binary_search() -> None:
-    rng = np.random.default_rng(5)
-    hashed = rng.integers(0, 2**63 - 1, 20_000, dtype=np.int64)  # FAISS ids: 63 bits of a hash
-    rows = Int8Rows(4)
-    data = _rows(rng, len(hashed), 4)
-    rows.add(hashed, data)
-    rows.remove(hashed[:3000])
-    asked = np.concatenate([hashed[2990:3010], hashed[::37], rng.integers(0, 2**63 - 1, 50, dtype=np.int64)])
-    assert rows._find_bucketed(asked) is not None  # ~1 an bucket: the fast path answers
-    got, there = rows.get(asked)
-    live = dict(zip(hashed[3000:].tolist(), data[3000:], strict=True))
-    assert there.tolist() == [i in live for i in asked.tolist()]
-    np.testing.assert_array_equal(got, np.array([live[i] for i in asked.tolist() if i in live]))
-    crowded = Int8Rows(4)
-    small = np.arange(10_000, dtype=np.int64)  # not hashes: every id in one bucket
-    crowded.add(small, _rows(rng, len(small), 4))
-    assert crowded._find_bucketed(small[:10]) is None and crowded.get(small[:10])[1].all()
