@@ -25,6 +25,7 @@ import re
 import shutil
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -204,10 +205,9 @@ class FaissStore(FaissRecall, FaissRebuild):
             if coll.sidecar.still_current():
                 return coll
             self._forget(collection)
-        sidecar_path = self._folder(collection) / SIDECAR
-        if not sidecar_path.exists():
+        sidecar = Sidecar.existing(self._folder(collection) / SIDECAR)
+        if sidecar is None:
             return None
-        sidecar = Sidecar(sidecar_path)
         with sidecar.read():
             meta = sidecar.meta()
         if meta is None:
@@ -216,7 +216,7 @@ class FaissStore(FaissRecall, FaissRebuild):
         try:
             coll = _Collection(
                 collection,
-                sidecar_path.parent,
+                sidecar.path.parent,
                 sidecar,
                 int(meta["dimensions"]),
                 Metric(meta["metric"]),
@@ -572,7 +572,9 @@ class FaissStore(FaissRecall, FaissRebuild):
                         raise StoreError(f"cannot drop FAISS collection {collection!r}: {exc}") from exc
                 for tmp in folder.glob(CACHE + ".*.tmp"):
                     tmp.unlink(missing_ok=True)
-            shutil.rmtree(folder, ignore_errors=True)  # the lock file and the folder, once the hold has ended
+            deadline = time.monotonic() + 2.0  # the lock file and the folder, once the hold has ended; again
+            while folder.exists() and time.monotonic() < deadline:  # while a reader writes a file into it
+                shutil.rmtree(folder, ignore_errors=True)
             logger.info("dropped FAISS collection %s", collection)
 
     def flush(self) -> None:

@@ -71,7 +71,7 @@ class FaissRebuild:
     def _train(self, coll: Any) -> None:
         started = time.monotonic()
         try:
-            reader = Sidecar(coll.sidecar.path)  # its own connection: the snapshot holds no lock of the store
+            reader = Sidecar(coll.sidecar.path, create=False)  # its own connection: the snapshot holds no lock
             try:
                 with reader.read():
                     seq = reader.sync_state().seq

@@ -199,7 +199,7 @@ class FaissRecall:
             return self._record(collection, exact_search)
         name, current, cap = shape
         searched = self.recent_queries(collection).vectors(coll.dim, sample)
-        reader = Sidecar(coll.sidecar.path)  # its own connection: the scan holds no lock of the store
+        reader = Sidecar(coll.sidecar.path, create=False)  # its own connection: the scan holds no lock of the store
         try:
             with reader.read():
                 own, chunks = _sample(reader, sample - len(searched), coll.dim) if len(searched) < sample else (

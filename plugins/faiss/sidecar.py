@@ -9,6 +9,7 @@ replayed from the op log, or the index is rebuilt from the vectors here.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -82,10 +83,14 @@ def sidecar_error(exc: BaseException, path: Path, what: str) -> StoreError:
 class Sidecar:
     """One SQLite connection (WAL, synchronous=FULL) to one collection's sidecar file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, create: bool = True) -> None:
+        """``create=False``: open an existing file only (a reader): a collection dropped between a reader's check
+        and its open must not come back as an empty file that keeps the dropped folder alive."""
         self.path = path
         try:
-            self.conn = sqlite3.connect(str(path), timeout=60.0, isolation_level=None, check_same_thread=False)
+            target = str(path) if create else Path(os.path.abspath(path)).as_uri() + "?mode=rw"
+            self.conn = sqlite3.connect(target, timeout=60.0, isolation_level=None, check_same_thread=False,
+                                        uri=not create)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=FULL")
             self.conn.execute("PRAGMA busy_timeout=60000")
@@ -95,6 +100,19 @@ class Sidecar:
             with suppress(sqlite3.Error, AttributeError):
                 self.conn.close()
             raise sidecar_error(exc, path, "opening it") from exc
+
+    @classmethod
+    def existing(cls, path: Path) -> Sidecar | None:
+        """A reader's open: the sidecar at ``path``, or None when there is none (also when a drop removed it
+        between the check and the open)."""
+        if not path.exists():
+            return None
+        try:
+            return cls(path, create=False)
+        except StoreError:
+            if not path.exists():
+                return None
+            raise
 
     def close(self) -> None:
         with suppress(sqlite3.Error):

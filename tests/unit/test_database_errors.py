@@ -174,3 +174,31 @@ def test_sidecar_busy_timeout_then_locked_error(tmp_path):
         other.execute("ROLLBACK")
         other.close()
         sc.close()
+
+
+def test_a_reader_never_brings_back_a_dropped_faiss_sidecar(tmp_path, monkeypatch):
+    """A search that checked the sidecar exists, then opened it after a drop removed it, used to create an empty
+    file (sqlite's default) that kept the dropped folder alive; a reader opens existing files only."""
+    from plugins.faiss.sidecar import Sidecar
+
+    folder = tmp_path / "lone"
+    folder.mkdir()
+    with pytest.raises(StoreError, match="FAISS store file"):
+        Sidecar(folder / "points.sqlite", create=False)
+    assert list(folder.iterdir()) == []
+    store = FaissStore(tmp_path / "faiss")
+    store.ensure_collection("c", 3, {})
+    point = Point("00000000-0000-4000-8000-000000000001", np.array([1.0, 0, 0], np.float32), {"path": "/a"})
+    store.upsert("c", [point])
+    other = FaissStore(tmp_path / "faiss")  # another process's store, about to open the collection
+    real = Sidecar.__init__
+
+    def dropped_meanwhile(self, path, create=True):
+        store.drop("c")  # between the reader's check and its open
+        real(self, path, create)
+
+    monkeypatch.setattr(Sidecar, "__init__", dropped_meanwhile)
+    assert other._open("c") is None
+    assert not (tmp_path / "faiss" / "c").exists()
+    store.close()
+    other.close()
