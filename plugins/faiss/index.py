@@ -15,7 +15,7 @@ the recall tuning when int8 codes cannot reach its floor within the latency budg
 (``IVF{lists},PQ{d/2}x4fs``: :func:`pq_subquantizers`; over a quarter of int8's lists, for fuller blocks),
 reorders ``PQ_WIDEN`` times the candidates the float rescoring reads (2 x k by default, the tuned depth after) by
 int8 rows kept by id in RAM (plugins/faiss/rows.py), and hands the float rescoring the best of them: on
-boilerplate at 1M, 0.97 at about half int8's time (docs/benchmarks.md#recall-session-13).
+boilerplate at 1M, 0.967 at about half the time int8 took for 0.969 (docs/benchmarks.md#recall-session-13).
 The switch (and a retrain when the collection has grown 4x since the lists were trained, or the way back to flat
 when it shrinks below half the threshold) is a rebuild from the sidecar's exact vectors, done by the writer that
 crosses the threshold; other processes keep searching their loaded index until they see the new cache file.
