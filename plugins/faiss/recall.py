@@ -105,7 +105,7 @@ class FaissRecall:
     ) -> dict[str, Any] | None:
         """After a tuning that could not reach the floor within the latency budget, recorded with its reason:
         over int8 codes (the default), pq codes (a fast scan at about half the time a point, over a quarter of the
-        lists: docs/benchmarks.md#recall-session-12), trained again at once in the background by the caller;
+        lists: docs/benchmarks.md#recall-session-13), trained again at once in the background by the caller;
         otherwise the next training makes half as many lists (twice the points a visited list holds), not forced
         (a 1M training costs minutes of CPU), taken by the next rebuild (growth, re-creation)."""
         if self.auto.lists or lists <= 8:
