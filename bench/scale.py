@@ -40,14 +40,12 @@ import time
 import uuid
 from pathlib import Path
 
+import faiss
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from plugins.faiss.index import AutoParams, HnswParams, VectorIndex  # noqa: E402
-
-# isort: split
-import faiss  # noqa: E402  (after plugins.faiss: FAISS loaded as the store loads it, plugins/faiss/threads.py)
 
 
 def real_vectors(state: Path) -> tuple[np.ndarray, list[str]]:

@@ -349,9 +349,7 @@ class VectorIndex:
     def _search_pq(self, q: np.ndarray, k: int, params: Any, selector: Any) -> tuple[np.ndarray, np.ndarray]:
         """pq codes: the best ``k`` of the fast scan's ``PQ_WIDEN x k`` candidates by their int8 rows (scores in
         float units: the ranking the float rescoring refines)."""
-        # the query's lists split over the OpenMP threads the caller set (plugins/faiss/threads.py), or scanned
-        # by one thread with FAISS's reservoir (6-10 % faster than its default: docs/benchmarks.md#recall-session-14)
-        self.index.implem = 15 if faiss.omp_get_max_threads() > 1 else 11
+        self.index.implem = 11  # FAISS's reservoir: 9 % less than its default (benchmarks.md#recall-session-14)
         _dist, labels = self.index.search(q, k * PQ_WIDEN, params=params)
         del selector
         found = labels[0][labels[0] >= 0]
@@ -364,10 +362,6 @@ class VectorIndex:
         raw = rows @ q[0] if self.ip else ((rows - q[0]) ** 2).sum(axis=1)
         order = np.argsort(-raw if self.ip else raw, kind="stable")[:k]
         return raw[order].astype(np.float32), found[order]
-
-    def splits_a_query(self) -> bool:
-        """Whether one query's scan is split over OpenMP threads (pq codes' fast scan: plugins/faiss/threads.py)."""
-        return self.rows is not None
 
     def approximate(self) -> tuple[str, int, int] | None:
         """(name, value now, most worth trying) of the search-time parameter of an approximate search; None when

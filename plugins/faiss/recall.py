@@ -33,7 +33,6 @@ from indexer.plugin_api import RecallEstimate, recall
 from plugins.faiss.index import CODES, AutoParams, VectorIndex, pq_subquantizers
 from plugins.faiss.selection import exact
 from plugins.faiss.sidecar import Sidecar
-from plugins.faiss.threads import idle_threads
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -168,15 +167,12 @@ class FaissRecall:
         self, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None,
         excluded: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """One query with ``search_threads`` OpenMP threads, or more on idle cores when the index splits one
-        query's scan (pq codes: plugins/faiss/threads.py); the process-wide setting is restored."""
+        """One query with ``search_threads`` OpenMP threads (one query gains nothing from more: they
+        spin and wait, ~4x slower on a busy 2-core machine); the process-wide setting is restored."""
         if self.search_threads is None:
             return index.search(query, limit, allowed, excluded)
-        threads = self.search_threads
-        if index.splits_a_query():
-            threads = max(threads, idle_threads())
         previous = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(threads)
+        faiss.omp_set_num_threads(self.search_threads)
         try:
             return index.search(query, limit, allowed, excluded)
         finally:

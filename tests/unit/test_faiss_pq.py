@@ -94,3 +94,22 @@ def test_the_store_with_pq_codes_finds_each_point_and_keeps_it_across_a_reopen(t
         assert store.search("c", vectors[300], 1)[0].payload["n"] == 300
     finally:
         store.close()
+
+
+def test_the_scan_runs_faiss_reservoir_implementation_with_the_default_answer() -> None:
+    """index.py sets FAISS's ``implem`` 11 (reservoir) for one query: faster (docs/benchmarks.md#recall-session-14),
+    and the same candidates as FAISS's default choice (up to ties at the last place: the fast scan's distances are
+    16-bit sums, so equal ones are common)."""
+    vectors = _vectors(N, 5)
+    index = _index(vectors)
+    for q in vectors[::300]:
+        dist, found = index.search(q, 20, None)
+        assert index.index.implem == 11
+        index.index.implem = 0
+        d0, scanned = index.index.search(q.reshape(1, -1).astype(np.float32), 20 * PQ_WIDEN)
+        index.index.implem = 11
+        d1, again = index.index.search(q.reshape(1, -1).astype(np.float32), 20 * PQ_WIDEN)
+        assert np.allclose(np.sort(d0[0]), np.sort(d1[0]), rtol=1e-5, atol=1e-5)  # the same best distances
+        last = d0[0].min()
+        assert set(scanned[0][d0[0] > last].tolist()) == set(again[0][d1[0] > last].tolist())  # above the tie
+        assert set(found.tolist()) <= set(again[0].tolist())
