@@ -484,7 +484,7 @@ class RecallEstimate:
     sample_kind: str = "chunks"  # searches | chunks | searches+chunks (older records: chunks)
     searches: int = 0  # queries of the sample that were recent searches (the rest: chunk vectors)
     graph: dict[str, int] | None = None  # the build-time parameters of the index measured (HNSW m, ef_construct; lists)
-    trials: list[list[float]] | None = None  # the tuning's steps as measured: [value, rescore, recall, ms, std error]
+    trials: list[list[float]] | None = None  # the tuning's steps: [value, rescore, (list order,) recall, ms, std error]
 
     @property
     def exact(self) -> bool:

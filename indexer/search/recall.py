@@ -387,9 +387,9 @@ def remedy(estimate: RecallEstimate, latency_budget_ms: float = LATENCY_BUDGET_M
         return f"{param} is set ({setting} = {estimate.value}): raise it, or unset it to let the tuning choose"
     if estimate.source != "tuned":
         return f"the tuning is off (recall_tuning = false): turn it on to raise {param}"
-    spent = [t for t in estimate.trials or [] if t[3] > latency_budget_ms]
+    spent = [t for t in estimate.trials or [] if t[-2] > latency_budget_ms]  # [*levers, recall, ms, error]
     if spent:
-        return (f"the tuning spent its latency budget ({param} {spent[0][0]:g} took a median {spent[0][3]:.2f} ms "
+        return (f"the tuning spent its latency budget ({param} {spent[0][0]:g} took a median {spent[0][-2]:.2f} ms "
                 f"> recall_latency_budget_ms = {latency_budget_ms:g}): raise the budget to buy recall with time; "
                 f"{DENSER}")
     return f"the widest {param} tried does not reach it; {DENSER}"

@@ -12,7 +12,8 @@ its recall once the float rescoring reorders the candidates (2 x k by default; n
 ``sq8`` is FAISS's ``SQ8`` (a range per dimension, decoded to floats for every point scanned); ``pq`` (chosen by
 the recall tuning when int8 codes cannot reach its floor within the latency budget: plugins/faiss/recall.py) scans
 4-bit product-quantizer codes of each vector's residual from its list's centroid with FAISS's fast-scan kernels
-(``IVF{lists},PQ{d/2}x4fs``: :func:`pq_subquantizers`; over a quarter of int8's lists, for fuller blocks),
+(``IVF{lists},PQ{d/2}x4fs``: :func:`pq_subquantizers`; as many lists as int8's, visited in FAISS's order or a
+grouped one when the tuning finds it pays: plugins/faiss/routing.py),
 reorders ``PQ_WIDEN`` times the candidates the float rescoring reads (2 x k by default, the tuned depth after) by
 int8 rows kept by id in RAM (plugins/faiss/rows.py), and hands the float rescoring the best of them: on
 boilerplate at 1M, 0.967 at about half the time int8 took for 0.969 (docs/benchmarks.md#recall-session-13).
@@ -46,6 +47,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from plugins.faiss.routing import GroupedLists, search_lists
 from plugins.faiss.rows import Int8Rows
 
 _faiss: Any = faiss  # the bundled stubs lack the search-parameter classes
@@ -119,6 +121,8 @@ class VectorIndex:
         self.scale = 0.0  # int8 codes: the factor from float components to the stored integers (0: other codes)
         self.index: Any = self._empty()  # IndexIDMap2, IndexIVFScalarQuantizer or IndexHNSWFlat
         self.rows: Int8Rows | None = None  # pq codes: the int8 rows by id that reorder the scan's candidates
+        self.grouped = 0.0  # pq codes over inner products: the grouped list order's lambda when tuned (0: FAISS's)
+        self._groups: GroupedLists | None = None  # that order over the trained centroids (built on first use)
 
     @classmethod
     def build(
@@ -159,6 +163,7 @@ class VectorIndex:
         logger.info("trained IVF index: %d lists (%s codes) on %d of %d vectors", lists, self.auto.codes,
                     len(sample), n)
         self.index = index
+        self._groups = None
         self.structure = "ivf"
         self.trained_on = n
 
@@ -192,9 +197,10 @@ class VectorIndex:
         return 2 if self.structure == "ivf" and self.scale else 1
 
     def _lists_for(self, n: int) -> int:
-        """The IVF lists a training on ``n`` vectors chooses by size (pq codes: a quarter: fuller fast-scan blocks)."""
-        lists = ivf_lists(n)
-        return max(8, lists // 4) if self.auto.codes == "pq" and pq_subquantizers(self.dim) else lists
+        """The IVF lists a training on ``n`` vectors chooses by size, whatever the codes (pq codes over a quarter of
+        them, for fuller fast-scan blocks, cost as much for the same recall in FAISS's order and gain less from the
+        grouped one: docs/benchmarks.md#recall-session-15)."""
+        return ivf_lists(n)
 
     def _int8(self, vectors: np.ndarray) -> np.ndarray:
         """``vectors`` as the int8 codes store them: times the scale, rounded, clipped (as float32 for FAISS)."""
@@ -350,7 +356,13 @@ class VectorIndex:
         """pq codes: the best ``k`` of the fast scan's ``PQ_WIDEN x k`` candidates by their int8 rows (scores in
         float units: the ranking the float rescoring refines)."""
         self.index.implem = 11  # FAISS's reservoir: 9 % less than its default (benchmarks.md#recall-session-14)
-        _dist, labels = self.index.search(q, k * PQ_WIDEN, params=params)
+        if self.grouped and self.ip:  # the lists in the grouped order (plugins/faiss/routing.py)
+            if self._groups is None:
+                self._groups = GroupedLists.of(self.index)
+            lists, coarse = self._groups.probe(q[0], params.nprobe, self.grouped)
+            _dist, labels = search_lists(self.index, q, k * PQ_WIDEN, lists, coarse, params)
+        else:
+            _dist, labels = self.index.search(q, k * PQ_WIDEN, params=params)
         del selector
         found = labels[0][labels[0] >= 0]
         if not len(found):

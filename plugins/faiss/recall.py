@@ -31,6 +31,7 @@ import numpy as np
 
 from indexer.plugin_api import RecallEstimate, recall
 from plugins.faiss.index import CODES, AutoParams, VectorIndex, pq_subquantizers
+from plugins.faiss.routing import LAMBDA
 from plugins.faiss.selection import exact
 from plugins.faiss.sidecar import Sidecar
 
@@ -104,14 +105,14 @@ class FaissRecall:
         self, collection: str, estimate: RecallEstimate, lists: int, codes: str = "", dim: int = 0,
     ) -> dict[str, Any] | None:
         """After a tuning that could not reach the floor within the latency budget, recorded with its reason:
-        over int8 codes (the default), pq codes (a fast scan at about half the time a point, over a quarter of the
-        lists: docs/benchmarks.md#recall-session-13), trained again at once in the background by the caller;
+        over int8 codes (the default), pq codes (a fast scan at about half the time a point, over as many lists:
+        docs/benchmarks.md#recall-session-15), trained again at once in the background by the caller;
         otherwise the next training makes half as many lists (twice the points a visited list holds), not forced
         (a 1M training costs minutes of CPU), taken by the next rebuild (growth, re-creation)."""
         if self.auto.lists or lists <= 8:
             return None
         pq = codes == "int8" and pq_subquantizers(dim) > 0
-        choice = {"lists": max(8, lists // 4 if pq else lists // 2), "recall": estimate.recall,
+        choice = {"lists": lists if pq else max(8, lists // 2), "recall": estimate.recall,
                   "points": estimate.points, "at": time.time(),
                   "why": f"recall {estimate.recall:.3f} below the floor at nprobe {estimate.value}, rescoring "
                          f"{estimate.rescore} x k with {lists} lists of {codes or 'their'} codes"}
@@ -134,30 +135,35 @@ class FaissRecall:
     def recall_estimate(self, collection: str) -> RecallEstimate | None:
         return recall.read_estimate(self._folder(collection) / RECALL_FILE)
 
-    def _tuned(self, collection: str, index: VectorIndex) -> tuple[int | None, int]:
+    def _tuned(self, collection: str, index: VectorIndex) -> tuple[int | None, int, int]:
         """(tuned value of ``index``'s search-time parameter or None: its default or the explicit setting, rescoring
-        depth: 1 is none)."""
+        depth: 1 is none, list order: 2 the grouped one, else 1)."""
         estimate, read_at = self._recall.get(collection, (None, float("-inf")))
         if time.monotonic() - read_at > self.reread_s:  # another process (the watcher) may have tuned it since
             estimate = self.recall_estimate(collection)
             self._recall[collection] = (estimate, time.monotonic())
         param = _PARAM.get(index.structure)
         if estimate is None or estimate.source != "tuned" or estimate.param != param or self.fixed.get(param or ""):
-            return None, index.rescore
-        lists = (estimate.graph or {}).get("lists")
-        if index.structure == "ivf" and lists and lists != index.lists():  # tuned on lists trained before: their
-            return None, index.rescore  # depth and nprobe do not carry over (int8 -> pq: 2 x k of 4-bit codes)
-        return estimate.value, max(1, estimate.rescore or 1) if index.structure == "ivf" else 1
+            return None, index.rescore, 1
+        graph = estimate.graph or {}
+        lists, pq = graph.get("lists"), int(index.codes == "pq")
+        if index.structure == "ivf" and lists and (lists != index.lists() or graph.get("pq", 0) != pq):
+            return None, index.rescore, 1  # tuned on lists trained before: nothing carries over
+        if index.structure != "ivf":
+            return estimate.value, 1, 1
+        return estimate.value, max(1, estimate.rescore or 1), 2 if graph.get("grouped") else 1
 
     def _search_at(
         self, coll: Any, index: VectorIndex, query: np.ndarray, limit: int, allowed: np.ndarray | None,
-        excluded: np.ndarray | None = None, at: tuple[int | None, int] | None = None,
+        excluded: np.ndarray | None = None, at: tuple[int | None, ...] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The index's search at ``at`` (parameter, rescoring depth; default: the tuned ones): with a depth above 1,
-        ``depth x limit`` candidates of the 8-bit codes are rescored with the sidecar's float vectors (call inside
-        a sidecar read)."""
-        value, depth = self._tuned(coll.name, index) if at is None else at
+        """The index's search at ``at`` (parameter, rescoring depth[, list order: 2 grouped]; default: the tuned
+        ones): with a depth above 1, ``depth x limit`` candidates of the 8-bit codes are rescored with the sidecar's
+        float vectors (call inside a sidecar read)."""
+        chosen = self._tuned(coll.name, index) if at is None else at
+        value, depth, order = chosen[0], int(chosen[1] or 1), int(chosen[2] or 1) if len(chosen) > 2 else 1
         index.tuned = value
+        index.grouped = LAMBDA if order == 2 else 0.0
         if depth <= 1:
             return self._search_index(index, query, limit, allowed, excluded)
         _raw, iids = self._search_index(index, query, limit * depth, allowed, excluded)
@@ -214,16 +220,16 @@ class FaissRecall:
         def measure(at: tuple[int, ...]) -> tuple[float, float, float]:
             with self._lock, coll.sidecar.read():
                 index = self._sync(coll)
-                saved = index.tuned
+                saved = index.tuned, index.grouped
                 found, times = [], []
                 try:
                     for q, has in zip(queries, mine, strict=True):
                         start = time.perf_counter()
-                        found.append(self._search_at(coll, index, q, k + int(has), None, None, (at[0], at[1]))[1])
+                        found.append(self._search_at(coll, index, q, k + int(has), None, None, at)[1])
                         times.append(time.perf_counter() - start)  # a chunk asks for k + 1: itself left out
                     latency = float(np.median(times)) * 1000 if times else 0.0
                 finally:
-                    index.tuned = saved
+                    index.tuned, index.grouped = saved
                 ids = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
                 got_ids, got_vectors = coll.sidecar.vectors_of(ids, coll.dim)
             vectors = dict(zip(got_ids.tolist(), got_vectors, strict=True))
@@ -234,10 +240,13 @@ class FaissRecall:
 
         fixed = self.fixed.get(name)
         trials = None
+        order = 1  # the list order: 2 is the grouped one (plugins/faiss/routing.py), a lever of pq lists by scores
         if tune and fixed is None:
-            caps = (max(cap, default), RESCORE_CAP if name == "nprobe" else 1)
-            chosen, tried = recall.climb(measure, (default, rescore), caps, floor, latency_budget_ms)
-            (value, depth), estimate, latency, source = chosen.value, chosen.recall, chosen.latency_ms, "tuned"
+            caps = (max(cap, default), RESCORE_CAP if name == "nprobe" else 1, *((2,) if codes == "pq" and ip else ()))
+            start = (default, rescore, 1)[:len(caps)]
+            chosen, tried = recall.climb(measure, start, caps, floor, latency_budget_ms)
+            (value, depth, *grouped), estimate, latency = chosen.value, chosen.recall, chosen.latency_ms
+            order, source = grouped[0] if grouped else 1, "tuned"
             trials = [[*t.value, round(t.recall, 4), round(t.latency_ms, 3), round(t.error, 4)] for t in tried]
         else:
             value, depth = current, rescore
@@ -246,7 +255,8 @@ class FaissRecall:
         record = self._record(collection, RecallEstimate(
             round(estimate, 4), len(queries), k, name, value, depth if name == "nprobe" else None, source, points,
             round(latency, 3), time.time(), recall.sample_kind(len(searched), len(queries)), len(searched),
-            {"lists": lists} if lists else None, trials))
+            {"lists": lists, **({"pq": 1} if codes == "pq" else {}), **({"grouped": 1} if order == 2 else {})}
+            if lists else None, trials))
         if source == "tuned" and lists and record.recall < floor:
             choice = self._choose_lists(collection, record, lists, codes, coll.dim)
             if choice and choice.get("codes", codes) != codes:

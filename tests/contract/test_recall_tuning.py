@@ -333,7 +333,7 @@ def test_faiss_chooses_fewer_ivf_lists_for_its_next_training_when_tuning_falls_s
 
 
 def test_faiss_trains_pq_codes_at_once_when_int8_codes_fall_short(tmp_path: Path) -> None:
-    """int8 codes (the default) below the floor after tuning: the choice is pq codes over a quarter of the lists,
+    """int8 codes (the default) below the floor after tuning: the choice is pq codes over as many lists,
     trained again at once (inline at this size; in the background from 50,000 vectors), tuned again to the floor
     on the new index (not with int8's depth), the codes survive a reopen, and a later shortfall halves the lists
     for the next training with pq codes kept."""
@@ -344,18 +344,19 @@ def test_faiss_trains_pq_codes_at_once_when_int8_codes_fall_short(tmp_path: Path
         first = store.measure_recall("c", 50, True, FLOOR, 1e-6)  # no time for anything but the defaults
         assert first.recall < FLOOR and first.graph == {"lists": 256}, first
         choice = store.lists_choice("c")
-        assert choice is not None and choice["codes"] == "pq" and choice["lists"] == 64, choice
+        assert choice is not None and choice["codes"] == "pq" and choice["lists"] == 256, choice
         assert "int8 codes" in choice["why"]
         coll = store._require("c")
-        assert coll.index.codes == "pq" and coll.index.lists() == 64  # trained again at once
-        tuned = store.measure_recall("c", 50, True, FLOOR, 50.0)  # the int8 tuning's depth does not carry over
-        assert tuned.graph == {"lists": 64} and tuned.recall >= FLOOR, tuned
+        assert coll.index.codes == "pq" and coll.index.lists() == 256  # trained again at once
+        assert store._tuned("c", coll.index) == (None, 2, 1)  # the int8 tuning's choice does not carry over
+        tuned = store.measure_recall("c", 50, True, FLOOR, 50.0)
+        assert (tuned.graph or {}).items() >= {"lists": 256, "pq": 1}.items() and tuned.recall >= FLOOR, tuned
         assert measured(store, ids, vectors, np.arange(0, len(ids), 97)) >= FLOOR - 0.03
         again = store.measure_recall("c", 50, True, FLOOR, 1e-6)
-        assert again.graph == {"lists": 64} and again.recall < FLOOR, again
+        assert again.graph == {"lists": 256, "pq": 1} and again.recall < FLOOR, again
         later = store.lists_choice("c")
-        assert later is not None and (later["lists"], later["codes"]) == (32, "pq"), later  # for the next training
-        assert coll.index.lists() == 64
+        assert later is not None and (later["lists"], later["codes"]) == (128, "pq"), later  # for the next training
+        assert coll.index.lists() == 256
     finally:
         store.close()
     reopened = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=5000)
@@ -450,3 +451,36 @@ def test_embedded_qdrant_builds_a_denser_graph_when_the_floor_costs_too_much_tim
         assert not fixed.builder.building("c")  # the settings: never raised, for speed either
     finally:
         fixed.close()
+
+
+def test_faiss_pq_tuning_measures_the_grouped_list_order_and_searches_follow_the_recorded_order(tmp_path: Path) -> None:
+    """pq codes over inner products: the tuning measures a third lever, the grouped order of the lists
+    (plugins/faiss/routing.py), beside nprobe and the rescoring depth; whatever it takes, it reaches the floor, and
+    a recorded order is the one every search then uses (dropped when the lists are of other codes)."""
+    from dataclasses import replace
+
+    from plugins.faiss.routing import LAMBDA
+
+    ids, vectors, queries = boilerplate(20_000, 64)
+    store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=19_000, ivf_codes="pq")  # 512 lists
+    try:
+        fill(store, ids, vectors)
+        for q in queries[:200]:
+            store.search("c", q, 10)
+        tuned = store.measure_recall("c", 100, True, FLOOR, 50.0)
+        assert tuned.source == "tuned" and tuned.recall >= FLOOR, tuned
+        trials = tuned.trials or []
+        assert trials and all(len(t) == 6 for t in trials), trials  # nprobe, depth, order, recall, ms, error
+        assert any(t[2] == 2 for t in trials) and any(t[2] == 1 for t in trials), trials
+        coll = store._require("c")
+        grouped = replace(tuned, graph={"lists": 512, "pq": 1, "grouped": 1})
+        store._record("c", grouped)
+        store.recent_queries("c").clear()
+        assert measured_searches(store, ids, vectors, queries[200:400]) >= FLOOR - 0.01
+        assert coll.index.grouped == LAMBDA and coll.index.tuned == tuned.value
+        assert "grouped 1" in recall.describe(grouped)
+        store._record("c", replace(tuned, graph={"lists": 512, "grouped": 1}))  # tuned on int8 codes
+        store.search("c", queries[0], 10)
+        assert coll.index.grouped == 0.0 and coll.index.tuned is None
+    finally:
+        store.close()
