@@ -120,7 +120,7 @@ def test_int8_codes_are_rescored_2_x_k_until_the_tuning_chooses(tmp_path: Path) 
         store.upsert("c", points)
         index = store._collections["c"].index
         assert index is not None and index.codes == codes
-        assert store._tuned("c", index) == (None, index.rescore)
+        assert store._tuned("c", index) == (None, index.rescore, 1)  # (nprobe, depth, list order)
         default = store.measure_recall("c", 50, False)
         assert default.source == "default" and default.rescore == index.rescore
         tuned = store.measure_recall("c", 50, True)
