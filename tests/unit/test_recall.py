@@ -80,6 +80,25 @@ def test_climb_follows_the_lever_that_pays_per_millisecond():
     assert chosen.value == (64, 4) and all(t.value[0] <= 128 for t in trials)
 
 
+def test_climb_takes_a_step_that_gains_recall_at_no_more_time_before_the_one_that_pays_most_per_millisecond():
+    # the boilerplate million on FAISS's pq lists (measured, AMD EPYC Zen 3): the grouped list order (third lever,
+    # 1 -> 2) gains a little recall and costs no time; nprobe gains more per millisecond but is not free
+    def boilerplate(at):
+        nprobe, depth, order = at
+        found = {64: 0.79, 128: 0.88, 256: 0.94, 512: 0.978, 384: 0.968}[nprobe] + 0.005 * (order - 1) * (nprobe > 64)
+        return min(found, 0.995), nprobe / 256 + 0.6 * depth - 0.3 * (order - 1), 0.005
+
+    chosen, trials = recall.climb(boilerplate, (64, 2, 1), (4096, 16, 2), 0.97, 5.0)
+    assert [t.value for t in trials][:4] == [(64, 2, 1), (128, 2, 1), (64, 4, 1), (64, 2, 2)]
+    assert chosen.value[2] == 2, trials  # the free step taken, and kept to the end
+    assert chosen.value == (512, 2, 2) and chosen.recall == pytest.approx(0.983)  # halfway back (384) falls short
+    # a step with the same gain that costs time is weighed per millisecond as before: nprobe first
+    costly = {(64, 1, 1): (0.80, 1.0), (128, 1, 1): (0.90, 1.5), (64, 2, 1): (0.80, 1.6), (64, 1, 2): (0.81, 1.2),
+              (256, 1, 1): (0.975, 2.0), (128, 2, 1): (0.90, 2.1), (128, 1, 2): (0.91, 1.7), (192, 1, 1): (0.96, 1.8)}
+    chosen, trials = recall.climb(lambda at: costly[at], (64, 1, 1), (4096, 16, 2), 0.97, 5.0)
+    assert chosen.value == (256, 1, 1) and (64, 1, 2) in [t.value for t in trials]
+
+
 def test_climb_asks_the_estimate_less_its_standard_error_to_meet_the_floor():
     assert recall.estimate([[("a", 1.0)], [("x", 0.1)]], [[("a", 1.0)], [("b", 0.9)]], k=1) == (0.5, 0.5)
     assert recall.estimate([], [], k=10) == (1.0, 0.0)
