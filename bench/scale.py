@@ -404,8 +404,9 @@ def self_tuning(label: str, store, collection: str, queries: np.ndarray, truth: 
               f"measured in {took:.1f}s); measured recall@10 {recall(found, truth):.3f} on {len(queries)} other "
               f"queries, p50 {pct(ms, 50):.2f} ms, p95 {pct(ms, 95):.2f} ms", flush=True)
         if est.trials:
-            print(f"{label} tuning steps (value, depth, recall +- standard error, median ms): "
-                  + "; ".join(f"{v:g} {d:g} {r:.3f}+-{e:.3f} {m:.2f}" for v, d, r, m, e in est.trials), flush=True)
+            print(f"{label} tuning steps (value, depth[, list order], recall +- standard error, median ms): "
+                  + "; ".join(" ".join(f"{v:g}" for v in levers) + f" {r:.3f}+-{e:.3f} {m:.2f}"
+                              for *levers, r, m, e in est.trials), flush=True)
 
 
 def bench_faiss_store(folder: Path, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, switch_at: int,
