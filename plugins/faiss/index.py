@@ -16,7 +16,8 @@ the recall tuning when int8 codes cannot reach its floor within the latency budg
 grouped one when the tuning finds it pays: plugins/faiss/routing.py),
 reorders ``PQ_WIDEN`` times the candidates the float rescoring reads (2 x k by default, the tuned depth after) by
 int8 rows kept by id in RAM (plugins/faiss/rows.py), and hands the float rescoring the best of them: on
-boilerplate at 1M, 0.967 at about half the time int8 took for 0.969 (docs/benchmarks.md#recall-session-13).
+boilerplate at 1M, 0.979 at p50 2.8 ms with the grouped order where int8 reached 0.930 at 3.9 ms within the
+latency budget (docs/benchmarks.md#recall-session-15).
 The switch (and a retrain when the collection has grown 4x since the lists were trained, or the way back to flat
 when it shrinks below half the threshold) is a rebuild from the sidecar's exact vectors, done by the writer that
 crosses the threshold; other processes keep searching their loaded index until they see the new cache file.
