@@ -41,6 +41,16 @@ def recall_at_10(found: list[np.ndarray], truth: np.ndarray) -> float:
     return float(np.mean([len(set(f[:10].tolist()) & set(t.tolist())) / 10 for f, t in zip(found, truth, strict=True)]))
 
 
+def data_options(ap: argparse.ArgumentParser, vectors: str) -> None:
+    """The options :func:`load_set` reads (shared by the IVF bench scripts); ``vectors``: the default set."""
+    ap.add_argument("--state", type=Path, required=True, help="state.sqlite whose vector cache holds real chunks")
+    ap.add_argument("--queries", type=Path, required=True,
+                    help="BEIR queries.jsonl (embedded by the default model) or query vectors (.npy, normalized)")
+    ap.add_argument("--vectors", choices=["scifact", "mailbox", "versions", "boilerplate"], default=vectors)
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--max-queries", type=int, default=400)
+
+
 def load_set(state: Path, queries_path: Path, vectors: str, n: int, max_queries: int) -> tuple[np.ndarray, ...]:
     """(real chunk vectors, queries, the set of ``n`` vectors around them, each query's exact top 10)."""
     real, _ = scale.real_vectors(state)
@@ -61,12 +71,7 @@ def load_set(state: Path, queries_path: Path, vectors: str, n: int, max_queries:
 def main() -> None:
     print(machine_line(), flush=True)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--state", type=Path, required=True, help="state.sqlite whose vector cache holds real chunks")
-    ap.add_argument("--queries", type=Path, required=True,
-                    help="BEIR queries.jsonl (embedded by the default model) or query vectors (.npy, normalized)")
-    ap.add_argument("--vectors", choices=["scifact", "mailbox", "versions", "boilerplate"], default="versions")
-    ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--max-queries", type=int, default=400)
+    data_options(ap, "versions")
     ap.add_argument("--lists", default="2048:405000,4096:524288",
                     help="LISTS:TRAINED_ON pairs: each trained on the first TRAINED_ON vectors, as the store does")
     ap.add_argument("--nprobe", type=int, nargs="+", default=[32, 64, 128])

@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ivf_levers import load_set, recall_at_10  # noqa: E402
+from ivf_levers import data_options, load_set, recall_at_10  # noqa: E402
 
 from indexer.models.machine import machine_line  # noqa: E402
 
@@ -123,12 +123,7 @@ def by_patience(ivf, queries, truth, qc, sizes, first, batch, patience, cap) -> 
 def main() -> None:
     print(machine_line(), flush=True)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--state", type=Path, required=True, help="state.sqlite whose vector cache holds real chunks")
-    ap.add_argument("--queries", type=Path, required=True, help="BEIR queries.jsonl (embedded by the default model) "
-                    "or query vectors (.npy, normalized)")
-    ap.add_argument("--vectors", choices=["mailbox", "versions", "boilerplate"], default="boilerplate")
-    ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--max-queries", type=int, default=400)
+    data_options(ap, "boilerplate")
     ap.add_argument("--lists", type=int, default=4096)
     ap.add_argument("--budgets", type=int, nargs="+", default=[25_000, 50_000, 100_000], help="points scanned")
     ap.add_argument("--beta", type=float, nargs="*", default=[0.2, 0.3], help="weights of R90 in the list order")

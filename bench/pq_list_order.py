@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ivf_levers import load_set, recall_at_10  # noqa: E402
+from ivf_levers import data_options, load_set, recall_at_10  # noqa: E402
 
 from indexer.models.machine import machine_line  # noqa: E402
 from plugins.faiss.index import AutoParams, HnswParams, VectorIndex  # noqa: E402
@@ -40,12 +40,7 @@ def build(data: np.ndarray, lists: int) -> VectorIndex:
 def main() -> None:
     print(machine_line(), flush=True)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--state", type=Path, required=True, help="state.sqlite whose vector cache holds real chunks")
-    ap.add_argument("--queries", type=Path, required=True, help="BEIR queries.jsonl (embedded by the default model) "
-                    "or query vectors (.npy, normalized)")
-    ap.add_argument("--vectors", choices=["mailbox", "versions", "boilerplate"], default="boilerplate")
-    ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--max-queries", type=int, default=400)
+    data_options(ap, "boilerplate")
     ap.add_argument("--runs", nargs="+", default=["1024:FAISS:192", "4096:FAISS:512", "4096:grouped:448"],
                     help="LISTS:ORDER:NPROBE, ORDER FAISS or grouped")
     ap.add_argument("--rounds", type=int, default=3)
