@@ -388,16 +388,23 @@ def boilerplate(n: int, dim: int, seed: int = 0) -> tuple[list[str], np.ndarray,
     return ids, vectors, (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
 
 
+def searched_boilerplate(tmp_path: Path, codes: str) -> tuple[FaissStore, list[str], np.ndarray, np.ndarray]:
+    """A FAISS store of 20,000 boilerplate chunks over 512 IVF lists of ``codes``, and 200 searches made (its recent
+    searches; the queries after them are the test's): (store, ids, vectors, queries)."""
+    ids, vectors, queries = boilerplate(20_000, 64)
+    store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=19_000, ivf_codes=codes)
+    fill(store, ids, vectors)
+    for q in queries[:200]:
+        store.search("c", q, 10)
+    return store, ids, vectors, queries
+
+
 def test_faiss_tuning_follows_the_lever_that_pays_on_boilerplate(tmp_path: Path) -> None:
     """Boilerplate: rescoring the codes gains little, more lists probed gains much; the tuning measures both at
     every step, takes nprobe (no rescoring), reaches the floor, and records every step it measured. On SQ8 codes,
     whose climb starts without rescoring (int8 codes start at 2 x k: tests/unit/test_faiss_int8.py)."""
-    ids, vectors, queries = boilerplate(20_000, 64)
-    store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=19_000, ivf_codes="sq8")  # 512 lists
+    store, ids, vectors, queries = searched_boilerplate(tmp_path, "sq8")
     try:
-        fill(store, ids, vectors)
-        for q in queries[:200]:
-            store.search("c", q, 10)
         before = store.measure_recall("c", 100, False, FLOOR, 50.0)
         assert before.recall < FLOOR and before.graph == {"lists": 512}, before
         tuned = store.measure_recall("c", 100, True, FLOOR, 50.0)
@@ -461,12 +468,8 @@ def test_faiss_pq_tuning_measures_the_grouped_list_order_and_searches_follow_the
 
     from plugins.faiss.routing import LAMBDA
 
-    ids, vectors, queries = boilerplate(20_000, 64)
-    store = FaissStore(tmp_path / "faiss", index="auto", auto_switch_at=19_000, ivf_codes="pq")  # 512 lists
+    store, ids, vectors, queries = searched_boilerplate(tmp_path, "pq")
     try:
-        fill(store, ids, vectors)
-        for q in queries[:200]:
-            store.search("c", q, 10)
         tuned = store.measure_recall("c", 100, True, FLOOR, 50.0)
         assert tuned.source == "tuned" and tuned.recall >= FLOOR, tuned
         trials = tuned.trials or []
