@@ -3,6 +3,7 @@ exactly those. Real FAISS indexes, small sizes."""
 
 from __future__ import annotations
 
+import faiss
 import numpy as np
 
 from plugins.faiss.index import AutoParams, HnswParams, VectorIndex
@@ -30,8 +31,6 @@ def test_at_lambda_zero_the_order_is_faiss_own_and_its_search_returns_the_same_a
     vectors = _boilerplate(8000)
     index = _pq_index(vectors)
     groups = GroupedLists.of(index.index)
-    import faiss
-
     params = faiss.SearchParametersIVF(nprobe=16)
     for q in vectors[::400]:
         lists, coarse = groups.probe(q, 16, lam=0.0)
