@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,23 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback stay
 ray = pytest.importorskip("ray", reason="the cluster extra: pip install 'llama-indexer[cluster]' (make test does)")
 
 NODE = {"num_cpus": 1, "object_store_memory": 96 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
+
+
+@pytest.fixture(scope="session")
+def float_model(embed_model_f16_path: Path) -> Path:
+    """The default model at f16, for tests that hold a cluster's points equal to one machine's: a node may embed a
+    text in another batch than the writer would, and a quantized file's vectors then differ by up to its tolerance
+    (0.999 cosine: enough to swap near-ties in a top-10), float ones by far less. The default weight type is this
+    machine's fastest (q8_0 on an Intel Xeon with AMX), so the tests name theirs."""
+    return embed_model_f16_path
+
+
+@pytest.fixture(scope="session")
+def other_weights(q8_runs: bool) -> Path:
+    """The default model at another weight type than :func:`float_model`'s: q8_0 where it runs, else bf16."""
+    from indexer.models import ensure_model
+
+    return ensure_model(quant="q8_0" if q8_runs else "bf16")
 
 
 @pytest.fixture(scope="session")

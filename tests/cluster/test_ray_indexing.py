@@ -38,11 +38,11 @@ def _snapshot(col: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory, embed_model_path: Path) -> tuple[Path, dict[str, Any]]:
+def reference(tmp_path_factory: pytest.TempPathFactory, float_model: Path) -> tuple[Path, dict[str, Any]]:
     """The same folder indexed by one process alone (no cluster): what every cluster run must equal."""
     base = tmp_path_factory.mktemp("ref")
     root = _corpus(base)  # (module-scoped: set up before the per-test data dir, so it names its own)
-    with open_collection("alone", embed_model=str(embed_model_path), data_dir=str(base / "data")) as col:
+    with open_collection("alone", embed_model=str(float_model), data_dir=str(base / "data")) as col:
         report = col.index([root])
         assert report.files_indexed == 96 and report.cluster is None
         return root, _snapshot(col)
@@ -63,9 +63,9 @@ class _KillAt(Progress):
             self.cluster.remove_node(self.killed, allow_graceful=False)
 
 
-def test_same_points_as_one_machine_and_both_nodes_embed(ray_cluster, reference, tmp_path, embed_model_path):
+def test_same_points_as_one_machine_and_both_nodes_embed(ray_cluster, reference, tmp_path, float_model):
     root, want = reference
-    with open_collection("spread", embed_model=str(embed_model_path), cluster=ray_cluster.address) as col:
+    with open_collection("spread", embed_model=str(float_model), cluster=ray_cluster.address) as col:
         report = col.index([root])
         got = _snapshot(col)
     assert report.files_indexed == 96 and not report.failed
@@ -80,7 +80,7 @@ def test_same_points_as_one_machine_and_both_nodes_embed(ray_cluster, reference,
 
 
 @pytest.mark.parametrize("share", [0.3, 0.6, 0.9])
-def test_a_node_killed_mid_run_loses_and_duplicates_nothing(ray_cluster, reference, embed_model_path, share,
+def test_a_node_killed_mid_run_loses_and_duplicates_nothing(ray_cluster, reference, float_model, share,
                                                             monkeypatch):
     root, want = reference
     name = f"killed{int(share * 100)}"
@@ -90,7 +90,7 @@ def test_a_node_killed_mid_run_loses_and_duplicates_nothing(ray_cluster, referen
     monkeypatch.setattr("indexer.cluster.embedder.MIN_CLUSTER_CHARS", 1)
     monkeypatch.setattr("indexer.cluster.embedder.PART_CHARS", 1000)
     try:
-        with open_collection(name, embed_model=str(embed_model_path), cluster=ray_cluster.address) as col:
+        with open_collection(name, embed_model=str(float_model), cluster=ray_cluster.address) as col:
             killer = _KillAt(ray_cluster, share, len(want["ids"]))
             report = col.index([root], progress=killer)
             got = _snapshot(col)
@@ -112,7 +112,7 @@ def test_a_node_killed_mid_run_loses_and_duplicates_nothing(ray_cluster, referen
         ray_cluster.wait_for_nodes()
 
 
-def test_the_whole_cluster_lost_mid_run_the_writer_finishes_alone(ray_cluster, reference, embed_model_path,
+def test_the_whole_cluster_lost_mid_run_the_writer_finishes_alone(ray_cluster, reference, float_model,
                                                                    monkeypatch, caplog):
     """Every worker node killed at half the run: the writer embeds the rest itself (said once), and the points are
     the one-machine index's."""
@@ -133,7 +133,7 @@ def test_the_whole_cluster_lost_mid_run_the_writer_finishes_alone(ray_cluster, r
                     ray_cluster.remove_node(node, allow_graceful=False)
 
     try:
-        with open_collection("orphaned", embed_model=str(embed_model_path), cluster=ray_cluster.address) as col:
+        with open_collection("orphaned", embed_model=str(float_model), cluster=ray_cluster.address) as col:
             killer = _KillAll()
             report = col.index([root], progress=killer)
             got = _snapshot(col)
@@ -150,7 +150,9 @@ def test_the_whole_cluster_lost_mid_run_the_writer_finishes_alone(ray_cluster, r
         ray_cluster.wait_for_nodes()
 
 
-def test_a_worker_with_another_weight_file_is_refused(ray_cluster, embed_model_path, embed_model_alt_path, caplog):
+def test_a_worker_with_another_weight_file_is_refused(ray_cluster, float_model, other_weights, caplog):
+    """The writer's file is a float one (tolerance 0.9999): a q8_0 worker's vectors are within a q8_0 file's own
+    tolerance (0.999) of f16 ones, so the other way round would not be refused, by design."""
     from indexer.cluster.connect import connect
     from indexer.cluster.embedder import ClusterEmbedder
     from indexer.engine.loader import load_embedder
@@ -158,9 +160,9 @@ def test_a_worker_with_another_weight_file_is_refused(ray_cluster, embed_model_p
     from indexer.types import Normalization
 
     connect(ray_cluster.address)
-    local = load_embedder(load_settings(), embed_model_path)
-    reference = load_embedder(load_settings(), embed_model_path)
-    spread = ClusterEmbedder.around(local, ray_cluster.address, weights_for={0: embed_model_alt_path})
+    local = load_embedder(load_settings(), float_model)
+    reference = load_embedder(load_settings(), float_model)
+    spread = ClusterEmbedder.around(local, ray_cluster.address, weights_for={0: other_weights})
     texts = [f"Paragraph {i}: the glacier moved {i} metres over the winter, as team {i % 7} measured." for i in
              range(120)]
     try:
@@ -178,13 +180,13 @@ def test_a_worker_with_another_weight_file_is_refused(ray_cluster, embed_model_p
     assert sum("refused" in r.message for r in caplog.records) == 1  # said once
 
 
-def test_small_batches_stay_in_the_writer(ray_cluster, embed_model_path):
+def test_small_batches_stay_in_the_writer(ray_cluster, float_model):
     from indexer.cluster.embedder import ClusterEmbedder
     from indexer.engine.loader import load_embedder
     from indexer.settings import load_settings
     from indexer.types import Normalization
 
-    spread = ClusterEmbedder.around(load_embedder(load_settings(), embed_model_path), ray_cluster.address)
+    spread = ClusterEmbedder.around(load_embedder(load_settings(), float_model), ray_cluster.address)
     try:
         out = spread.embed_batch(["a one-line edit saved by the user"], Normalization.L2)
         work = spread.describe()
@@ -194,11 +196,11 @@ def test_small_batches_stay_in_the_writer(ray_cluster, embed_model_path):
     assert work["workers"] == 0 and work["local_texts"] == 1 and not work["per_node"]  # no pool was even made
 
 
-def test_an_unreachable_cluster_is_a_clear_error(tmp_path, embed_model_path):
+def test_an_unreachable_cluster_is_a_clear_error(tmp_path, float_model):
     root = write_many(tmp_path / "few", 2)
     env = {**os.environ, "INDEXER_DATA_DIR": str(tmp_path / "data"), "RAY_AUTH_TOKEN": "x" * 64}
     proc = subprocess.run(
-        [sys.executable, "-m", "indexer", "index", str(root), "--model", str(embed_model_path), "--cluster",
+        [sys.executable, "-m", "indexer", "index", str(root), "--model", str(float_model), "--cluster",
          "127.0.0.1:9"], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 1, proc.stderr
     assert "cannot join the Ray cluster at '127.0.0.1:9'" in proc.stderr

@@ -52,11 +52,11 @@ def _snapshot(col: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def mixed(tmp_path_factory: pytest.TempPathFactory, embed_model_path: Path) -> tuple[Path, dict[str, Any]]:
+def mixed(tmp_path_factory: pytest.TempPathFactory, float_model: Path) -> tuple[Path, dict[str, Any]]:
     """The mixed folder indexed by one process alone: what every cluster run must equal."""
     base = tmp_path_factory.mktemp("mixed")
     root = _folder(base)
-    with open_collection("alone", embed_model=str(embed_model_path), data_dir=str(base / "data")) as col:
+    with open_collection("alone", embed_model=str(float_model), data_dir=str(base / "data")) as col:
         report = col.index([root])
         assert not report.failed and report.files_indexed == HEAVY + 6, report.failed
         return root, _snapshot(col)
@@ -77,11 +77,11 @@ class _Watching(Progress):
         self.status.append(self.col.status()["cluster"])
 
 
-def test_documents_are_parsed_on_the_nodes_with_the_same_points(ray_cluster, mixed, embed_model_path):
+def test_documents_are_parsed_on_the_nodes_with_the_same_points(ray_cluster, mixed, float_model):
     from indexer.cli.status_view import lines
 
     root, want = mixed
-    with open_collection("far", embed_model=str(embed_model_path), cluster=ray_cluster.address) as col:
+    with open_collection("far", embed_model=str(float_model), cluster=ray_cluster.address) as col:
         watching = _Watching(col)
         report = col.index([root], progress=watching)
         got = _snapshot(col)
@@ -106,9 +106,9 @@ def test_documents_are_parsed_on_the_nodes_with_the_same_points(ray_cluster, mix
     assert "parsed" in next(n for n in report.notes if "Ray cluster" in n)
 
 
-def test_shared_roots_send_no_bytes(ray_cluster, mixed, embed_model_path):
+def test_shared_roots_send_no_bytes(ray_cluster, mixed, float_model):
     root, want = mixed
-    with open_collection("shared", embed_model=str(embed_model_path), cluster=ray_cluster.address,
+    with open_collection("shared", embed_model=str(float_model), cluster=ray_cluster.address,
                          cluster_shared_roots=True) as col:
         report = col.index([root])
         got = _snapshot(col)
@@ -118,7 +118,7 @@ def test_shared_roots_send_no_bytes(ray_cluster, mixed, embed_model_path):
     assert sum(n["bytes_sent"] for n in work["per_node"].values()) == 0  # the nodes read the files themselves
 
 
-def test_a_node_killed_mid_parse_loses_nothing(ray_cluster, mixed, embed_model_path):
+def test_a_node_killed_mid_parse_loses_nothing(ray_cluster, mixed, float_model):
     root, want = mixed
 
     class _KillOnFirstDocument(Progress):
@@ -130,7 +130,7 @@ def test_a_node_killed_mid_parse_loses_nothing(ray_cluster, mixed, embed_model_p
                 ray_cluster.remove_node(self.killed, allow_graceful=False)
 
     try:
-        with open_collection("killed", embed_model=str(embed_model_path), cluster=ray_cluster.address) as col:
+        with open_collection("killed", embed_model=str(float_model), cluster=ray_cluster.address) as col:
             killer = _KillOnFirstDocument()
             report = col.index([root], progress=killer)
             got = _snapshot(col)
@@ -146,20 +146,20 @@ def test_a_node_killed_mid_parse_loses_nothing(ray_cluster, mixed, embed_model_p
         ray_cluster.wait_for_nodes()
 
 
-def test_a_few_documents_stay_in_the_writer(ray_cluster, mixed, embed_model_path, tmp_path):
+def test_a_few_documents_stay_in_the_writer(ray_cluster, mixed, float_model, tmp_path):
     root, _ = mixed
     few = tmp_path / "few"
     few.mkdir()
     for name in ("office/sample.docx", "office/sample.odt", "scans/note.png"):
         shutil.copy(root / name, few / Path(name).name)
-    with open_collection("few", embed_model=str(embed_model_path), cluster=ray_cluster.address) as col:
+    with open_collection("few", embed_model=str(float_model), cluster=ray_cluster.address) as col:
         report = col.index([few])
     assert not report.failed and report.files_indexed == 3
     work = report.cluster
     assert work is None or sum(_parsed(work).values()) == 0  # three documents: Ray's dispatch is not worth it
 
 
-def test_a_reindex_parses_its_documents_on_the_nodes(ray_cluster, mixed, embed_model_path, embed_model_alt_path,
+def test_a_reindex_parses_its_documents_on_the_nodes(ray_cluster, mixed, float_model, other_weights,
                                                       monkeypatch):
     """The reindex to another model (same tokenizer: the same chunks, so the same ids) re-reads the documents on
     the nodes too."""
@@ -174,11 +174,11 @@ def test_a_reindex_parses_its_documents_on_the_nodes(ray_cluster, mixed, embed_m
         sent.append(ref.path)
         return start(self, source, ref)
 
-    with open_collection("re", embed_model=str(embed_model_path), cluster=ray_cluster.address) as col:
+    with open_collection("re", embed_model=str(float_model), cluster=ray_cluster.address) as col:
         col.index([root])  # (closed after: its workers hold the nodes' CPUs, the reindex's need them)
     with open_collection("re", cluster=ray_cluster.address) as col:
         monkeypatch.setattr(ClusterReads, "start", counted)
-        report = reindex.run(col, str(embed_model_alt_path))
+        report = reindex.run(col, str(other_weights))
         ids = sorted(col.parts.state.point_ids(col.name))
     assert report.switched and ids == want["ids"]
     assert len(set(sent)) == HEAVY  # every document of the reindex went to a node

@@ -39,8 +39,8 @@ def test_the_report_line_names_nodes_rates_refusals_and_losses():
     assert "finished alone" in note({**work, "given_up": "no part finished in 300 s"})
 
 
-def test_tolerance_is_stricter_for_float_weights(embed_model_path: Path, tmp_path: Path):
-    assert tolerance(str(embed_model_path)) == 0.9999  # the default model: bf16/f16 matrices
+def test_tolerance_is_stricter_for_float_weights(embed_model_f16_path: Path, tmp_path: Path):
+    assert tolerance(str(embed_model_f16_path)) == 0.9999  # f16 matrices
     bad = tmp_path / "not.gguf"
     bad.write_bytes(b"nope")
     assert tolerance(str(bad)) == 0.9999  # unreadable: the stricter bound
