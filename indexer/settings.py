@@ -46,7 +46,7 @@ class Settings(BaseSettings):
     # search in the background after writes and raise their search-time parameter to the floor; an explicit
     # parameter below wins and is never tuned
     recall_floor: float = Field(0.97, gt=0, le=1, description="recall@10 the approximate indexes are tuned to keep")
-    recall_sample: int = Field(100, ge=1, le=10_000, description="queries per recall measurement")
+    recall_sample: int = Field(200, ge=1, le=10_000, description="queries per recall measurement")
     recall_interval: float = Field(600.0, ge=0, description="seconds between two recall measurements of a collection")
     recall_tuning: bool = Field(True, description="tune hnsw_ef / nprobe / efSearch from the measured recall")
     recall_latency_budget_ms: float = Field(5.0, gt=0, description="median query time the tuning may spend")

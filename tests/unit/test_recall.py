@@ -66,11 +66,12 @@ def test_climb_follows_the_lever_that_pays_per_millisecond():
     # boilerplate on FAISS (measured): rescoring gains nothing, nprobe does; the climb never doubles the depth twice
     def lists_lose(at):
         nprobe, depth = at
-        return {64: 0.88, 128: 0.94, 192: 0.962, 256: 0.977}[nprobe] + 0.001 * (depth > 1), nprobe / 256 + 0.05 * depth
+        found = float(np.interp(nprobe, [64, 128, 192, 256, 512], [0.88, 0.94, 0.962, 0.977, 0.99]))
+        return found + 0.001 * (depth > 1), nprobe / 256 + 0.05 * depth
 
     chosen, trials = recall.climb(lists_lose, (64, 1), (4096, 16), floor=0.97, latency_budget_ms=5.0)
-    assert chosen.value == (256, 1) and chosen.recall == pytest.approx(0.977)  # halfway back (192) is below it
-    assert [t.value for t in trials] == [(64, 1), (128, 1), (64, 2), (256, 1), (128, 2), (192, 1)]
+    assert chosen.value == (256, 1) and chosen.recall == pytest.approx(0.977)  # 192 and 224 between fall short
+    assert [t.value for t in trials] == [(64, 1), (128, 1), (64, 2), (256, 1), (128, 2), (192, 1), (224, 1)]
 
     # the mailbox set: the codes lose the neighbours, so the rescoring depth is the cheap lever
     def codes_lose(at):
@@ -85,18 +86,23 @@ def test_climb_takes_a_step_that_gains_recall_at_no_more_time_before_the_one_tha
     # 1 -> 2) gains a little recall and costs no time; nprobe gains more per millisecond but is not free
     def boilerplate(at):
         nprobe, depth, order = at
-        found = {64: 0.79, 128: 0.88, 256: 0.94, 512: 0.978, 384: 0.968}[nprobe] + 0.005 * (order - 1) * (nprobe > 64)
-        return min(found, 0.995), nprobe / 256 + 0.6 * depth - 0.3 * (order - 1), 0.005
+        found = float(np.interp(nprobe, [64, 128, 256, 384, 512], [0.79, 0.88, 0.94, 0.968, 0.978]))
+        found = min(found + 0.005 * (order - 1) * (nprobe > 64), 0.995)
+        return found, nprobe / 256 + 0.6 * depth - 0.3 * (order - 1), 0.005
 
     chosen, trials = recall.climb(boilerplate, (64, 2, 1), (4096, 16, 2), 0.97, 5.0)
     assert [t.value for t in trials][:4] == [(64, 2, 1), (128, 2, 1), (64, 4, 1), (64, 2, 2)]
     assert chosen.value[2] == 2, trials  # the free step taken, and kept to the end
-    assert chosen.value == (512, 2, 2) and chosen.recall == pytest.approx(0.983)  # halfway back (384) falls short
+    # between 256 and 512: 384 falls short (0.973 - 0.005), 448 meets it sooner (0.978 - 0.005), so does 416
+    # (0.9755 - 0.005); 400 is within an eighth of 416: not measured
+    assert chosen.value == (416, 2, 2) and chosen.recall == pytest.approx(0.9755)
+    assert [t.value for t in trials][-3:] == [(384, 2, 2), (448, 2, 2), (416, 2, 2)]
     # a step with the same gain that costs time is weighed per millisecond as before: nprobe first
     costly = {(64, 1, 1): (0.80, 1.0), (128, 1, 1): (0.90, 1.5), (64, 2, 1): (0.80, 1.6), (64, 1, 2): (0.81, 1.2),
-              (256, 1, 1): (0.975, 2.0), (128, 2, 1): (0.90, 2.1), (128, 1, 2): (0.91, 1.7), (192, 1, 1): (0.96, 1.8)}
+              (256, 1, 1): (0.975, 2.0), (128, 2, 1): (0.90, 2.1), (128, 1, 2): (0.91, 1.7), (192, 1, 1): (0.96, 1.8),
+              (224, 1, 1): (0.972, 1.9), (208, 1, 1): (0.965, 1.85)}
     chosen, trials = recall.climb(lambda at: costly[at], (64, 1, 1), (4096, 16, 2), 0.97, 5.0)
-    assert chosen.value == (256, 1, 1) and (64, 1, 2) in [t.value for t in trials]
+    assert chosen.value == (224, 1, 1) and (64, 1, 2) in [t.value for t in trials]
 
 
 def test_climb_asks_the_estimate_less_its_standard_error_to_meet_the_floor():
@@ -104,7 +110,8 @@ def test_climb_asks_the_estimate_less_its_standard_error_to_meet_the_floor():
     assert recall.estimate([], [], k=10) == (1.0, 0.0)
     # 0.975 +- 0.015 may well be below 0.97 for other queries: one more step (0.99 +- 0.005) is taken
     table = {(64, 1): (0.90, 1.0, 0.03), (128, 1): (0.975, 1.5, 0.015), (64, 2): (0.91, 1.4, 0.03),
-             (256, 1): (0.99, 2.0, 0.005), (128, 2): (0.976, 2.0, 0.015), (192, 1): (0.98, 1.75, 0.012)}
+             (256, 1): (0.99, 2.0, 0.005), (128, 2): (0.976, 2.0, 0.015), (192, 1): (0.98, 1.75, 0.012),
+             (224, 1): (0.982, 1.9, 0.013)}  # (the values between: short of the floor less their error)
     chosen, _ = recall.climb(lambda at: table[at], (64, 1), (256, 2), 0.97, 5.0)
     assert chosen.value == (256, 1) and chosen.error == 0.005
 
@@ -113,11 +120,18 @@ def test_climb_takes_the_value_halfway_back_when_it_meets_the_floor_sooner():
     # the mailbox at 1M on FAISS (measured, AMD EPYC Zen 3, int8 codes): nprobe 64 0.968 +- 0.015, 128 0.990 +-
     # 0.010 at +0.76 ms; the doubling may overshoot: 96 at 0.984 +- 0.012 would meet the floor sooner and be kept
     table = {(64, 2): (0.968, 1.08, 0.015), (128, 2): (0.990, 1.84, 0.010), (64, 4): (0.968, 1.29, 0.015),
-             (96, 2): (0.984, 1.46, 0.012)}
+             (96, 2): (0.984, 1.46, 0.012), (80, 2): (0.975, 1.27, 0.014), (88, 2): (0.980, 1.37, 0.012)}
     chosen, trials = recall.climb(lambda at: table[at], (64, 2), (4096, 16), 0.97, 5.0)
-    assert chosen.value == (96, 2) and [t.value for t in trials][-1] == (96, 2)
-    # halfway back below the floor less its error (as measured there: 0.977 +- 0.014): the doubled value stays
+    # bisected while the gap is over an eighth of the value that meets: 80 and 88 fall short, 92 is not measured
+    assert chosen.value == (96, 2) and [t.value for t in trials][-3:] == [(96, 2), (80, 2), (88, 2)]
+    # halfway back below the floor less its error (as measured there: 0.977 +- 0.014): the bisection goes on above
+    # it, and keeps 112, which meets it sooner than 128
     table[(96, 2)] = (0.977, 1.41, 0.014)
+    table[(112, 2)], table[(104, 2)] = (0.985, 1.65, 0.011), (0.981, 1.55, 0.012)
+    chosen, trials = recall.climb(lambda at: table[at], (64, 2), (4096, 16), 0.97, 5.0)
+    assert chosen.value == (112, 2) and [t.value for t in trials][-3:] == [(96, 2), (112, 2), (104, 2)]
+    # a value between that meets the floor no sooner ends the search: the doubled value stays
+    table[(96, 2)] = (0.984, 1.9, 0.012)
     assert recall.climb(lambda at: table[at], (64, 2), (4096, 16), 0.97, 5.0)[0].value == (128, 2)
     # the rescoring depth 2 -> 4 has 3 between; 1 -> 2 has nothing between (no extra trial)
     table = {(64, 2): (0.95, 1.0, 0.01), (128, 2): (0.95, 2.0, 0.01), (64, 4): (0.99, 1.3, 0.005),
