@@ -42,10 +42,10 @@ K = 10
 SAMPLE = 200
 INTERVAL_S = 600.0  # at most one measurement per collection in this time (after writes or searches)
 LATENCY_BUDGET_MS = 5.0  # median time of one approximate query the tuning may spend
-# Recall gains below this are a sample's noise, not worth a slower search: with 100 queries one neighbour in a
-# thousand is 0.001 and the standard error near the floor 0.004-0.015. Measured (versions at 1M, FAISS, AMD EPYC
-# Zen 3): 0.970 at nprobe 64 / rescoring 2 (1.69 ms) rose to 0.974 at 128 / 4 (2.99 ms) and the climb kept the
-# slower one; the measured recall there was 0.990.
+# Recall gains below this are a sample's noise, not worth a slower search: with 200 queries one neighbour in two
+# thousand is 0.0005 and the standard error near the floor 0.003-0.01 (0.004-0.015 with 100). Measured (versions
+# at 1M, FAISS, AMD EPYC Zen 3, 100 queries): 0.970 at nprobe 64 / rescoring 2 (1.69 ms) rose to 0.974 at
+# 128 / 4 (2.99 ms) and the climb kept the slower one; the measured recall there was 0.990.
 RECALL_NOISE = 0.005
 RECENT = 200  # query vectors a collection's ring keeps (300 KB at 384 dimensions)
 WAIT_S = 300.0  # the longest a closing writer or reader waits for a measurement in flight
